@@ -1,0 +1,14 @@
+"""spark_kafkawire: Kafka wire-protocol captures as Arrow tables and a Spark data source."""
+
+from .capture import CaptureError
+from .reader import Options, iter_batches, list_files, read_capture
+
+__version__ = "0.1.0"
+__all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_capture", "register", "__version__"]
+
+
+def register(spark) -> None:
+    """Register the 'kafkawire' data source with a SparkSession."""
+    from .datasource import KafkaWireDataSource
+
+    spark.dataSource.register(KafkaWireDataSource)

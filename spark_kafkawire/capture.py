@@ -1,0 +1,254 @@
+"""Capture files -> packets.
+
+Reads classic pcap (microsecond and nanosecond magic, either byte order) and pcapng (every section
+and interface, each interface with its own link type, timestamp resolution and offset), plain or
+gzip-compressed. Reading streams: one packet record is in memory at a time, and no record may be
+larger than ``MAX_RECORD`` bytes.
+
+A file that is not a capture raises :class:`CaptureError` naming the file. A capture that is
+damaged part way (cut while being written, a corrupt record header) yields every packet before the
+damage and then sets :attr:`CaptureReader.damage` to a :class:`Damage` saying where it starts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator, NamedTuple
+
+MAX_RECORD = 1 << 26  # 64 MiB: far above any real snaplen; bounds what one bad length can allocate
+
+PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1_000),  # microsecond, little endian
+    b"\xa1\xb2\xc3\xd4": (">", 1_000),
+    b"\x4d\x3c\xb2\xa1": ("<", 1),  # nanosecond
+    b"\xa1\xb2\x3c\x4d": (">", 1),
+}
+PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class CaptureError(Exception):
+    """The file is not a capture this reader understands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Where a capture stops being readable."""
+
+    packet_number: int  # 1-based number of the first packet that could not be read
+    byte_offset: int  # offset of its record in the (decompressed) file
+    reason: str
+
+    def __str__(self) -> str:
+        return f"packet {self.packet_number} at byte {self.byte_offset}: {self.reason}"
+
+
+class Packet(NamedTuple):
+    number: int  # 1-based, as Wireshark counts
+    ts_ns: int  # nanoseconds since the Unix epoch, UTC
+    linktype: int
+    data: bytes  # captured bytes (may be shorter than the packet on the wire)
+    wire_len: int  # original length on the wire
+
+
+def _open(path: str) -> BinaryIO:
+    f = open(path, "rb")
+    if f.read(2) == GZIP_MAGIC:
+        f.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    f.seek(0)
+    return f
+
+
+class CaptureReader:
+    """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.damage: Damage | None = None
+        self.format = ""
+
+    def __iter__(self) -> Iterator[Packet]:
+        with _open(self.path) as f:
+            try:
+                head = f.read(4)
+            except (OSError, EOFError) as e:  # broken gzip stream
+                raise CaptureError(f"{self.path}: not a readable capture file ({e})") from None
+            if head in PCAP_MAGICS:
+                self.format = "pcap"
+                yield from self._pcap(f, head)
+            elif head == PCAPNG_SHB:
+                self.format = "pcapng"
+                yield from self._pcapng(f, head)
+            else:
+                raise CaptureError(
+                    f"{self.path}: not a pcap or pcapng capture (starts with {head.hex() or 'nothing'})"
+                )
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _damaged(self, number: int, offset: int, reason: str) -> None:
+        self.damage = Damage(number, offset, reason)
+
+    @staticmethod
+    def _read(f: BinaryIO, n: int) -> bytes:
+        try:
+            return f.read(n)
+        except (OSError, EOFError):  # gzip stream cut short or corrupt
+            return b""
+
+    # -- classic pcap ------------------------------------------------------------------------
+    def _pcap(self, f: BinaryIO, magic: bytes) -> Iterator[Packet]:
+        endian, ns_per_tick = PCAP_MAGICS[magic]
+        rest = self._read(f, 20)
+        if len(rest) < 20:
+            raise CaptureError(f"{self.path}: pcap file header is cut short")
+        _vmaj, _vmin, _zone, _sigfigs, snaplen, network = struct.unpack(endian + "HHiIII", rest)
+        linktype = network & 0x0FFFFFFF
+        rec = struct.Struct(endian + "IIII")
+        offset = 24
+        number = 0
+        limit = max(snaplen, 262144) if snaplen else MAX_RECORD
+        limit = min(limit, MAX_RECORD)
+        read = self._read
+        while True:
+            hdr = read(f, 16)
+            number += 1
+            if not hdr:
+                return
+            if len(hdr) < 16:
+                self._damaged(number, offset, "file ends inside a record header")
+                return
+            sec, frac, incl, orig = rec.unpack(hdr)
+            if incl > limit:
+                self._damaged(number, offset, f"corrupt record header (captured length {incl})")
+                return
+            data = read(f, incl)
+            if len(data) < incl:
+                self._damaged(number, offset, "file ends inside a packet")
+                return
+            yield Packet(number, sec * 1_000_000_000 + frac * ns_per_tick, linktype, data, orig)
+            offset += 16 + incl
+
+    # -- pcapng ------------------------------------------------------------------------------
+    def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet]:
+        endian = "<"
+        # interfaces of the current section: (linktype, snaplen, ticks_per_second, offset_s)
+        ifaces: list[tuple[int, int, int, int]] = []
+        offset = 0
+        number = 0
+        pending_type = first
+        read = self._read
+        while True:
+            btype_raw = pending_type if pending_type is not None else read(f, 4)
+            pending_type = None
+            if not btype_raw:
+                return
+            if len(btype_raw) < 4:
+                self._damaged(number + 1, offset, "file ends inside a block header")
+                return
+            if btype_raw == PCAPNG_SHB:
+                lenraw = read(f, 4)
+                bom = read(f, 4)
+                if len(bom) < 4:
+                    if offset == 0:
+                        raise CaptureError(f"{self.path}: pcapng section header is cut short")
+                    self._damaged(number + 1, offset, "file ends inside a section header")
+                    return
+                if bom == b"\x4d\x3c\x2b\x1a":
+                    endian = "<"
+                elif bom == b"\x1a\x2b\x3c\x4d":
+                    endian = ">"
+                else:
+                    if offset == 0:
+                        raise CaptureError(f"{self.path}: pcapng byte-order magic is wrong")
+                    self._damaged(number + 1, offset, "bad pcapng byte-order magic")
+                    return
+                (blen,) = struct.unpack(endian + "I", lenraw)
+                if blen < 28 or blen % 4 or blen > MAX_RECORD:
+                    self._damaged(number + 1, offset, f"bad section header length {blen}")
+                    return
+                body = read(f, blen - 12)
+                if len(body) < blen - 12:
+                    self._damaged(number + 1, offset, "file ends inside a section header")
+                    return
+                ifaces = []
+                offset += blen
+                continue
+            lenraw = read(f, 4)
+            if len(lenraw) < 4:
+                self._damaged(number + 1, offset, "file ends inside a block header")
+                return
+            (btype,) = struct.unpack(endian + "I", btype_raw)
+            (blen,) = struct.unpack(endian + "I", lenraw)
+            if blen < 12 or blen % 4 or blen > MAX_RECORD:
+                self._damaged(number + 1, offset, f"corrupt block header (length {blen})")
+                return
+            body = read(f, blen - 8)
+            if len(body) < blen - 8:
+                self._damaged(number + 1, offset, "file ends inside a block")
+                return
+            body = body[:-4]  # drop the trailing copy of the length
+            if btype == 1:  # Interface Description Block
+                if len(body) < 8:
+                    self._damaged(number + 1, offset, "interface description block too short")
+                    return
+                linktype, _res, snaplen = struct.unpack(endian + "HHI", body[:8])
+                tps, tsoff = 1_000_000, 0
+                for code, val in _options(body[8:], endian):
+                    if code == 9 and len(val) >= 1:  # if_tsresol
+                        r = val[0]
+                        tps = 2 ** (r & 0x7F) if r & 0x80 else 10 ** r
+                    elif code == 14 and len(val) >= 8:  # if_tsoffset, seconds
+                        (tsoff,) = struct.unpack(endian + "q", val[:8])
+                ifaces.append((linktype, snaplen, tps, tsoff))
+            elif btype in (6, 2):  # Enhanced Packet Block / obsolete Packet Block
+                number += 1
+                if btype == 6:
+                    if len(body) < 20:
+                        self._damaged(number, offset, "packet block too short")
+                        return
+                    iface, hi, lo, caplen, orig = struct.unpack(endian + "IIIII", body[:20])
+                else:
+                    if len(body) < 20:
+                        self._damaged(number, offset, "packet block too short")
+                        return
+                    iface, _drops, hi, lo, caplen, orig = struct.unpack(endian + "HHIIII", body[:20])
+                if iface >= len(ifaces) or 20 + caplen > len(body):
+                    self._damaged(number, offset, "packet block names an unknown interface or overruns")
+                    return
+                linktype, _snap, tps, tsoff = ifaces[iface]
+                yield Packet(number, _ts_ns((hi << 32) | lo, tps, tsoff), linktype, body[20 : 20 + caplen], orig)
+            elif btype == 3:  # Simple Packet Block: interface 0, no timestamp
+                number += 1
+                if not ifaces or len(body) < 4:
+                    self._damaged(number, offset, "simple packet block without an interface")
+                    return
+                (orig,) = struct.unpack(endian + "I", body[:4])
+                linktype, snap, _tps, _off = ifaces[0]
+                caplen = min(orig, len(body) - 4, snap or orig)
+                yield Packet(number, 0, linktype, body[4 : 4 + caplen], orig)
+            # other blocks (name resolution, statistics, custom, ...) carry no packets
+            offset += blen
+
+
+def _ts_ns(ticks: int, ticks_per_second: int, offset_s: int) -> int:
+    if ticks_per_second == 1_000_000_000:
+        ns = ticks
+    elif 1_000_000_000 % ticks_per_second == 0:
+        ns = ticks * (1_000_000_000 // ticks_per_second)
+    else:
+        ns = ticks * 1_000_000_000 // ticks_per_second
+    return ns + offset_s * 1_000_000_000
+
+
+def _options(buf: bytes, endian: str) -> Iterator[tuple[int, bytes]]:
+    pos, n = 0, len(buf)
+    fmt = endian + "HH"
+    while pos + 4 <= n:
+        code, length = struct.unpack_from(fmt, buf, pos)
+        if code == 0:
+            return
+        yield code, buf[pos + 4 : pos + 4 + length]
+        pos += 4 + ((length + 3) & ~3)

@@ -1,0 +1,295 @@
+"""Frames -> messages -> exchanges.
+
+The :class:`Decoder` is the reassembler's listener. For each connection it
+
+1. decides which side is the client: the side that sent the SYN; without a SYN, a side already
+   known as a broker in this capture, else the side whose frames parse as requests (and whose
+   correlation ids the other side echoes); as a last resort the higher port is the client;
+2. parses request headers (header version from api key and version) and response headers (header
+   version from the request they answer);
+3. pairs each response with its request by correlation id (pipelining is normal; Kafka answers
+   in order, so an acks=0 Produce request still pending when a later request is answered was
+   never going to be answered);
+4. hands each exchange, or each message, to a row sink.
+
+Statuses (column ``status``; ``detail`` says more):
+
+=================  ===============================================================================
+complete           request and response both decoded
+no_response        a request with no response in the capture (detail: acks=0, connection closed,
+                   capture ended, correlation id reused)
+request_missing    a response whose request is not in the capture: without the request's api key
+                   and version nothing past the correlation id can be decoded
+truncated          a frame of the exchange was cut short by a gap in the capture or its end
+malformed          a frame whose header does not parse (detail says why)
+unknown_api        a request for an api key or version no Kafka release defines
+capture_damaged    the capture file is damaged from here on (detail: packet number, byte offset)
+=================  ===============================================================================
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from typing import NamedTuple, Protocol
+
+from . import protocol
+from .frames import (
+    DEFAULT_MAX_FRAME,
+    Frame,
+    Framer,
+    HeaderError,
+    RequestHeader,
+    looks_like_request,
+    parse_request_header,
+    parse_response_header,
+)
+from .packets import ip_text
+from .tcp import Connection
+
+COMPLETE = "complete"
+NO_RESPONSE = "no_response"
+REQUEST_MISSING = "request_missing"
+TRUNCATED = "truncated"
+MALFORMED = "malformed"
+UNKNOWN_API = "unknown_api"
+CAPTURE_DAMAGED = "capture_damaged"
+STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, CAPTURE_DAMAGED)
+
+MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
+ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
+
+_I16 = Struct("!h")
+_I32 = Struct("!i")
+
+
+class Request(NamedTuple):
+    frame: Frame
+    header: RequestHeader | None
+    acks: int | None  # Produce only
+
+
+class Response(NamedTuple):
+    frame: Frame
+    correlation_id: int | None
+    header_version: int | None
+
+
+class Endpoints(NamedTuple):
+    client_ip: str
+    client_port: int
+    broker_ip: str
+    broker_port: int
+
+
+class RowSink(Protocol):
+    """Receives decoded exchanges; builds the rows of the requested shape."""
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None) -> None: ...
+
+
+class _ConnState:
+    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints")
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.framers: list[Framer] = []
+        self.client_dir: int | None = None  # index of the direction carrying requests
+        self.queue: list[tuple[int, Frame]] = []  # frames waiting for the role decision
+        self.queued_counts = [0, 0]
+        self.pending: dict[int, Request] = {}
+        self.endpoints: Endpoints | None = None
+
+
+def produce_acks(version: int, data: bytes, pos: int) -> int | None:
+    """acks of a Produce request body: after transactional_id (v3+, compact when flexible).
+
+    A stop-gap reader of the first two body fields; full body decoding is schema-driven.
+    """
+    try:
+        if version >= 3:
+            api = protocol.api(0)
+            if api is not None and api.is_flexible(version):
+                n = 0
+                shift = 0
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    shift += 7
+                    if not b & 0x80 or shift > 28:
+                        break
+                pos += max(n - 1, 0)
+            else:
+                (ln,) = _I16.unpack_from(data, pos)
+                pos += 2 + max(ln, 0)
+        return _I16.unpack_from(data, pos)[0]
+    except (IndexError, ValueError, Exception):
+        return None
+
+
+class Decoder:
+    """Listener of the reassembler: turns each connection's frames into exchanges."""
+
+    def __init__(self, rows: RowSink, max_frame: int = DEFAULT_MAX_FRAME):
+        self.rows = rows
+        self.max_frame = max_frame
+        self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
+        self.ending = False  # set while the capture's end flushes open connections
+
+    # -- reassembler interface -----------------------------------------------------------------
+    def opened(self, conn: Connection) -> tuple[Framer, Framer]:
+        st = _ConnState(conn)
+        conn.state = st
+        st.framers = [
+            Framer(lambda f, st=st: self._frame(st, 0, f), self.max_frame, synced=False,
+                   plausible=lambda b, st=st: self._plausible(st, 0, b)),
+            Framer(lambda f, st=st: self._frame(st, 1, f), self.max_frame, synced=False,
+                   plausible=lambda b, st=st: self._plausible(st, 1, b)),
+        ]
+        return st.framers[0], st.framers[1]
+
+    def closed(self, conn: Connection) -> None:
+        st: _ConnState = conn.state  # type: ignore[assignment]
+        if st.client_dir is None and st.queue:
+            self._decide(st, force=True)
+        why = "capture ended before a response" if self.ending else "connection closed without a response"
+        for req in st.pending.values():
+            self._emit(st, req, None, NO_RESPONSE, why)
+        st.pending.clear()
+
+    # -- roles ---------------------------------------------------------------------------------
+    def _plausible(self, st: _ConnState, d: int, data: bytes) -> bool:
+        """Could a frame start here? (used when the start of a stream was not captured)"""
+        role = self._role_of(st)
+        if role is None:
+            return looks_like_request(data) or len(data) >= 4
+        if d == role:
+            return looks_like_request(data)
+        return len(data) >= 4 and (_I32.unpack_from(data)[0] in st.pending or not st.pending)
+
+    def _role_of(self, st: _ConnState) -> int | None:
+        if st.client_dir is not None:
+            return st.client_dir
+        conn = st.conn
+        if conn.client is not None:
+            return conn.client
+        if conn.b in self.brokers:
+            return 0
+        if conn.a in self.brokers:
+            return 1
+        return None
+
+    def _decide(self, st: _ConnState, force: bool = False) -> bool:
+        role = self._role_of(st)
+        if role is None:
+            firsts: list[Frame | None] = [None, None]
+            for d, f in st.queue:
+                if firsts[d] is None:
+                    firsts[d] = f
+            req = [f is not None and looks_like_request(f.data) for f in firsts]
+            if firsts[0] is not None and firsts[1] is not None:
+                echo = [False, False]
+                for d in (0, 1):
+                    if req[d]:
+                        corrs = {_I32.unpack_from(f.data, 4)[0] for dd, f in st.queue if dd == d and len(f.data) >= 8}
+                        other = firsts[1 - d]
+                        echo[d] = len(other.data) >= 4 and _I32.unpack_from(other.data)[0] in corrs
+                if echo[0] != echo[1]:
+                    role = 0 if echo[0] else 1
+                elif req[0] != req[1]:
+                    role = 0 if req[0] else 1
+                else:  # last resort: the broker has the lower port
+                    role = 0 if st.conn.a[1] > st.conn.b[1] else 1
+            else:
+                d = 0 if firsts[0] is not None else 1
+                if not force and st.queued_counts[d] < ROLE_DECISION_FRAMES:
+                    return False
+                role = d if req[d] else 1 - d
+        st.client_dir = role
+        conn = st.conn
+        client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
+        self.brokers.add(broker)
+        st.endpoints = Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])
+        queue, st.queue = st.queue, []
+        for d, f in queue:
+            self._dispatch(st, d, f)
+        return True
+
+    # -- frames ----------------------------------------------------------------------------------
+    def _frame(self, st: _ConnState, d: int, frame: Frame) -> None:
+        if st.client_dir is None:
+            st.queue.append((d, frame))
+            st.queued_counts[d] += 1
+            self._decide(st)
+            return
+        self._dispatch(st, d, frame)
+
+    def _dispatch(self, st: _ConnState, d: int, frame: Frame) -> None:
+        if d == st.client_dir:
+            self._request(st, frame)
+        else:
+            self._response(st, frame)
+
+    def _request(self, st: _ConnState, frame: Frame) -> None:
+        try:
+            h = parse_request_header(frame.data)
+        except HeaderError as e:
+            status = TRUNCATED if not frame.complete else MALFORMED
+            self._emit(st, Request(frame, None, None), None, status, f"request header: {e}")
+            return
+        acks = produce_acks(h.api_version, frame.data, h.body_offset) if h.api_key == 0 else None
+        req = Request(frame, h, acks)
+        pending = st.pending
+        old = pending.pop(h.correlation_id, None)
+        if old is not None:
+            self._emit(st, old, None, NO_RESPONSE, "correlation id reused before a response")
+        pending[h.correlation_id] = req
+        if len(pending) > MAX_PENDING_REQUESTS:
+            oldest = next(iter(pending))
+            self._emit(st, pending.pop(oldest), None, NO_RESPONSE,
+                       f"no response among the next {MAX_PENDING_REQUESTS} requests")
+
+    def _response(self, st: _ConnState, frame: Frame) -> None:
+        if len(frame.data) < 4:
+            status = TRUNCATED if not frame.complete else MALFORMED
+            self._emit(st, None, Response(frame, None, None), status, "response shorter than its header")
+            return
+        corr = _I32.unpack_from(frame.data)[0]
+        req = st.pending.pop(corr, None)
+        if req is None:
+            self._emit(st, None, Response(frame, corr, None), REQUEST_MISSING,
+                       "request not in the capture: api key and version unknown")
+            return
+        # Kafka answers in order: acks=0 Produce requests sent before this one got no response
+        if st.pending:
+            for c in [c for c, r in st.pending.items() if r.acks == 0 and r.frame.offset < req.frame.offset]:
+                self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
+        h = req.header
+        hv = protocol.response_header_version(h.api_key, h.api_version)
+        resp = Response(frame, corr, hv)
+        status, detail = COMPLETE, None
+        try:
+            parse_response_header(frame.data, hv)
+        except HeaderError as e:
+            status, detail = MALFORMED, f"response header: {e}"
+        if h.header_version is None:
+            status, detail = UNKNOWN_API, f"api key {h.api_key} version {h.api_version} is not defined"
+        elif not (req.frame.complete and frame.complete):
+            status, detail = TRUNCATED, "cut short by a gap in the capture or its end"
+        self._emit(st, req, resp, status, detail)
+
+    def _emit(self, st: _ConnState, req: Request | None, resp: Response | None, status: str,
+              detail: str | None) -> None:
+        if req is not None and resp is None and status == NO_RESPONSE:
+            h = req.header
+            if h is not None and h.header_version is None:
+                status, detail = UNKNOWN_API, f"api key {h.api_key} version {h.api_version} is not defined"
+            elif not req.frame.complete:
+                status, detail = TRUNCATED, "request cut short by a gap in the capture or its end"
+            elif req.acks == 0:
+                detail = "acks=0: no response expected"
+        self.rows.exchange(st.endpoints, req, resp, status, detail)
+
+    def damaged(self, detail: str) -> None:
+        self.rows.exchange(None, None, None, "capture_damaged", detail)

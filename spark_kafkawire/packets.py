@@ -1,0 +1,157 @@
+"""Packets -> TCP segments.
+
+Strips the link layer (Ethernet with 802.1Q/QinQ tags, Linux cooked SLL and SLL2, BSD loopback
+NULL/LOOP, raw IPv4/IPv6), then IPv4 or IPv6 (with extension headers), then TCP. Works on the
+captured bytes with ``struct`` offsets: this runs once per packet and is the hot path.
+
+A packet cut by the snaplen keeps what was captured: ``Segment.wire_len`` is the TCP payload
+length the IP header announces, ``len(Segment.payload)`` what the capture holds. The difference
+becomes a gap in the stream, never silently lost bytes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from struct import Struct
+from typing import NamedTuple
+
+from .capture import Packet
+
+# link types (https://www.tcpdump.org/linktypes.html)
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LOOP = 108
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+_RAW_ALIASES = (12, 14)  # DLT_RAW on some BSDs
+
+ETH_IPV4 = 0x0800
+ETH_IPV6 = 0x86DD
+_VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
+
+TCP_FIN = 0x01
+TCP_SYN = 0x02
+TCP_RST = 0x04
+TCP_ACK = 0x10
+
+_U16 = Struct("!H")
+_U32_LE = Struct("<I")
+_U32_BE = Struct("!I")
+_TCP = Struct("!HHIIBB")
+_NULL_IPV6 = (24, 28, 30)
+
+
+class Segment(NamedTuple):
+    number: int  # packet number in its file
+    ts_ns: int
+    src: bytes  # 4 or 16 address bytes
+    sport: int
+    dst: bytes
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: bytes  # captured TCP payload
+    wire_len: int  # TCP payload length on the wire (>= len(payload))
+
+
+def _network(linktype: int, d: bytes) -> tuple[int, int]:
+    """Return (ethertype, offset of the network header), ethertype 0 if not IP."""
+    if linktype == LINKTYPE_ETHERNET:
+        if len(d) < 14:
+            return 0, 0
+        et = (d[12] << 8) | d[13]
+        off = 14
+        while et in _VLAN_TPIDS and len(d) >= off + 4:
+            et = (d[off + 2] << 8) | d[off + 3]
+            off += 4
+        return et, off
+    if linktype == LINKTYPE_LINUX_SLL:
+        if len(d) < 16:
+            return 0, 0
+        return (d[14] << 8) | d[15], 16
+    if linktype == LINKTYPE_LINUX_SLL2:
+        if len(d) < 20:
+            return 0, 0
+        return (d[0] << 8) | d[1], 20
+    if linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
+        if len(d) < 4:
+            return 0, 0
+        fam = _U32_BE.unpack_from(d)[0] if linktype == LINKTYPE_LOOP else _U32_LE.unpack_from(d)[0]
+        if fam > 0xFFFF:  # written on a host of the other byte order
+            fam = _U32_BE.unpack_from(d)[0] if linktype != LINKTYPE_LOOP else _U32_LE.unpack_from(d)[0]
+        if fam == 2:
+            return ETH_IPV4, 4
+        if fam in _NULL_IPV6:
+            return ETH_IPV6, 4
+        return 0, 0
+    if linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6) or linktype in _RAW_ALIASES:
+        if not d:
+            return 0, 0
+        v = d[0] >> 4
+        return (ETH_IPV4 if v == 4 else ETH_IPV6 if v == 6 else 0), 0
+    return 0, 0
+
+
+_IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options
+
+
+def decode(pkt: Packet) -> Segment | None:
+    """The TCP segment a packet carries, or None if it carries none we can use."""
+    d = pkt.data
+    et, off = _network(pkt.linktype, d)
+    if et == ETH_IPV4:
+        if len(d) < off + 20 or d[off] >> 4 != 4:
+            return None
+        ihl = (d[off] & 0x0F) * 4
+        if d[off + 9] != 6 or ihl < 20:
+            return None
+        frag = _U16.unpack_from(d, off + 6)[0]
+        if frag & 0x3FFF:  # a fragment (MF set or nonzero offset): not reassembled
+            return None
+        total = _U16.unpack_from(d, off + 2)[0]
+        src = d[off + 12 : off + 16]
+        dst = d[off + 16 : off + 20]
+        tcp = off + ihl
+        # total == 0 happens with TCP segmentation offload: trust the captured length
+        end = off + total if total else len(d)
+        ip_payload_wire = (total - ihl) if total else len(d) - tcp
+    elif et == ETH_IPV6:
+        if len(d) < off + 40 or d[off] >> 4 != 6:
+            return None
+        plen = _U16.unpack_from(d, off + 4)[0]
+        nxt = d[off + 6]
+        src = d[off + 8 : off + 24]
+        dst = d[off + 24 : off + 40]
+        tcp = off + 40
+        end = tcp + plen if plen else len(d)
+        ip_payload_wire = plen if plen else len(d) - tcp
+        while nxt in _IPV6_EXT and len(d) >= tcp + 8:
+            nxt = d[tcp]
+            hl = (d[tcp + 1] + 1) * 8
+            tcp += hl
+            ip_payload_wire -= hl
+        if nxt != 6:  # not TCP, or a fragment (44): not reassembled
+            return None
+    else:
+        return None
+    if len(d) < tcp + 20:
+        return None
+    sport, dport, seq, ack, doff, flags = _TCP.unpack_from(d, tcp)
+    doff = (doff >> 4) * 4
+    if doff < 20:
+        return None
+    start = tcp + doff
+    wire_len = ip_payload_wire - doff
+    if wire_len < 0:
+        return None
+    payload = d[start : min(end, len(d), start + wire_len)]
+    return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len)
+
+
+def ip_text(addr: bytes) -> str:
+    """Printable form of 4 or 16 address bytes (IPv6 compressed, as Wireshark shows it)."""
+    return str(ipaddress.ip_address(addr))

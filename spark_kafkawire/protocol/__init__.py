@@ -1,0 +1,85 @@
+"""Kafka protocol knowledge, loaded from data files in this folder.
+
+``apis.tsv`` lists every API key Kafka has defined with the versions it has had and the first
+flexible version (KIP-482). Header versions follow from that table by rule, never by per-version
+branches:
+
+* request header v2 if the version is flexible, else v1; v0 for ControlledShutdown v0;
+* response header v1 if flexible, else v0; always v0 for ApiVersions (key 18).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    flexible_from: int  # -1: never flexible
+
+    def has_version(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible_from >= 0 and version >= self.flexible_from
+
+
+def _load() -> tuple[Api | None, ...]:
+    text = resources.files(__package__).joinpath("apis.tsv").read_text()
+    apis: dict[int, Api] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, name, lo, hi, flex = line.split("\t")
+        apis[int(key)] = Api(int(key), name, int(lo), int(hi), int(flex))
+    table: list[Api | None] = [None] * (max(apis) + 1)
+    for key, api in apis.items():
+        table[key] = api
+    return tuple(table)
+
+
+APIS: tuple[Api | None, ...] = _load()
+#: api_key -> name, for building lookup columns
+API_NAMES: dict[int, str] = {a.key: a.name for a in APIS if a is not None}
+
+
+def api(key: int) -> Api | None:
+    return APIS[key] if 0 <= key < len(APIS) else None
+
+
+def api_name(key: int) -> str | None:
+    a = api(key)
+    return a.name if a else None
+
+
+def is_known(key: int, version: int) -> bool:
+    a = api(key)
+    return a is not None and a.has_version(version)
+
+
+def request_header_version(key: int, version: int) -> int | None:
+    """Header version of a request, or None when (key, version) was never defined."""
+    a = api(key)
+    if a is None or not a.has_version(version):
+        return None
+    if key == CONTROLLED_SHUTDOWN_KEY and version == 0:
+        return 0
+    return 2 if a.is_flexible(version) else 1
+
+
+def response_header_version(key: int, version: int) -> int | None:
+    """Header version of the response to a request of (key, version), or None if unknown."""
+    a = api(key)
+    if a is None or not a.has_version(version):
+        return None
+    if key == API_VERSIONS_KEY:
+        return 0
+    return 1 if a.is_flexible(version) else 0

@@ -1,0 +1,155 @@
+"""The pipeline without Spark: capture files -> Arrow.
+
+``read_capture(path, **options)`` returns a ``pyarrow.Table``; ``iter_batches(file, options)``
+streams one file's ``RecordBatch``es with bounded memory (the Spark data source reads each of its
+partitions this way).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping
+
+import pyarrow as pa
+
+from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
+from .exchanges import Decoder
+from .frames import DEFAULT_MAX_FRAME
+from .packets import decode
+from .table import ROW_SHAPES, RowBuilder, arrow_schema
+from .tcp import Reassembler
+
+#: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
+DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Reader options. Names are case-insensitive; values may be strings, as Spark passes them.
+
+    rows            'exchanges' (default) or 'messages'
+    ports           comma-separated TCP ports: decode only connections with one of them
+    maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes)
+    pathglobfilter  comma-separated file name patterns a directory listing picks up
+    batchsize       rows per Arrow record batch (default 8192)
+    """
+
+    rows: str = "exchanges"
+    ports: frozenset[int] | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME
+    path_glob_filter: str = DEFAULT_GLOB
+    batch_size: int = 8192
+
+    @classmethod
+    def parse(cls, options: Mapping[str, object] | None) -> "Options":
+        o = {str(k).lower().replace("_", ""): v for k, v in (options or {}).items()}
+        known = {"rows", "ports", "maxframebytes", "pathglobfilter", "batchsize", "path", "paths"}
+        unknown = sorted(set(o) - known)
+        if unknown:
+            raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)}")
+        rows = str(o.get("rows", "exchanges")).lower()
+        if rows not in ROW_SHAPES:
+            raise ValueError(f"option rows must be one of {', '.join(ROW_SHAPES)}, not {rows!r}")
+        ports = o.get("ports")
+        if ports is not None and not isinstance(ports, (set, frozenset, list, tuple)):
+            ports = [p for p in str(ports).replace(" ", "").split(",") if p]
+        port_set = frozenset(int(p) for p in ports) if ports is not None else None
+        return cls(
+            rows=rows,
+            ports=port_set,
+            max_frame_bytes=int(o.get("maxframebytes", DEFAULT_MAX_FRAME)),
+            path_glob_filter=str(o.get("pathglobfilter", DEFAULT_GLOB)),
+            batch_size=max(1, int(o.get("batchsize", 8192))),
+        )
+
+
+def _paths_option(options: Mapping[str, object]) -> list[str]:
+    """The paths Spark (or a caller) passed: option 'path', or 'paths' as a JSON list."""
+    o = {str(k).lower(): v for k, v in options.items()}
+    out: list[str] = []
+    if "paths" in o:
+        v = o["paths"]
+        out.extend(json.loads(v) if isinstance(v, str) else list(v))  # type: ignore[arg-type]
+    if "path" in o:
+        v = o["path"]
+        out.extend([v] if isinstance(v, str) else list(v))  # type: ignore[arg-type]
+    return out
+
+
+def _is_capture(path: str) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return head in PCAP_MAGICS or head == PCAPNG_SHB or head[:2] == GZIP_MAGIC
+
+
+def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB) -> list[str]:
+    """Expand files, directories (recursively) and globs into a sorted list of capture files.
+
+    Files named directly or matched by a glob are always read; a directory contributes the files
+    whose names match ``path_glob_filter`` (hidden files and those starting with '_' skipped, as
+    Spark's file sources do). A named file that is not a capture raises ``CaptureError``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    patterns = [p for p in path_glob_filter.split(",") if p]
+    found: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if p.startswith("file:"):
+            p = p[5:].lstrip("/")
+            p = "/" + p
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+                for name in sorted(files):
+                    if name.startswith((".", "_")):
+                        continue
+                    if any(fnmatch.fnmatch(name, pat) for pat in patterns):
+                        found.append(os.path.join(root, name))
+        elif os.path.isfile(p):
+            found.append(p)
+        else:
+            matches = sorted(glob.glob(p, recursive=True))
+            if not matches:
+                raise FileNotFoundError(f"kafkawire: path does not exist: {p}")
+            for m in matches:
+                found.extend(list_files(m, path_glob_filter) if os.path.isdir(m) else [m])
+    out = sorted(dict.fromkeys(os.path.abspath(f) for f in found))
+    for f in out:
+        if not _is_capture(f):
+            raise CaptureError(f"{f}: not a pcap or pcapng capture file")
+    return out
+
+
+def iter_batches(path: str, options: Options | Mapping[str, object] | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one capture file, yielding record batches as they fill."""
+    opts = options if isinstance(options, Options) else Options.parse(options)
+    rows = RowBuilder(opts.rows, path)
+    decoder = Decoder(rows, opts.max_frame_bytes)
+    reasm = Reassembler(decoder, ports=opts.ports)
+    reader = CaptureReader(path)
+    limit = opts.batch_size
+    feed = reasm.feed
+    for pkt in reader:
+        seg = decode(pkt)
+        if seg is not None:
+            feed(seg)
+            if rows.count >= limit:
+                yield rows.flush()
+    decoder.ending = True
+    reasm.close()
+    if reader.damage is not None:
+        decoder.damaged(str(reader.damage))
+    if rows.count:
+        yield rows.flush()
+
+
+def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], **options: object) -> pa.Table:
+    """Decode capture files (a file, directory, glob or a list of them) into one Arrow table."""
+    opts = Options.parse(options)
+    batches = [b for f in list_files(path, opts.path_glob_filter) for b in iter_batches(f, opts)]
+    return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))

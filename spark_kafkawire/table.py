@@ -1,0 +1,171 @@
+"""Exchanges -> Arrow record batches.
+
+Each row shape (option ``rows``) has one column list here, the single source of both the Spark
+schema (DDL) and the Arrow schema. Builders append to one Python list per column and turn them
+into a ``pyarrow.RecordBatch`` of exactly that schema.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from . import protocol
+from .exchanges import Endpoints, Request, Response
+
+_ARROW = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "smallint": pa.int16(),
+    "tinyint": pa.int8(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+
+_ENDPOINTS = [
+    ("capture_file", "string"),
+    ("client_ip", "string"),
+    ("client_port", "int"),
+    ("broker_ip", "string"),
+    ("broker_port", "int"),
+]
+
+COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "exchanges": _ENDPOINTS + [
+        ("request_time", "timestamp"),
+        ("response_time", "timestamp"),
+        ("latency_ms", "double"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("request_header_version", "tinyint"),
+        ("response_header_version", "tinyint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("request_size", "int"),
+        ("response_size", "int"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("request_packet", "bigint"),
+        ("response_packet", "bigint"),
+    ],
+    "messages": _ENDPOINTS + [
+        ("direction", "string"),
+        ("time", "timestamp"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("header_version", "tinyint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("size", "int"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("packet", "bigint"),
+    ],
+}
+ROW_SHAPES = tuple(COLUMNS)
+
+
+def ddl(rows: str) -> str:
+    """Spark DDL schema of a row shape."""
+    return ", ".join(f"{name} {typ}" for name, typ in COLUMNS[rows])
+
+
+def arrow_schema(rows: str) -> pa.Schema:
+    return pa.schema([pa.field(name, _ARROW[typ]) for name, typ in COLUMNS[rows]])
+
+
+class RowBuilder:
+    """A RowSink that collects rows of one shape as columns."""
+
+    def __init__(self, rows: str, capture_file: str):
+        self.shape = rows
+        self.schema = arrow_schema(rows)
+        self.capture_file = capture_file
+        self.names = [n for n, _ in COLUMNS[rows]]
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cols: dict[str, list] = {n: [] for n in self.names}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def flush(self) -> pa.RecordBatch:
+        cols = self.cols
+        arrays = []
+        for field in self.schema:
+            values = cols[field.name]
+            if field.type == _ARROW["timestamp"]:
+                values = [None if v is None else v // 1000 for v in values]  # ns -> us
+            arrays.append(pa.array(values, type=field.type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        self._reset()
+        return batch
+
+    def _endpoints(self, ep: Endpoints | None) -> None:
+        c = self.cols
+        c["capture_file"].append(self.capture_file)
+        c["client_ip"].append(ep.client_ip if ep else None)
+        c["client_port"].append(ep.client_port if ep else None)
+        c["broker_ip"].append(ep.broker_ip if ep else None)
+        c["broker_port"].append(ep.broker_port if ep else None)
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None) -> None:
+        if self.shape == "messages":
+            if req is not None:
+                self._message(ep, "request", req, None, status, detail)
+            if resp is not None:
+                self._message(ep, "response", req, resp, status, detail)
+            if req is None and resp is None:
+                self._message(ep, None, None, None, status, detail)
+            return
+        c = self.cols
+        self._endpoints(ep)
+        h = req.header if req is not None else None
+        rq = req.frame if req is not None else None
+        rs = resp.frame if resp is not None else None
+        c["request_time"].append(rq.ts_ns if rq else None)
+        c["response_time"].append(rs.ts_ns if rs else None)
+        c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+        c["request_header_version"].append(h.header_version if h else None)
+        c["response_header_version"].append(resp.header_version if resp else None)
+        c["correlation_id"].append(h.correlation_id if h else resp.correlation_id if resp else None)
+        c["client_id"].append(h.client_id if h else None)
+        c["request_size"].append(rq.size if rq else None)
+        c["response_size"].append(rs.size if rs else None)
+        c["status"].append(status)
+        c["detail"].append(detail)
+        c["request_packet"].append(rq.number if rq else None)
+        c["response_packet"].append(rs.number if rs else None)
+        self.count += 1
+
+    def _message(self, ep: Endpoints | None, direction: str | None, req: Request | None,
+                 resp: Response | None, status: str, detail: str | None) -> None:
+        c = self.cols
+        self._endpoints(ep)
+        h = req.header if req is not None else None
+        frame = resp.frame if resp is not None else req.frame if req is not None else None
+        c["direction"].append(direction)
+        c["time"].append(frame.ts_ns if frame else None)
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+        if resp is not None:
+            c["header_version"].append(resp.header_version)
+            c["correlation_id"].append(resp.correlation_id)
+        else:
+            c["header_version"].append(h.header_version if h else None)
+            c["correlation_id"].append(h.correlation_id if h else None)
+        c["client_id"].append(h.client_id if h else None)
+        c["size"].append(frame.size if frame else None)
+        c["status"].append(status)
+        c["detail"].append(detail)
+        c["packet"].append(frame.number if frame else None)
+        self.count += 1

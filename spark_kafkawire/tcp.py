@@ -1,0 +1,218 @@
+"""TCP segments -> in-order byte streams, one per direction of each connection.
+
+Each direction is reassembled by sequence number into a stream offset space (64-bit, so sequence
+numbers may wrap any number of times). Rules:
+
+* In-order bytes are handed to the direction's sink at once, with the timestamp and packet
+  number of the segment that carried them; nothing is kept once delivered.
+* Out-of-order segments wait in a small per-direction queue until the hole before them fills.
+* Retransmissions and overlaps: **the first copy of a byte to arrive wins**; later copies of
+  bytes already delivered or already queued are dropped (this is also what Wireshark's
+  reassembly and most receivers do).
+* A hole that never fills becomes a gap reported to the sink, at the latest when the connection
+  closes or the capture ends, and earlier when the queue holds more than ``max_pending`` bytes.
+  Bytes a snaplen cut from a packet are a gap at once.
+* SYN starts a connection (and tells which side is the client); FIN from both sides or RST ends
+  it. A SYN with a new initial sequence number on a 4-tuple in use ends the old connection and
+  starts a new one.
+
+Memory is bounded by the data in flight: the out-of-order queues (``max_pending`` each) plus
+whatever the sinks keep, never by the size of the file or of a connection.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from typing import Protocol
+
+from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
+
+MASK32 = 0xFFFFFFFF
+DEFAULT_MAX_PENDING = 16 << 20
+
+
+class Sink(Protocol):
+    def start(self) -> None: ...  # the next byte is the first of the stream (SYN seen)
+    def data(self, chunk: bytes, ts_ns: int, number: int) -> None: ...
+    def gap(self, nbytes: int, ts_ns: int, number: int) -> None: ...
+    def end(self) -> None: ...
+
+
+class HalfStream:
+    """One direction of one connection."""
+
+    __slots__ = ("sink", "base", "nxt", "pending", "pending_bytes", "max_pending", "fin", "bytes", "last_ts")
+
+    def __init__(self, sink: Sink, max_pending: int):
+        self.sink = sink
+        self.base: int | None = None  # sequence number of stream offset 0
+        self.nxt = 0  # stream offset of the next byte to deliver
+        self.pending: list[tuple[int, int, bytes, int, int, int]] = []  # (off, order, data, wire, ts, n)
+        self.pending_bytes = 0
+        self.max_pending = max_pending
+        self.fin = False
+        self.bytes = 0  # TCP payload bytes on the wire for this direction, first copies only
+        self.last_ts = 0
+
+    def start(self, isn_next: int) -> None:
+        if self.base is None:
+            self.base = isn_next & MASK32
+            self.sink.start()
+
+    def feed(self, seq: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        if self.base is None:
+            self.base = seq
+        self.last_ts = ts
+        # offset of this segment, taking the sequence number nearest to what we expect
+        delta = (seq - self.base - self.nxt) & MASK32
+        if delta >= 0x80000000:
+            delta -= 0x100000000
+        off = self.nxt + delta
+        end = off + wire_len
+        if end <= self.nxt:
+            return  # a retransmission of bytes already delivered: first copy won
+        if off < self.nxt:  # overlaps what was delivered: keep only the new tail
+            cut = self.nxt - off
+            payload = payload[cut:]
+            wire_len -= cut
+            off = self.nxt
+        if off == self.nxt:
+            self._deliver(payload, wire_len, ts, number)
+            if self.pending:
+                self._drain()
+        else:
+            insort(self.pending, (off, len(self.pending), payload, wire_len, ts, number))
+            self.pending_bytes += wire_len
+            if self.pending_bytes > self.max_pending:
+                self._skip_hole()
+
+    def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        self.bytes += wire_len
+        if payload:
+            self.sink.data(payload, ts, number)
+        if wire_len > len(payload):  # cut by the snaplen
+            self.sink.gap(wire_len - len(payload), ts, number)
+        self.nxt += wire_len
+
+    def _drain(self) -> None:
+        pending = self.pending
+        while pending and pending[0][0] <= self.nxt:
+            off, _o, payload, wire_len, ts, number = pending.pop(0)
+            self.pending_bytes -= wire_len
+            if off + wire_len <= self.nxt:
+                continue
+            if off < self.nxt:
+                cut = self.nxt - off
+                payload = payload[cut:]
+                wire_len -= cut
+            self._deliver(payload, wire_len, ts, number)
+
+    def _skip_hole(self) -> None:
+        off, _o, _p, _w, ts, number = self.pending[0]
+        self.sink.gap(off - self.nxt, ts, number)
+        self.nxt = off
+        self._drain()
+
+    def close(self) -> None:
+        while self.pending:
+            self._skip_hole()
+        self.sink.end()
+
+
+class Listener(Protocol):
+    def opened(self, conn: "Connection") -> tuple[Sink, Sink]: ...
+    def closed(self, conn: "Connection") -> None: ...
+
+
+class Connection:
+    """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
+
+    __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state")
+
+    def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
+        self.a = a
+        self.b = b
+        self.client: int | None = None  # 0: a sent the SYN, 1: b did, None: no SYN seen
+        self.first_ts = ts
+        self.last_ts = ts
+        self.first_number = number
+        self.halves: list[HalfStream] = []
+        self.isn: list[int | None] = [None, None]
+        self.rst = False
+        self.done = False
+        self.state: object = None  # the listener's own state for this connection
+
+    def finished(self) -> bool:
+        return self.rst or (self.halves[0].fin and self.halves[1].fin)
+
+
+class Reassembler:
+    """Feed segments in capture order; the listener gets each connection's two byte streams."""
+
+    def __init__(self, listener: Listener, max_pending: int = DEFAULT_MAX_PENDING, ports: frozenset[int] | None = None):
+        self.listener = listener
+        self.max_pending = max_pending
+        self.ports = ports
+        self.table: dict[tuple, tuple[Connection, int]] = {}
+
+    def feed(self, seg: Segment) -> None:
+        if self.ports is not None and seg.sport not in self.ports and seg.dport not in self.ports:
+            return
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        flags = seg.flags
+        syn = flags & TCP_SYN
+        hit = self.table.get(key)
+        if hit is not None:
+            conn, d = hit
+            if conn.done:
+                if not syn or conn.isn[d] == seg.seq:
+                    return  # late packets of a connection that has ended
+                hit = None
+            elif syn and conn.isn[d] != seg.seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
+                self._finish(conn)  # the 4-tuple is reused by a new connection
+                hit = None
+        if hit is None:
+            conn = Connection((seg.src, seg.sport), (seg.dst, seg.dport), seg.ts_ns, seg.number)
+            d = 0
+            self.table[key] = (conn, 0)
+            self.table[(seg.dst, seg.dport, seg.src, seg.sport)] = (conn, 1)
+            sinks = self.listener.opened(conn)
+            conn.halves = [HalfStream(sinks[0], self.max_pending), HalfStream(sinks[1], self.max_pending)]
+        conn.last_ts = seg.ts_ns
+        half = conn.halves[d]
+        seq = seg.seq
+        if syn:
+            if conn.isn[d] is None:
+                conn.isn[d] = seq
+                half.start(seq + 1)
+                if conn.client is None:
+                    conn.client = 1 - d if flags & TCP_ACK else d
+            seq += 1
+        if seg.wire_len:
+            half.feed(seq, seg.payload, seg.wire_len, seg.ts_ns, seg.number)
+        if flags & TCP_RST:
+            conn.rst = True
+            self._finish(conn)
+        elif flags & TCP_FIN:
+            half.fin = True
+            if conn.finished():
+                self._finish(conn)
+
+    def _finish(self, conn: Connection) -> None:
+        if conn.done:
+            return
+        conn.done = True
+        for h in conn.halves:
+            h.close()
+        self.listener.closed(conn)
+        # the table keeps the (now light) entry so that late retransmissions and ACKs are
+        # recognised as belonging to a connection that has ended
+        conn.halves = []
+        conn.state = None
+
+    def close(self) -> None:
+        """End of capture: flush every open connection."""
+        for conn, d in self.table.values():
+            if d == 0:
+                self._finish(conn)
+        self.table.clear()
