@@ -4,7 +4,8 @@ from .capture import CaptureError
 from .reader import Options, iter_batches, list_files, read_capture
 
 __version__ = "0.1.0"
-__all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_capture", "register", "__version__"]
+__all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_capture", "register", "spark_session",
+           "__version__"]
 
 
 def register(spark) -> None:
@@ -12,3 +13,10 @@ def register(spark) -> None:
     from .datasource import KafkaWireDataSource
 
     spark.dataSource.register(KafkaWireDataSource)
+
+
+def spark_session(app_name: str = "kafkawire", master: str | None = None):
+    """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered."""
+    from .session import spark_session as make
+
+    return make(app_name, master)

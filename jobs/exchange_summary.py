@@ -1,0 +1,57 @@
+"""Exchange summary: decode captures, keep the exchanges as Parquet, print a summary.
+
+    python jobs/exchange_summary.py CAPTURES... [--out DIR] [--ports 9092,9093]
+    spark-submit jobs/exchange_summary.py CAPTURES... [--out DIR]
+
+For each api_name and client_id: exchanges, p50 and p99 latency (ms), unanswered requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyspark.sql import functions as F
+
+import spark_kafkawire
+
+
+def summarize(df):
+    unanswered = F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0))
+    return (
+        df.where(F.col("api_name").isNotNull())
+        .groupBy("api_name", "client_id")
+        .agg(
+            F.count("*").alias("exchanges"),
+            F.round(F.percentile("latency_ms", 0.5), 3).alias("p50_ms"),
+            F.round(F.percentile("latency_ms", 0.99), 3).alias("p99_ms"),
+            unanswered.alias("unanswered"),
+        )
+        .orderBy("api_name", "client_id")
+    )
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("captures", nargs="+", help="capture files, directories or globs")
+    ap.add_argument("--out", default="out/exchanges", help="Parquet output directory (overwritten)")
+    ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
+    args = ap.parse_args(argv)
+
+    spark = spark_kafkawire.spark_session("kafkawire-exchange-summary")
+    reader = spark.read.format("kafkawire")
+    if args.ports:
+        reader = reader.option("ports", args.ports)
+    df = reader.load(args.captures)
+    df.write.mode("overwrite").parquet(args.out)
+    exchanges = spark.read.parquet(args.out)
+    total = exchanges.count()
+    by_status = {r["status"]: r["count"] for r in exchanges.groupBy("status").count().collect()}
+    print(f"\n{total} exchanges written to {args.out}; by status: {by_status}\n")
+    summarize(exchanges).show(n=1000, truncate=False)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

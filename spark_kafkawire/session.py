@@ -1,0 +1,40 @@
+"""A SparkSession ready for the kafkawire source, for jobs, notebooks and tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def spark_session(app_name: str = "kafkawire", master: str | None = None):
+    """Get or create a SparkSession whose Python workers run this interpreter.
+
+    Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
+    package. Under spark-submit the master comes from spark-submit; otherwise it is local[*].
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if master or "spark.master" not in _submit_conf():
+        builder = builder.master(master or "local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from . import register
+
+    register(spark)  # explicit, in case the installed auto-registration is not visible
+    return spark
+
+
+def _submit_conf() -> dict:
+    """spark-submit passes its settings to the driver through PYSPARK_SUBMIT_ARGS / spark conf."""
+    conf = {}
+    if os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        conf["spark.master"] = "from spark-submit"
+    return conf
