@@ -81,10 +81,30 @@ class HalfStream:
             if self.pending:
                 self._drain()
         else:
-            insort(self.pending, (off, len(self.pending), payload, wire_len, ts, number))
-            self.pending_bytes += wire_len
+            self._queue(off, payload, wire_len, ts, number)
             if self.pending_bytes > self.max_pending:
                 self._skip_hole()
+
+    def _queue(self, off: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        """Queue the parts of a segment that no queued segment covers yet (first copy wins)."""
+        pieces = [(off, off + wire_len)]
+        for q_off, _o, _p, q_wire, _t, _n in self.pending:
+            q_end = q_off + q_wire
+            nxt = []
+            for a, b in pieces:
+                if q_end <= a or q_off >= b:
+                    nxt.append((a, b))
+                    continue
+                if a < q_off:
+                    nxt.append((a, q_off))
+                if q_end < b:
+                    nxt.append((q_end, b))
+            pieces = nxt
+            if not pieces:
+                return
+        for a, b in pieces:
+            insort(self.pending, (a, len(self.pending), payload[a - off : b - off], b - a, ts, number))
+            self.pending_bytes += b - a
 
     def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
         self.bytes += wire_len

@@ -1,0 +1,22 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_pcaps"
+PUBLIC = ROOT.parent / "shared" / "public-captures"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run; its Python workers use this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import spark_kafkawire
+
+    s = spark_kafkawire.spark_session("kafkawire-tests", master="local[2]")
+    yield s
+    s.stop()

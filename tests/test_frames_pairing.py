@@ -1,0 +1,175 @@
+"""Framing, header parsing and pairing, on hand-built streams and captures."""
+
+import struct
+
+import pytest
+
+from pcapgen import Conversation, request, response, write_pcap
+from spark_kafkawire import read_capture
+from spark_kafkawire.frames import Framer, HeaderError, parse_request_header, parse_response_header, read_uvarint
+
+
+def test_uvarint():
+    assert read_uvarint(b"\x00", 0, 1) == (0, 1)
+    assert read_uvarint(b"\x96\x01", 0, 2) == (150, 2)
+    assert read_uvarint(b"\xff\xff\xff\xff\x0f", 0, 5) == (0xFFFFFFFF, 5)
+    with pytest.raises(HeaderError):
+        read_uvarint(b"\xff\xff\xff\xff\xff\xff", 0, 6)  # endless varint
+    with pytest.raises(HeaderError):
+        read_uvarint(b"\x80", 0, 1)
+
+
+def test_request_header_v2_skips_tagged_fields_by_size():
+    hdr = struct.pack("!hhi", 0, 9, 42) + struct.pack("!h", 3) + b"cli"
+    tagged = b"\x02" + b"\x00\x03abc" + b"\x05\x01z"  # two unknown tags
+    h = parse_request_header(hdr + tagged + b"BODY")
+    assert (h.api_key, h.api_version, h.correlation_id, h.client_id, h.header_version) == (0, 9, 42, "cli", 2)
+    assert (hdr + tagged + b"BODY")[h.body_offset:] == b"BODY"
+
+
+def test_request_header_v0_and_null_client_id():
+    h = parse_request_header(struct.pack("!hhi", 7, 0, 5) + b"rest")
+    assert (h.header_version, h.client_id, h.body_offset) == (0, None, 8)
+    h = parse_request_header(struct.pack("!hhih", 3, 1, 5, -1))
+    assert (h.header_version, h.client_id) == (1, None)
+
+
+@pytest.mark.parametrize("data", [b"\x00\x03", struct.pack("!hhih", 3, 1, 5, 50) + b"short",
+                                  struct.pack("!hhih", 3, 1, 5, -7)])
+def test_bad_request_headers(data):
+    with pytest.raises(HeaderError):
+        parse_request_header(data)
+
+
+def test_response_headers():
+    assert parse_response_header(struct.pack("!i", 9) + b"body", 0) == (9, 4)
+    assert parse_response_header(struct.pack("!i", 9) + b"\x01\x00\x01x" + b"body", 1) == (9, 8)
+
+
+def test_framer_splits_across_chunks_and_stamps_first_byte():
+    frames = []
+    f = Framer(frames.append, synced=True)
+    stream = request(3, 1, 1) + request(3, 1, 2, body=b"x" * 50) + request(3, 1, 3)
+    cuts = [0, 3, 20, 21, 60, len(stream)]
+    for i in range(len(cuts) - 1):
+        f.data(stream[cuts[i] : cuts[i + 1]], ts=100 + i, number=i + 1)
+    f.end()
+    assert [parse_request_header(fr.data).correlation_id for fr in frames] == [1, 2, 3]
+    assert [fr.ts_ns for fr in frames] == [100, 101, 104]  # frame 2 starts at byte 17, in chunk 2
+    assert [fr.offset for fr in frames] == [0, len(request(3, 1, 1)), len(request(3, 1, 1)) + len(request(3, 1, 2, body=b"x" * 50))]
+    assert f.acct.frame_bytes == len(stream) and f.acct.partial_bytes == 0
+
+
+def test_framer_bad_size_skips_and_accounts():
+    frames = []
+    f = Framer(frames.append, max_frame=1000, synced=True)
+    f.data(struct.pack("!i", 5000) + b"x" * 20, 0, 1)
+    assert frames == [] and f.acct.skipped_bytes == 24 and not f.synced
+
+
+def _rows(tmp_path, packets, **opts):
+    path = tmp_path / "p.pcap"
+    write_pcap(path, packets)
+    return read_capture(path, **opts).to_pylist()
+
+
+def test_pipelined_requests_pair_by_correlation_id(tmp_path):
+    c = Conversation().handshake()
+    c.send("c", request(3, 1, 10, "p") + request(1, 11, 11, "p") + request(2, 5, 12, "p"))
+    c.send("b", response(10, b"m" * 30) + response(11, b"f" * 40))
+    c.send("b", response(12, b"l" * 50))
+    rows = _rows(tmp_path, c.fin().packets)
+    assert [(r["correlation_id"], r["api_name"], r["response_size"], r["status"]) for r in rows] == [
+        (10, "Metadata", 34, "complete"), (11, "Fetch", 44, "complete"), (12, "ListOffsets", 54, "complete")]
+    assert rows[0]["request_time"] == rows[1]["request_time"]
+    assert rows[0]["latency_ms"] == pytest.approx(1.0)  # packets are 1 ms apart
+    assert rows[2]["latency_ms"] == pytest.approx(2.0)
+
+
+def test_unanswered_and_orphan_responses(tmp_path):
+    c = Conversation().handshake()
+    c.send("b", response(99))  # answers a request sent before the capture started
+    c.send("c", request(3, 1, 1, "x"))
+    c.send("b", response(1))
+    c.send("c", request(3, 1, 2, "x"))  # never answered
+    rows = _rows(tmp_path, c.packets)
+    st = {r["correlation_id"]: (r["status"], r["api_name"]) for r in rows}
+    assert st == {99: ("request_missing", None), 1: ("complete", "Metadata"), 2: ("no_response", "Metadata")}
+    assert [r["detail"] for r in rows if r["correlation_id"] == 2] == ["capture ended before a response"]
+
+
+def test_acks_zero_produce(tmp_path):
+    # Produce v7: transactional_id (null) then acks=0; the broker answers only the later Metadata
+    body = struct.pack("!hhi", -1, 0, 1000) + struct.pack("!i", 0)
+    c = Conversation().handshake()
+    c.send("c", request(0, 7, 1, "fire-and-forget", body=body))
+    c.send("c", request(3, 7, 2, "fire-and-forget"))
+    c.send("b", response(2))
+    rows = _rows(tmp_path, c.fin().packets)
+    assert [(r["api_name"], r["status"], r["detail"]) for r in rows] == [
+        ("Produce", "no_response", "acks=0: no response expected"), ("Metadata", "complete", None)]
+
+
+def test_flexible_produce_acks(tmp_path):
+    body = b"\x00" + struct.pack("!hi", 0, 1000) + b"\x01\x00"  # compact null transactional_id, acks 0
+    c = Conversation().handshake()
+    c.send("c", request(0, 9, 5, "flex", body=body, flexible=True))
+    rows = _rows(tmp_path, c.fin().packets)
+    assert rows[0]["detail"] == "acks=0: no response expected"
+
+
+def test_client_found_without_syn_on_any_port(tmp_path):
+    c = Conversation(client=("10.1.1.1", 1234), broker=("10.1.1.2", 55555))  # client has the lower port
+    c.send("c", request(18, 3, 7, "late", flexible=True))
+    c.send("b", response(7))
+    rows = _rows(tmp_path, c.packets)
+    assert [(r["client_ip"], r["client_port"], r["broker_port"], r["status"]) for r in rows] == [
+        ("10.1.1.1", 1234, 55555, "complete")]
+
+
+def test_one_directional_connection_of_requests(tmp_path):
+    c = Conversation(broker=("10.0.0.2", 36333))
+    for i in range(5):
+        c.send("c", request(12, 4, i, "hb", flexible=True))
+    rows = _rows(tmp_path, c.packets)
+    assert [r["status"] for r in rows] == ["no_response"] * 5
+    assert {r["broker_port"] for r in rows} == {36333}
+
+
+def test_ports_option(tmp_path):
+    a = Conversation(broker=("10.0.0.2", 9092)).handshake()
+    a.send("c", request(3, 1, 1))
+    b = Conversation(client=("10.0.0.3", 40001), broker=("10.0.0.4", 19092)).handshake()
+    b.send("c", request(3, 1, 1))
+    pk = a.packets + b.packets
+    assert {r["broker_port"] for r in _rows(tmp_path, pk)} == {9092, 19092}
+    assert {r["broker_port"] for r in _rows(tmp_path, pk, ports="19092")} == {19092}
+    assert {r["broker_port"] for r in _rows(tmp_path, pk, PORTS="9092, 19092")} == {9092, 19092}
+
+
+def test_messages_rows(tmp_path):
+    c = Conversation().handshake()
+    c.send("c", request(3, 12, 4, "m", flexible=True))
+    c.send("b", response(4, flexible=True))
+    rows = _rows(tmp_path, c.fin().packets, rows="messages")
+    assert [(r["direction"], r["api_name"], r["header_version"], r["correlation_id"], r["client_id"], r["status"])
+            for r in rows] == [("request", "Metadata", 2, 4, "m", "complete"),
+                               ("response", "Metadata", 1, 4, "m", "complete")]  # api and client from the request
+    assert rows[1]["time"] > rows[0]["time"]
+
+
+def test_unknown_api_version(tmp_path):
+    c = Conversation().handshake()
+    c.send("c", request(0, 3, 1, "ok") + request(3, 99, 2, "future"))
+    c.send("b", response(1) + response(2))
+    rows = _rows(tmp_path, c.fin().packets)
+    assert [r["status"] for r in rows] == ["complete", "unknown_api"]
+
+
+def test_bad_options():
+    from spark_kafkawire import Options
+
+    with pytest.raises(ValueError, match="rows"):
+        Options.parse({"rows": "packets"})
+    with pytest.raises(ValueError, match="unknown"):
+        Options.parse({"colour": "blue"})

@@ -1,0 +1,104 @@
+"""The API table against kio (generated from Kafka's own schemas) and the header rules."""
+
+import re
+from pathlib import Path
+
+import pytest
+from kio.index import load_entity_module  # noqa: F401  (kio must import)
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+
+from spark_kafkawire import protocol
+from spark_kafkawire.frames import parse_request_header
+
+FACTS = Path(__file__).resolve().parents[2] / "shared" / "protocol-facts.md"
+
+
+def _kio_class(path: str):
+    from pkgutil import resolve_name
+
+    return resolve_name(path)
+
+
+def test_every_key_0_to_94_is_known():
+    assert [a.key for a in protocol.APIS if a] == list(range(95))
+
+
+def test_flexible_versions_agree_with_kio_for_every_triple_it_has():
+    checked = 0
+    for key, name in api_key_map.items():
+        api = protocol.api(key)
+        assert api is not None, f"kio knows api key {key} ({name})"
+        for version, entities in schema_name_map[name].items():
+            assert api.has_version(version), (key, version)
+            for etype in (EntityType.request, EntityType.response):
+                cls = _kio_class(entities[etype])
+                assert cls.__api_key__ == key
+                assert protocol.api(key).is_flexible(version) == cls.__flexible__, (name, version, etype)
+                checked += 1
+    assert checked > 600  # 302 (key, version) pairs in kio 0.6.5, request and response
+
+
+def test_names_and_ranges_match_protocol_facts():
+    """Names and newest 4.3 versions from the facts sheet (an independent copy of the schemas)."""
+    rows = re.findall(r"^\|(\d+)\|([^|]+)\|[^|]+\|[^|]+\|([^|]+)\|([^|]+)\|$", FACTS.read_text(), re.M)
+    assert len(rows) == 93
+    for key, name, v43, flex in rows:
+        api = protocol.api(int(key))
+        assert api.name == name.split(" (")[0].strip()
+        hi = int(v43.strip().split(" ")[0].split("-")[-1]) if v43.strip() not in ("removed", "-") else None
+        if hi is not None:
+            assert api.max_version >= hi
+        assert api.flexible_from == (-1 if flex.strip() == "none" else int(flex.strip().rstrip("+")))
+
+
+@pytest.mark.parametrize(
+    "key,version,req_hv,resp_hv",
+    [
+        (7, 0, 0, 0),  # ControlledShutdown v0: request header v0
+        (7, 1, 1, 0),
+        (7, 3, 2, 1),
+        (18, 0, 1, 0),
+        (18, 3, 2, 0),  # ApiVersions: response header always v0
+        (18, 4, 2, 0),
+        (0, 2, 1, 0),  # Produce v2: removed in 4.0, still known
+        (0, 8, 1, 0),
+        (0, 9, 2, 1),
+        (0, 13, 2, 1),
+        (1, 11, 1, 0),
+        (1, 12, 2, 1),
+        (4, 3, 1, 0),  # LeaderAndIsr, removed in 4.0
+        (4, 4, 2, 1),
+        (17, 1, 1, 0),  # SaslHandshake: never flexible
+        (94, 0, 2, 1),
+    ],
+)
+def test_header_versions(key, version, req_hv, resp_hv):
+    assert protocol.request_header_version(key, version) == req_hv
+    assert protocol.response_header_version(key, version) == resp_hv
+
+
+def test_unknown_versions_have_no_header_version():
+    assert protocol.request_header_version(0, 14) is None
+    assert protocol.request_header_version(95, 0) is None
+    assert protocol.response_header_version(-1, 0) is None
+
+
+def test_request_header_bytes_written_by_kio():
+    """kio's writer (generated from RequestHeader.json) and our reader agree, v1 and v2."""
+    import io
+
+    from kio.schema.request_header.v1.header import RequestHeader as H1
+    from kio.schema.request_header.v2.header import RequestHeader as H2
+    from kio.serial import entity_writer
+    from kio.static.primitive import i16, i32
+
+    for cls, key, ver in ((H1, 3, 4), (H2, 0, 9), (H2, 1, 17)):
+        for cid in ("consumer-1", "", None, "ünïcode"):
+            buf = io.BytesIO()
+            entity_writer(cls)(buf, cls(request_api_key=i16(key), request_api_version=i16(ver),
+                                         correlation_id=i32(77), client_id=cid))
+            h = parse_request_header(buf.getvalue() + b"BODY")
+            assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (key, ver, 77, cid)
+            assert h.header_version == (2 if cls is H2 else 1)
+            assert h.body_offset == len(buf.getvalue())

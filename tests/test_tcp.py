@@ -1,0 +1,146 @@
+"""TCP reassembly: order, retransmissions, overlaps, wraparound, gaps, connection lifecycle."""
+
+import random
+
+import dpkt
+import pytest
+
+from pcapgen import BROKER, CLIENT, Conversation, request, response, tcp_packet, write_pcap
+from spark_kafkawire import read_capture
+from spark_kafkawire.tcp import HalfStream
+
+
+class Rec:
+    def __init__(self):
+        self.out = bytearray()
+        self.gaps = []
+        self.ended = False
+        self.started = False
+
+    def start(self):
+        self.started = True
+
+    def data(self, chunk, ts, number):
+        self.out += chunk
+
+    def gap(self, n, ts, number):
+        self.gaps.append(n)
+        self.out += b"?" * n
+
+    def end(self):
+        self.ended = True
+
+
+def _feed(segs, base=1000, max_pending=1 << 20):
+    r = Rec()
+    h = HalfStream(r, max_pending)
+    h.start(base)
+    for seq, data in segs:
+        h.feed(seq, data, len(data), 0, 0)
+    h.close()
+    return r
+
+
+def test_in_order_and_reordered_give_the_same_stream():
+    data = bytes(range(256)) * 40
+    segs = [(1000 + i, data[i : i + 100]) for i in range(0, len(data), 100)]
+    assert bytes(_feed(segs).out) == data
+    rnd = random.Random(7)
+    shuffled = segs[:]
+    rnd.shuffle(shuffled)
+    r = _feed(shuffled)
+    assert bytes(r.out) == data and r.gaps == []
+
+
+def test_duplicates_are_dropped():
+    segs = [(1000, b"abcd"), (1000, b"abcd"), (1004, b"efgh"), (1000, b"abcd"), (1004, b"efgh")]
+    assert bytes(_feed(segs).out) == b"abcdefgh"
+
+
+def test_overlap_first_copy_wins():
+    # the retransmission carries different bytes for 1002..1005: the first copy is kept
+    segs = [(1000, b"abcd"), (1002, b"XXYYZZ")]
+    assert bytes(_feed(segs).out) == b"abcdYYZZ"
+    # same, with the overlapping copy arriving before the hole before it is filled
+    segs = [(1004, b"efgh"), (1002, b"XXYYZZ"), (1000, b"ab")]
+    assert bytes(_feed(segs).out) == b"abXXefgh"
+
+
+def test_sequence_wraparound():
+    base = 0xFFFFFFF0
+    data = b"0123456789abcdefghijklmnopqrstuvwxyz"
+    segs = [((base + i) & 0xFFFFFFFF, data[i : i + 5]) for i in range(0, len(data), 5)]
+    segs[1], segs[4] = segs[4], segs[1]
+    assert bytes(_feed(segs, base=base).out) == data
+
+
+def test_hole_becomes_a_gap_at_close():
+    r = _feed([(1000, b"aaaa"), (1008, b"cccc")])
+    assert r.gaps == [4] and bytes(r.out) == b"aaaa????cccc" and r.ended
+
+
+def test_pending_queue_is_bounded():
+    segs = [(1000 + 100 + i * 10, b"x" * 10) for i in range(20)]
+    r = Rec()
+    h = HalfStream(r, 50)
+    h.start(1000)
+    for seq, d in segs:
+        h.feed(seq, d, len(d), 0, 0)
+    assert r.gaps == [100]  # declared as soon as more than 50 bytes waited
+    assert h.pending_bytes <= 50
+
+
+def _exchange_rows(packets, tmp_path, **opts):
+    path = tmp_path / "t.pcap"
+    write_pcap(path, packets)
+    return read_capture(path, **opts).to_pylist()
+
+
+def test_reordered_and_duplicated_packets_decode_like_the_clean_stream(tmp_path):
+    c = Conversation().handshake()
+    for corr in range(1, 6):
+        c.send("c", request(1, 11, corr, "consumer", body=b"F" * 3000), mss=500)
+        c.send("b", response(corr, body=b"R" * 2500), mss=700)
+    c.fin()
+    clean = _exchange_rows(c.packets, tmp_path)
+    assert [r["status"] for r in clean] == ["complete"] * 5
+    rnd = random.Random(3)
+    messy = c.packets[:2] + sorted(c.packets[2:-2], key=lambda p: rnd.random()) + c.packets[-2:]
+    messy = messy[:10] + messy[4:8] + messy[10:]  # retransmissions
+    got = _exchange_rows(messy, tmp_path)
+    key = lambda r: (r["correlation_id"], r["api_key"], r["request_size"], r["response_size"], r["status"])  # noqa: E731
+    assert sorted(map(key, got)) == sorted(map(key, clean))
+
+
+def test_new_connection_reusing_the_four_tuple(tmp_path):
+    first = Conversation(isn_c=100, isn_b=900).handshake()
+    first.send("c", request(18, 3, 1, "first", flexible=True))
+    first.send("b", response(1))
+    second = Conversation(isn_c=70000, isn_b=80000).handshake()
+    second.send("c", request(18, 3, 1, "second", flexible=True))  # same correlation id again
+    second.send("b", response(1))
+    rows = _exchange_rows(first.packets + second.packets + second.fin().packets[-2:], tmp_path)
+    assert [(r["client_id"], r["status"]) for r in rows] == [("first", "complete"), ("second", "complete")]
+
+
+def test_rst_ends_the_connection(tmp_path):
+    c = Conversation().handshake()
+    c.send("c", request(3, 12, 9, "x", flexible=True))
+    c.packets.append(tcp_packet(BROKER, CLIENT, c.seq["b"], flags=dpkt.tcp.TH_RST))
+    rows = _exchange_rows(c.packets, tmp_path)
+    assert [(r["status"], r["detail"]) for r in rows] == [("no_response", "connection closed without a response")]
+
+
+def test_gap_in_the_middle_of_a_frame(tmp_path):
+    c = Conversation().handshake()
+    c.send("c", request(3, 1, 1, "a"))
+    c.send("b", response(1))
+    lost = c.send("c", request(0, 7, 2, "a", body=b"P" * 2000), mss=600)
+    c.send("c", request(3, 1, 3, "a"))
+    c.send("b", response(2))
+    c.send("b", response(3))
+    pkts = [p for p in c.fin().packets if p is not lost[1]]
+    rows = _exchange_rows(pkts, tmp_path)
+    status = {r["correlation_id"]: r["status"] for r in rows}
+    assert status[1] == "complete"
+    assert status[2] == "truncated"
