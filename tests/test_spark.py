@@ -1,0 +1,108 @@
+"""Through Spark: spark.read.format("kafkawire"), one local SparkSession for the run."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from conftest import PUBLIC, ROOT, SAMPLES
+from spark_kafkawire import read_capture
+from spark_kafkawire.table import COLUMNS, arrow_schema, ddl
+
+REQUIRED = """capture_file string, client_ip string, client_port int, broker_ip string, broker_port int,
+    request_time timestamp, response_time timestamp, latency_ms double,
+    api_key smallint, api_name string, api_version smallint,
+    request_header_version tinyint, response_header_version tinyint,
+    correlation_id int, client_id string, request_size int, response_size int, status string"""
+
+
+@pytest.mark.parametrize("rows", sorted(COLUMNS))
+def test_arrow_schema_is_what_spark_expects(spark, rows):
+    assert arrow_schema(rows) == to_arrow_schema(StructType.fromDDL(ddl(rows)), timezone="UTC")
+
+
+def test_exchange_columns_named_and_typed_as_specified(spark):
+    df = spark.read.format("kafkawire").load(str(PUBLIC / "gosniffer-kafka.pcap"))
+    required = StructType.fromDDL(REQUIRED)
+    have = {f.name: f.dataType for f in df.schema.fields}
+    for f in required.fields:
+        assert have.get(f.name) == f.dataType, f.name
+
+
+def test_spark_rows_equal_read_capture(spark):
+    df = spark.read.format("kafkawire").load(str(SAMPLES))
+    got = sorted((tuple(r) for r in df.drop("request_time", "response_time").collect()), key=repr)
+    t = read_capture(SAMPLES).drop(["request_time", "response_time"])
+    want = sorted((tuple(r.values()) for r in t.to_pylist()), key=repr)
+    assert len(got) == len(want) > 200
+    assert got == want
+
+
+def test_times_are_utc_instants(spark):
+    df = spark.read.format("kafkawire").load(str(PUBLIC / "deepflow-00-produce-v2.pcap"))
+    (r,) = df.selectExpr("cast(request_time as string) t", "latency_ms").collect()
+    # tshark -t ud shows the request packet at 2016-11-17 21:06:37.793608 UTC
+    assert r.t == "2016-11-17 21:06:37.793608"
+    assert r.latency_ms == pytest.approx(16.107)
+
+
+def test_one_partition_per_file_and_lists_of_paths(spark):
+    files = [str(PUBLIC / "ndpi-kafka.pcap"), str(PUBLIC / "gosniffer-kafka.pcap"), str(SAMPLES / "mock-kcat.pcap")]
+    df = spark.read.format("kafkawire").load(files)
+    assert df.rdd.getNumPartitions() == 3
+    assert {r.capture_file.split("/")[-1] for r in df.select("capture_file").distinct().collect()} == {
+        "ndpi-kafka.pcap", "gosniffer-kafka.pcap", "mock-kcat.pcap"}
+
+
+def test_glob_and_case_insensitive_options(spark):
+    df = (spark.read.format("kafkawire").option("ROWS", "Messages").option("Ports", "36333")
+          .load(str(PUBLIC / "deepflow-1*.pcap")))
+    got = sorted((r.direction, r.api_name) for r in df.collect())
+    # deepflow-11/13/14 are on port 36333; deepflow-18 (ApiVersions) is on 9092 and left out
+    assert got == sorted([("request", "JoinGroup"), ("response", "JoinGroup"), ("request", "LeaveGroup"),
+                          ("response", "LeaveGroup"), ("request", "SyncGroup"), ("response", "SyncGroup")])
+
+
+def test_not_a_capture_is_a_clear_error(spark, tmp_path):
+    bad = tmp_path / "broken.pcap"
+    bad.write_text("not a capture")
+    with pytest.raises(Exception, match="broken.pcap: not a pcap or pcapng capture"):
+        spark.read.format("kafkawire").load(str(bad)).collect()
+
+
+def _run(code_or_args, **kw):
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    return subprocess.run(code_or_args, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, **kw)
+
+
+def test_format_found_without_register_call():
+    """A plain SparkSession, nothing imported: Spark finds the installed 'kafkawire' source."""
+    code = textwrap.dedent(f"""
+        from pyspark.sql import SparkSession
+        s = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+        print("ROWS", s.read.format("kafkawire").load({str(PUBLIC / 'gosniffer-kafka.pcap')!r}).count())
+    """)
+    r = _run([sys.executable, "-c", code])
+    assert "ROWS 2" in r.stdout, r.stderr[-3000:]
+
+
+def test_job_with_spark_submit(tmp_path):
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    out = tmp_path / "parquet"
+    r = _run([submit, "--master", "local[2]", "jobs/exchange_summary.py", str(PUBLIC), "--out", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    t = pq.read_table(out)
+    assert t.num_rows == read_capture(PUBLIC).num_rows
+    # summary lines: api_name, client_id, count, p50, p99, unanswered
+    assert "|Produce" in r.stdout and "console-producer" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("|Metadata") and "rdkafka" in ln)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    rows = read_capture(PUBLIC).to_pylist()
+    mine = [x for x in rows if x["api_name"] == "Metadata" and x["client_id"] == "rdkafka"]
+    assert int(cells[2]) == len(mine)
+    assert int(cells[5]) == sum(1 for x in mine if x["status"] == "no_response")

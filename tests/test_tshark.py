@@ -1,0 +1,63 @@
+"""Cross-check against Wireshark's dissector (tshark): for every Kafka frame tshark decodes, our
+api_key, api_version, correlation_id and client_id agree."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import PUBLIC, SAMPLES
+from spark_kafkawire import read_capture
+from test_captures import PUBLIC_EXPECTED
+
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
+CASES = [(SAMPLES / n, tuple(i["broker_ports"])) for n, i in sorted(MANIFEST.items())]
+CASES += [(PUBLIC / n, (port,)) for n, (_, port) in sorted(PUBLIC_EXPECTED.items())]
+CASES += [(PUBLIC / "ndpi-kafka.pcap", (9092,)), (PUBLIC / "ndpi-kafka.pcapng", (9092,))]
+
+
+def tshark_pdus(path, ports):
+    """(client_port, broker_port, direction, correlation_id) -> (api_key, api_version, client_id)."""
+    assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
+    cmd = ["tshark", "-r", str(path), "-Y", "kafka", "-T", "fields", "-E", "separator=\t", "-E", "aggregator=;"]
+    for p in ports:
+        cmd += ["-d", f"tcp.port=={p},kafka"]
+    for f in ("tcp.srcport", "tcp.dstport", "kafka.api_key", "kafka.api_version", "kafka.correlation_id",
+              "kafka.client_id"):
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    pdus = {}
+    for line in out.splitlines():
+        sport, dport, keys, vers, corrs, cids = (line.split("\t") + [""] * 6)[:6]
+        sport, dport = int(sport), int(dport)
+        request = dport in ports
+        corrs = [int(c) for c in corrs.split(";") if c]
+        keys = [int(k) for k in keys.split(";") if k]
+        vers = [int(v) for v in vers.split(";") if v]
+        cids = cids.split(";") if cids else []
+        # a field tshark did not decode for every PDU of the packet cannot be aligned: not compared
+        for i, corr in enumerate(corrs):
+            key = keys[i] if len(keys) == len(corrs) else None
+            ver = vers[i] if len(vers) == len(corrs) else None
+            cid = cids[i] if request and len(cids) == len(corrs) else None
+            conn = (sport, dport) if request else (dport, sport)
+            pdus[conn + ("request" if request else "response", corr)] = (key, ver, cid)
+    return pdus
+
+
+@pytest.mark.parametrize("path,ports", CASES, ids=[c[0].name for c in CASES])
+def test_header_fields_agree_with_tshark(path, ports):
+    theirs = tshark_pdus(path, ports)
+    assert theirs, "tshark decoded no Kafka frame at all"
+    ours = {}
+    for r in read_capture(path, rows="messages").to_pylist():
+        if r["direction"]:
+            key = (r["client_port"], r["broker_port"], r["direction"], r["correlation_id"])
+            ours[key] = (r["api_key"], r["api_version"], r["client_id"])
+    for key, (api_key, api_version, client_id) in theirs.items():
+        assert key in ours, f"tshark decoded {key}, we did not"
+        for theirs_value, mine in zip((api_key, api_version, client_id), ours[key]):
+            if theirs_value is not None:
+                assert mine == theirs_value, key
+    assert len(ours) >= len(theirs)
