@@ -1,0 +1,79 @@
+"""Benchmark: decode time against tshark on the same capture, in the same run.
+
+    make bench
+
+Builds a larger capture from a real sample (each copy of its connections moved to other client
+ports and later in time), then times, each as a fresh process and best of 3:
+  - kafkawire: read_capture(file) -> Arrow table of exchanges
+  - tshark:    tshark -r file -d tcp.port==P,kafka -T fields -e kafka.api_key ... (header fields only)
+and prints the ratio. Spark is not involved (its start-up would dominate).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dpkt
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "sample_pcaps" / "tansu-confluent-codecs.pcap"
+
+
+def build(out: Path, copies: int) -> tuple[int, int]:
+    from spark_kafkawire.capture import CaptureReader
+
+    broker = json.loads((ROOT / "sample_pcaps" / "manifest.json").read_text())[SOURCE.name]["broker_ports"][0]
+    pkts = list(CaptureReader(str(SOURCE)))
+    span = pkts[-1].ts_ns - pkts[0].ts_ns + 1_000_000
+    n = 0
+    with open(out, "wb") as f:
+        w = dpkt.pcap.Writer(f, linktype=1, nano=True, snaplen=262144)
+        for i in range(copies):
+            for p in pkts:
+                d = bytearray(p.data)
+                tcp = 14 + (d[14] & 0x0F) * 4  # Ethernet + IPv4
+                sport, dport = struct.unpack_from("!HH", d, tcp)
+                if sport != broker:
+                    struct.pack_into("!H", d, tcp, (sport + 7 * i) % 64000 + 1024)
+                if dport != broker:
+                    struct.pack_into("!H", d, tcp + 2, (dport + 7 * i) % 64000 + 1024)
+                w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
+                n += 1
+    return n, broker
+
+
+def best_of(cmd: list[str], runs: int = 3) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    copies = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    out_dir = ROOT / "out" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "bench.pcap"
+    packets, broker = build(path, copies)
+    ours = best_of([sys.executable, "-c", f"import spark_kafkawire as k; print(k.read_capture({str(path)!r}).num_rows)"])
+    rows = subprocess.run([sys.executable, "-c", f"import spark_kafkawire as k; print(k.read_capture({str(path)!r}).num_rows)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    tshark = best_of(["tshark", "-r", str(path), "-d", f"tcp.port=={broker},kafka", "-T", "fields",
+                      "-e", "kafka.api_key", "-e", "kafka.api_version", "-e", "kafka.correlation_id",
+                      "-e", "kafka.client_id"])
+    size = path.stat().st_size / 1e6
+    print(f"input: {packets} packets, {size:.1f} MB, {rows} exchanges ({copies} copies of {SOURCE.name})")
+    print(f"kafkawire read_capture: {ours:6.2f} s  ({packets / ours:,.0f} packets/s)")
+    print(f"tshark header fields:   {tshark:6.2f} s  ({packets / tshark:,.0f} packets/s)")
+    print(f"ratio kafkawire/tshark time: {ours / tshark:.2f}  (below 1: faster than tshark)")
+
+
+if __name__ == "__main__":
+    main()
