@@ -29,6 +29,7 @@ from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
+LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 
 
 class Sink(Protocol):
@@ -174,8 +175,12 @@ class Reassembler:
         self.max_pending = max_pending
         self.ports = ports
         self.table: dict[tuple, tuple[Connection, int]] = {}
+        self.ended = 0  # connections that ended and still have a table entry
+        self.prune_at = 1024
 
     def feed(self, seg: Segment) -> None:
+        if self.ended > self.prune_at:
+            self._forget_ended(seg.ts_ns)
         if self.ports is not None and seg.sport not in self.ports and seg.dport not in self.ports:
             return
         key = (seg.src, seg.sport, seg.dst, seg.dport)
@@ -225,10 +230,19 @@ class Reassembler:
         for h in conn.halves:
             h.close()
         self.listener.closed(conn)
+        self.ended += 1
         # the table keeps the (now light) entry so that late retransmissions and ACKs are
         # recognised as belonging to a connection that has ended
         conn.halves = []
         conn.state = None
+
+    def _forget_ended(self, now: int) -> None:
+        """Drop ended connections quiet for LINGER_NS, so the table holds only recent ones."""
+        stale = [k for k, (c, _d) in self.table.items() if c.done and now - c.last_ts > LINGER_NS]
+        for k in stale:
+            del self.table[k]
+        self.ended = sum(1 for c, d in self.table.values() if c.done and d == 0)
+        self.prune_at = max(1024, 2 * self.ended)  # amortised: many recent ones, look less often
 
     def close(self) -> None:
         """End of capture: flush every open connection."""

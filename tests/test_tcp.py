@@ -144,3 +144,25 @@ def test_gap_in_the_middle_of_a_frame(tmp_path):
     status = {r["correlation_id"]: r["status"] for r in rows}
     assert status[1] == "complete"
     assert status[2] == "truncated"
+
+
+def test_ended_connections_are_forgotten(tmp_path):
+    """The connection table does not grow with the number of connections in a capture."""
+    from spark_kafkawire.capture import Packet
+    from spark_kafkawire.exchanges import Decoder
+    from spark_kafkawire.packets import decode
+    from spark_kafkawire.table import RowBuilder
+    from spark_kafkawire.tcp import Reassembler
+
+    rows = RowBuilder("exchanges", "x")
+    r = Reassembler(Decoder(rows))
+    t = 0
+    for i in range(3000):
+        c = Conversation(client=("10.0.0.1", 10000 + i)).handshake()
+        c.send("c", request(12, 4, 1, "hb", flexible=True))
+        c.send("b", response(1, flexible=True))
+        for p in c.fin().packets:
+            t += 100_000_000  # 0.1 s apart
+            r.feed(decode(Packet(1, t, 1, p, len(p))))
+    assert rows.count == 3000
+    assert len(r.table) < 2 * 2 * 2100  # only connections of the last few minutes remain
