@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2
 
-.PHONY: setup demo test bench sample-pcaps system-deps clean
+.PHONY: setup demo test bench sample-pcaps system-deps clean schemas
 
 setup: $(VENV)/.installed
 
@@ -40,3 +40,13 @@ sample-pcaps: setup system-deps
 
 clean:
 	rm -rf $(VENV) out build *.egg-info spark-warehouse
+
+# Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:
+# kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed.
+schemas: setup
+	rm -rf build/kio050 && mkdir -p build/kio050
+	$(PY) -m pip download -q --no-deps -d build/kio050 kio==0.5.0
+	cd build/kio050 && ../../$(PY) -m zipfile -e kio-0.5.0-py3-none-any.whl ext
+	$(PY) spark_kafkawire/protocol/generate.py dump > build/kio-new.json
+	PYTHONPATH=build/kio050/ext $(PY) spark_kafkawire/protocol/generate.py dump > build/kio-old.json
+	$(PY) spark_kafkawire/protocol/generate.py merge build/kio-new.json build/kio-old.json spark_kafkawire/protocol

@@ -20,6 +20,7 @@ no_response        a request with no response in the capture (detail: acks=0, co
                    capture ended, correlation id reused)
 request_missing    a response whose request is not in the capture: without the request's api key
                    and version nothing past the correlation id can be decoded
+undecoded          headers decoded, but a body does not fit its schema (detail: field and offset)
 truncated          a frame of the exchange was cut short by a gap in the capture or its end
 malformed          a frame whose header does not parse (detail says why)
 unknown_api        a request for an api key or version no Kafka release defines
@@ -33,6 +34,8 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
+from .body import BodyError, decode_body
+from .headline import headline, learn_topic_ids
 from .frames import (
     DEFAULT_MAX_FRAME,
     Frame,
@@ -53,7 +56,8 @@ TRUNCATED = "truncated"
 MALFORMED = "malformed"
 UNKNOWN_API = "unknown_api"
 CAPTURE_DAMAGED = "capture_damaged"
-STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, CAPTURE_DAMAGED)
+UNDECODED = "undecoded"
+STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED)
 
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
@@ -66,12 +70,16 @@ class Request(NamedTuple):
     frame: Frame
     header: RequestHeader | None
     acks: int | None  # Produce only
+    body: dict | None = None
+    error: str | None = None  # why the body could not be decoded
 
 
 class Response(NamedTuple):
     frame: Frame
     correlation_id: int | None
     header_version: int | None
+    body: dict | None = None
+    error: str | None = None
 
 
 class Endpoints(NamedTuple):
@@ -85,11 +93,11 @@ class RowSink(Protocol):
     """Receives decoded exchanges; builds the rows of the requested shape."""
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None) -> None: ...
+                 status: str, detail: str | None, extra: dict | None) -> None: ...
 
 
 class _ConnState:
-    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints")
+    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -99,33 +107,20 @@ class _ConnState:
         self.queued_counts = [0, 0]
         self.pending: dict[int, Request] = {}
         self.endpoints: Endpoints | None = None
+        self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
 
 
-def produce_acks(version: int, data: bytes, pos: int) -> int | None:
-    """acks of a Produce request body: after transactional_id (v3+, compact when flexible).
-
-    A stop-gap reader of the first two body fields; full body decoding is schema-driven.
-    """
+def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int) -> tuple[dict | None, str | None]:
+    """Decode a body; returns (value, None) or (None, why not)."""
+    if not frame.complete:
+        return None, None
     try:
-        if version >= 3:
-            api = protocol.api(0)
-            if api is not None and api.is_flexible(version):
-                n = 0
-                shift = 0
-                while True:
-                    b = data[pos]
-                    pos += 1
-                    n |= (b & 0x7F) << shift
-                    shift += 7
-                    if not b & 0x80 or shift > 28:
-                        break
-                pos += max(n - 1, 0)
-            else:
-                (ln,) = _I16.unpack_from(data, pos)
-                pos += 2 + max(ln, 0)
-        return _I16.unpack_from(data, pos)[0]
-    except (IndexError, ValueError, Exception):
-        return None
+        return decode_body(api_key, version, request, frame.data, pos)[0], None
+    except KeyError:
+        kind = "request" if request else "response"
+        return None, f"no schema for api key {api_key} version {version} {kind}"
+    except BodyError as e:
+        return None, f"{'request' if request else 'response'} body: {e}"
 
 
 class Decoder:
@@ -136,6 +131,7 @@ class Decoder:
         self.max_frame = max_frame
         self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
         self.ending = False  # set while the capture's end flushes open connections
+        self.topic_ids: dict[str, str] = {}  # topic id -> name, from responses seen so far
 
     # -- reassembler interface -----------------------------------------------------------------
     def opened(self, conn: Connection) -> tuple[Framer, Framer]:
@@ -238,8 +234,12 @@ class Decoder:
             status = TRUNCATED if not frame.complete else MALFORMED
             self._emit(st, Request(frame, None, None), None, status, f"request header: {e}")
             return
-        acks = produce_acks(h.api_version, frame.data, h.body_offset) if h.api_key == 0 else None
-        req = Request(frame, h, acks)
+        body, err = (None, None) if h.header_version is None else \
+            _decode(h.api_key, h.api_version, True, frame, h.body_offset)
+        acks = body.get("Acks") if body is not None and h.api_key == 0 else None
+        if body is not None and body.get("ClientSoftwareName"):
+            st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+        req = Request(frame, h, acks, body, err)
         pending = st.pending
         old = pending.pop(h.correlation_id, None)
         if old is not None:
@@ -267,12 +267,18 @@ class Decoder:
                 self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
         h = req.header
         hv = protocol.response_header_version(h.api_key, h.api_version)
-        resp = Response(frame, corr, hv)
         status, detail = COMPLETE, None
+        body = err = None
         try:
-            parse_response_header(frame.data, hv)
+            _corr, pos = parse_response_header(frame.data, hv)
+            if hv is not None:
+                body, err = _decode(h.api_key, h.api_version, False, frame, pos)
+                learn_topic_ids(body, self.topic_ids)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"
+        resp = Response(frame, corr, hv, body, err)
+        if req.error or err:
+            status, detail = UNDECODED, "; ".join(x for x in (req.error, err) if x)
         if h.header_version is None:
             status, detail = UNKNOWN_API, f"api key {h.api_key} version {h.api_version} is not defined"
         elif not (req.frame.complete and frame.complete):
@@ -289,7 +295,13 @@ class Decoder:
                 status, detail = TRUNCATED, "request cut short by a gap in the capture or its end"
             elif req.acks == 0:
                 detail = "acks=0: no response expected"
-        self.rows.exchange(st.endpoints, req, resp, status, detail)
+            elif req.error:
+                status, detail = UNDECODED, req.error
+        h = req.header if req is not None else None
+        extra = headline(h.api_key if h else None, req.body if req else None, resp.body if resp else None,
+                         self.topic_ids)
+        extra["client_software_name"], extra["client_software_version"] = st.software
+        self.rows.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def damaged(self, detail: str) -> None:
-        self.rows.exchange(None, None, None, "capture_damaged", detail)
+        self.rows.exchange(None, None, None, "capture_damaged", detail, None)

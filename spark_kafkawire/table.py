@@ -7,6 +7,8 @@ into a ``pyarrow.RecordBatch`` of exactly that schema.
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 from . import protocol
@@ -20,7 +22,25 @@ _ARROW = {
     "bigint": pa.int64(),
     "double": pa.float64(),
     "timestamp": pa.timestamp("us", tz="UTC"),
+    "array<string>": pa.list_(pa.string()),
 }
+
+#: headline columns of exchanges and messages rows (see headline.py)
+_HEADLINE = [
+    ("error_code", "smallint"),
+    ("error_name", "string"),
+    ("throttle_time_ms", "int"),
+    ("topics", "array<string>"),
+    ("partition_count", "int"),
+    ("record_count", "bigint"),
+    ("record_bytes", "bigint"),
+    ("acks", "smallint"),
+    ("transactional_id", "string"),
+    ("group_id", "string"),
+    ("member_id", "string"),
+    ("client_software_name", "string"),
+    ("client_software_version", "string"),
+]
 
 _ENDPOINTS = [
     ("capture_file", "string"),
@@ -48,7 +68,9 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("detail", "string"),
         ("request_packet", "bigint"),
         ("response_packet", "bigint"),
-    ],
+        ("request", "string"),
+        ("response", "string"),
+    ] + _HEADLINE,
     "messages": _ENDPOINTS + [
         ("direction", "string"),
         ("time", "timestamp"),
@@ -62,7 +84,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("status", "string"),
         ("detail", "string"),
         ("packet", "bigint"),
-    ],
+        ("body", "string"),
+    ] + _HEADLINE,
 }
 ROW_SHAPES = tuple(COLUMNS)
 
@@ -113,15 +136,20 @@ class RowBuilder:
         c["broker_ip"].append(ep.broker_ip if ep else None)
         c["broker_port"].append(ep.broker_port if ep else None)
 
+    def _headline(self, extra: dict | None) -> None:
+        c = self.cols
+        for name, _t in _HEADLINE:
+            c[name].append(extra.get(name) if extra else None)
+
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None) -> None:
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
         if self.shape == "messages":
             if req is not None:
-                self._message(ep, "request", req, None, status, detail)
+                self._message(ep, "request", req, None, status, detail, extra)
             if resp is not None:
-                self._message(ep, "response", req, resp, status, detail)
+                self._message(ep, "response", req, resp, status, detail, extra)
             if req is None and resp is None:
-                self._message(ep, None, None, None, status, detail)
+                self._message(ep, None, None, None, status, detail, extra)
             return
         c = self.cols
         self._endpoints(ep)
@@ -144,10 +172,13 @@ class RowBuilder:
         c["detail"].append(detail)
         c["request_packet"].append(rq.number if rq else None)
         c["response_packet"].append(rs.number if rs else None)
+        c["request"].append(_json(req.body) if req is not None else None)
+        c["response"].append(_json(resp.body) if resp is not None else None)
+        self._headline(extra)
         self.count += 1
 
     def _message(self, ep: Endpoints | None, direction: str | None, req: Request | None,
-                 resp: Response | None, status: str, detail: str | None) -> None:
+                 resp: Response | None, status: str, detail: str | None, extra: dict | None) -> None:
         c = self.cols
         self._endpoints(ep)
         h = req.header if req is not None else None
@@ -168,4 +199,11 @@ class RowBuilder:
         c["status"].append(status)
         c["detail"].append(detail)
         c["packet"].append(frame.number if frame else None)
+        msg = resp if resp is not None else req
+        c["body"].append(_json(msg.body) if msg is not None else None)
+        self._headline(extra)
         self.count += 1
+
+
+def _json(body: dict | None) -> str | None:
+    return None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":"))

@@ -12,18 +12,74 @@ CLIENT = ("10.0.0.1", 40000)
 BROKER = ("10.0.0.2", 9092)
 
 
-def request(api_key: int, version: int, corr: int, client_id: str | None = "cli", body: bytes = b"",
-            flexible: bool = False) -> bytes:
-    """A whole request frame (size field included) with a v1 or v2 header."""
-    cid = b"\xff\xff" if client_id is None else struct.pack("!h", len(client_id)) + client_id.encode()
+def _kio_class(api_key: int, version: int, request: bool):
+    from pkgutil import resolve_name
+
+    from kio.schema.index import api_key_map, schema_name_map
+    from kio.static.constants import EntityType
+
+    et = EntityType.request if request else EntityType.response
+    return resolve_name(schema_name_map[api_key_map[api_key]][version][et])
+
+
+def kio_body(api_key: int, version: int, request: bool, seed: int = 0) -> bytes:
+    """A body kio writes for a message generated from Kafka's schema (random, reproducible)."""
+    import random
+
+    from kiogen import build, write
+
+    cls = _kio_class(api_key, version, request)
+    rnd = random.Random(f"{api_key}/{version}/{request}/{seed}")
+    while True:
+        try:
+            return write(build(cls, rnd))
+        except TypeError:
+            continue
+
+
+def _flexible_header(api_key: int, version: int, request: bool, default: bool) -> bool:
+    """Header version as kio's generated classes state it (v2 request / v1 response headers)."""
+    try:
+        cls = _kio_class(api_key, version, request)
+    except KeyError:
+        return default
+    return cls.__header_schema__.__version__ == (2 if request else 1)
+
+
+def request(api_key: int, version: int, corr: int, client_id: str | None = "cli", body: bytes | None = None,
+            flexible: bool | None = None) -> bytes:
+    """A whole request frame (size field included): header v1/v2, body from kio unless given."""
+    if flexible is None:
+        flexible = _flexible_header(api_key, version, True, False)
+    if body is None:
+        body = kio_body(api_key, version, True)
+    cid = b"\xff\xff" if client_id is None else struct.pack("!h", len(client_id.encode())) + client_id.encode()
     hdr = struct.pack("!hhi", api_key, version, corr) + cid + (b"\x00" if flexible else b"")
     payload = hdr + body
     return struct.pack("!i", len(payload)) + payload
 
 
-def response(corr: int, body: bytes = b"\x00\x00", flexible: bool = False) -> bytes:
+def response(corr: int, api_key: int, version: int, body: bytes | None = None) -> bytes:
+    """A whole response frame answering (api_key, version): body from kio unless given."""
+    flexible = _flexible_header(api_key, version, False, False)
+    if body is None:
+        body = kio_body(api_key, version, False)
     payload = struct.pack("!i", corr) + (b"\x00" if flexible else b"") + body
     return struct.pack("!i", len(payload)) + payload
+
+
+def produce_request(version: int, corr: int, client_id: str, records: bytes, acks: int = 1) -> bytes:
+    """A Produce request carrying ``records`` for one partition, written by kio."""
+    import datetime
+
+    from kiogen import write
+
+    cls = _kio_class(0, version, True)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    part = mod.PartitionProduceData(index=0, records=records)
+    topic = mod.TopicProduceData(name="orders", partition_data=(part,))
+    req = cls(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=1), topic_data=(topic,))
+    return request(0, version, corr, client_id, body=write(req))
 
 
 def tcp_packet(src, dst, seq: int, payload: bytes = b"", flags: int = dpkt.tcp.TH_ACK, ack: int = 0,

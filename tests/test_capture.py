@@ -14,7 +14,7 @@ from spark_kafkawire.capture import CaptureReader
 def _conversation():
     c = Conversation().handshake()
     c.send("c", request(3, 1, 7, "meta-client"))
-    c.send("b", response(7))
+    c.send("b", response(7, 3, 1))
     return c.fin().packets
 
 
@@ -55,7 +55,7 @@ def test_pcapng_interfaces_keep_their_own_link_type_and_resolution(tmp_path):
     """Interface 0: Ethernet in microseconds; interface 1: raw IP in nanoseconds."""
     c = Conversation().handshake()
     c.send("c", request(18, 3, 1, "ng", flexible=True))
-    c.send("b", response(1))
+    c.send("b", response(1, 18, 3))
     eth = c.packets
     raw_ip = [bytes(dpkt.ethernet.Ethernet(p).data) for p in eth]
     pkts = [(0, 1_700_000_000_000_000 + i, eth[i]) for i in range(2)]  # SYN, SYN-ACK on iface 0 (us)

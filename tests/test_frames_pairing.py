@@ -49,14 +49,14 @@ def test_response_headers():
 def test_framer_splits_across_chunks_and_stamps_first_byte():
     frames = []
     f = Framer(frames.append, synced=True)
-    stream = request(3, 1, 1) + request(3, 1, 2, body=b"x" * 50) + request(3, 1, 3)
+    stream = request(3, 1, 1, body=b"") + request(3, 1, 2, body=b"x" * 50) + request(3, 1, 3, body=b"")
     cuts = [0, 3, 20, 21, 60, len(stream)]
     for i in range(len(cuts) - 1):
         f.data(stream[cuts[i] : cuts[i + 1]], ts=100 + i, number=i + 1)
     f.end()
     assert [parse_request_header(fr.data).correlation_id for fr in frames] == [1, 2, 3]
     assert [fr.ts_ns for fr in frames] == [100, 101, 104]  # frame 2 starts at byte 17, in chunk 2
-    assert [fr.offset for fr in frames] == [0, len(request(3, 1, 1)), len(request(3, 1, 1)) + len(request(3, 1, 2, body=b"x" * 50))]
+    assert [fr.offset for fr in frames] == [0, 17, 17 + 67]
     assert f.acct.frame_bytes == len(stream) and f.acct.partial_bytes == 0
 
 
@@ -76,11 +76,14 @@ def _rows(tmp_path, packets, **opts):
 def test_pipelined_requests_pair_by_correlation_id(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 1, 10, "p") + request(1, 11, 11, "p") + request(2, 5, 12, "p"))
-    c.send("b", response(10, b"m" * 30) + response(11, b"f" * 40))
-    c.send("b", response(12, b"l" * 50))
+    answers = [response(10, 3, 1), response(11, 1, 11), response(12, 2, 5)]
+    c.send("b", answers[0] + answers[1])
+    c.send("b", answers[2])
     rows = _rows(tmp_path, c.fin().packets)
+    sizes = [len(a) - 4 for a in answers]
     assert [(r["correlation_id"], r["api_name"], r["response_size"], r["status"]) for r in rows] == [
-        (10, "Metadata", 34, "complete"), (11, "Fetch", 44, "complete"), (12, "ListOffsets", 54, "complete")]
+        (10, "Metadata", sizes[0], "complete"), (11, "Fetch", sizes[1], "complete"),
+        (12, "ListOffsets", sizes[2], "complete")]
     assert rows[0]["request_time"] == rows[1]["request_time"]
     assert rows[0]["latency_ms"] == pytest.approx(1.0)  # packets are 1 ms apart
     assert rows[2]["latency_ms"] == pytest.approx(2.0)
@@ -88,9 +91,9 @@ def test_pipelined_requests_pair_by_correlation_id(tmp_path):
 
 def test_unanswered_and_orphan_responses(tmp_path):
     c = Conversation().handshake()
-    c.send("b", response(99))  # answers a request sent before the capture started
+    c.send("b", response(99, 3, 1))  # answers a request sent before the capture started
     c.send("c", request(3, 1, 1, "x"))
-    c.send("b", response(1))
+    c.send("b", response(1, 3, 1))
     c.send("c", request(3, 1, 2, "x"))  # never answered
     rows = _rows(tmp_path, c.packets)
     st = {r["correlation_id"]: (r["status"], r["api_name"]) for r in rows}
@@ -104,7 +107,7 @@ def test_acks_zero_produce(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(0, 7, 1, "fire-and-forget", body=body))
     c.send("c", request(3, 7, 2, "fire-and-forget"))
-    c.send("b", response(2))
+    c.send("b", response(2, 3, 7))
     rows = _rows(tmp_path, c.fin().packets)
     assert [(r["api_name"], r["status"], r["detail"]) for r in rows] == [
         ("Produce", "no_response", "acks=0: no response expected"), ("Metadata", "complete", None)]
@@ -121,7 +124,7 @@ def test_flexible_produce_acks(tmp_path):
 def test_client_found_without_syn_on_any_port(tmp_path):
     c = Conversation(client=("10.1.1.1", 1234), broker=("10.1.1.2", 55555))  # client has the lower port
     c.send("c", request(18, 3, 7, "late", flexible=True))
-    c.send("b", response(7))
+    c.send("b", response(7, 18, 3))
     rows = _rows(tmp_path, c.packets)
     assert [(r["client_ip"], r["client_port"], r["broker_port"], r["status"]) for r in rows] == [
         ("10.1.1.1", 1234, 55555, "complete")]
@@ -150,7 +153,7 @@ def test_ports_option(tmp_path):
 def test_messages_rows(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 12, 4, "m", flexible=True))
-    c.send("b", response(4, flexible=True))
+    c.send("b", response(4, 3, 12))
     rows = _rows(tmp_path, c.fin().packets, rows="messages")
     assert [(r["direction"], r["api_name"], r["header_version"], r["correlation_id"], r["client_id"], r["status"])
             for r in rows] == [("request", "Metadata", 2, 4, "m", "complete"),
@@ -160,8 +163,8 @@ def test_messages_rows(tmp_path):
 
 def test_unknown_api_version(tmp_path):
     c = Conversation().handshake()
-    c.send("c", request(0, 3, 1, "ok") + request(3, 99, 2, "future"))
-    c.send("b", response(1) + response(2))
+    c.send("c", request(0, 3, 1, "ok") + request(3, 99, 2, "future", body=b""))
+    c.send("b", response(1, 0, 3) + response(2, 3, 12))
     rows = _rows(tmp_path, c.fin().packets)
     assert [r["status"] for r in rows] == ["complete", "unknown_api"]
 

@@ -5,7 +5,7 @@ import random
 import dpkt
 import pytest
 
-from pcapgen import BROKER, CLIENT, Conversation, request, response, tcp_packet, write_pcap
+from pcapgen import BROKER, CLIENT, Conversation, produce_request, request, response, tcp_packet, write_pcap
 from spark_kafkawire import read_capture
 from spark_kafkawire.tcp import HalfStream
 
@@ -99,8 +99,8 @@ def _exchange_rows(packets, tmp_path, **opts):
 def test_reordered_and_duplicated_packets_decode_like_the_clean_stream(tmp_path):
     c = Conversation().handshake()
     for corr in range(1, 6):
-        c.send("c", request(1, 11, corr, "consumer", body=b"F" * 3000), mss=500)
-        c.send("b", response(corr, body=b"R" * 2500), mss=700)
+        c.send("c", produce_request(7, corr, "consumer", b"F" * 3000), mss=500)
+        c.send("b", response(corr, 0, 7), mss=7)
     c.fin()
     clean = _exchange_rows(c.packets, tmp_path)
     assert [r["status"] for r in clean] == ["complete"] * 5
@@ -115,10 +115,10 @@ def test_reordered_and_duplicated_packets_decode_like_the_clean_stream(tmp_path)
 def test_new_connection_reusing_the_four_tuple(tmp_path):
     first = Conversation(isn_c=100, isn_b=900).handshake()
     first.send("c", request(18, 3, 1, "first", flexible=True))
-    first.send("b", response(1))
+    first.send("b", response(1, 18, 3))
     second = Conversation(isn_c=70000, isn_b=80000).handshake()
     second.send("c", request(18, 3, 1, "second", flexible=True))  # same correlation id again
-    second.send("b", response(1))
+    second.send("b", response(1, 18, 3))
     rows = _exchange_rows(first.packets + second.packets + second.fin().packets[-2:], tmp_path)
     assert [(r["client_id"], r["status"]) for r in rows] == [("first", "complete"), ("second", "complete")]
 
@@ -134,11 +134,11 @@ def test_rst_ends_the_connection(tmp_path):
 def test_gap_in_the_middle_of_a_frame(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 1, 1, "a"))
-    c.send("b", response(1))
-    lost = c.send("c", request(0, 7, 2, "a", body=b"P" * 2000), mss=600)
+    c.send("b", response(1, 3, 1))
+    lost = c.send("c", produce_request(7, 2, "a", b"P" * 2000), mss=600)
     c.send("c", request(3, 1, 3, "a"))
-    c.send("b", response(2))
-    c.send("b", response(3))
+    c.send("b", response(2, 0, 7))
+    c.send("b", response(3, 3, 1))
     pkts = [p for p in c.fin().packets if p is not lost[1]]
     rows = _exchange_rows(pkts, tmp_path)
     status = {r["correlation_id"]: r["status"] for r in rows}
@@ -160,7 +160,7 @@ def test_ended_connections_are_forgotten(tmp_path):
     for i in range(3000):
         c = Conversation(client=("10.0.0.1", 10000 + i)).handshake()
         c.send("c", request(12, 4, 1, "hb", flexible=True))
-        c.send("b", response(1, flexible=True))
+        c.send("b", response(1, 12, 4))
         for p in c.fin().packets:
             t += 100_000_000  # 0.1 s apart
             r.feed(decode(Packet(1, t, 1, p, len(p))))

@@ -1,0 +1,177 @@
+"""Decoded bodies -> the headline columns audits ask for.
+
+Rules go by Kafka's field names, which are stable across versions and APIs, never by version:
+
+error_code        the response's top-level ErrorCode if non-zero, else the first non-zero
+                  ``*ErrorCode`` field in the response body, else 0
+throttle_time_ms  the response's top-level ThrottleTimeMs
+topics            every topic name the request and response carry (fields Topic, TopicName,
+                  TopicNames, and Name inside an array whose name contains "Topic"); topic ids
+                  (TopicId) are resolved to names seen earlier in the capture, else kept as the id
+partition_count   entries of the outermost Partition* arrays (request, else response)
+record_count/bytes  complete record batches of Produce requests and Fetch/ShareFetch responses
+acks, transactional_id, group_id, member_id   top-level request fields of those names
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from . import records as rec
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+RECORDS_IN_REQUEST = frozenset({0})  # Produce
+RECORDS_IN_RESPONSE = frozenset({1, 78})  # Fetch, ShareFetch
+
+
+def _load_errors() -> dict[int, str]:
+    text = resources.files("spark_kafkawire.protocol").joinpath("errors.tsv").read_text()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            code, name = line.split("\t")
+            out[int(code)] = name
+    return out
+
+
+ERRORS = _load_errors()
+
+
+def error_name(code: int | None) -> str | None:
+    if code is None:
+        return None
+    return ERRORS.get(code, f"UNKNOWN_ERROR_{code}")
+
+
+def first_error(body: dict | None) -> int | None:
+    if body is None:
+        return None
+    top = body.get("ErrorCode")
+    if isinstance(top, int) and top:
+        return top
+    stack = [body]
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k.endswith("ErrorCode") and isinstance(x, int) and x:
+                    return x
+                if isinstance(x, (dict, list)):
+                    stack.append(x)
+        elif isinstance(v, list):
+            stack.extend(x for x in v if isinstance(x, (dict, list)))
+    return 0
+
+
+def topic_names(body: dict | None, topic_ids: dict[str, str], out: dict[str, None]) -> None:
+    """Add the topics a body names to ``out`` (an ordered set)."""
+    if body is None:
+        return
+
+    def visit(v, in_topic_array: bool) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k in ("Topic", "TopicName") and isinstance(x, str):
+                    out[x] = None
+                elif k == "Name" and in_topic_array and isinstance(x, str):
+                    out[x] = None
+                elif k == "TopicId" and isinstance(x, str) and x != ZERO_UUID:
+                    if not any(n in v for n in ("Name", "Topic", "TopicName")) or not (
+                            v.get("Name") or v.get("Topic") or v.get("TopicName")):
+                        out[topic_ids.get(x, x)] = None
+                elif k == "TopicNames" and isinstance(x, list):
+                    out.update((t, None) for t in x if isinstance(t, str))
+                elif isinstance(x, list):
+                    for e in x:
+                        visit(e, "Topic" in k)
+                elif isinstance(x, dict):
+                    visit(x, False)
+        elif isinstance(v, list):
+            for e in v:
+                visit(e, in_topic_array)
+
+    visit(body, False)
+
+
+def learn_topic_ids(body: dict | None, topic_ids: dict[str, str]) -> None:
+    """Remember TopicId -> name pairs that a response states (Metadata, CreateTopics, ...)."""
+    if body is None:
+        return
+    stack: list = [body]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            tid = v.get("TopicId")
+            name = v.get("Name") or v.get("TopicName") or v.get("Topic")
+            if isinstance(tid, str) and tid != ZERO_UUID and isinstance(name, str) and name:
+                topic_ids[tid] = name
+            stack.extend(x for x in v.values() if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            stack.extend(x for x in v if isinstance(x, (dict, list)))
+
+
+def partition_count(body: dict | None) -> int | None:
+    if body is None:
+        return None
+    total = 0
+    found = False
+    stack: list = [body]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k.startswith("Partition") and isinstance(x, list):
+                    total += len(x)
+                    found = True
+                elif isinstance(x, (dict, list)):
+                    stack.append(x)
+        elif isinstance(v, list):
+            stack.extend(x for x in v if isinstance(x, (dict, list)))
+    return total if found else None
+
+
+def record_totals(body: dict | None) -> tuple[int, int]:
+    count = size = 0
+    stack: list = [body] if body is not None else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k == "Records" and isinstance(x, list):
+                    c, s = rec.totals(x)
+                    count += c
+                    size += s
+                elif isinstance(x, (dict, list)):
+                    stack.append(x)
+        elif isinstance(v, list):
+            stack.extend(x for x in v if isinstance(x, (dict, list)))
+    return count, size
+
+
+def headline(api_key: int | None, req: dict | None, resp: dict | None, topic_ids: dict[str, str]) -> dict:
+    topics: dict[str, None] = {}
+    topic_names(req, topic_ids, topics)
+    topic_names(resp, topic_ids, topics)
+    code = first_error(resp)
+    count = size = None
+    if api_key in RECORDS_IN_REQUEST and req is not None:
+        count, size = record_totals(req)
+    elif api_key in RECORDS_IN_RESPONSE and resp is not None:
+        count, size = record_totals(resp)
+    pc = partition_count(req)
+    if pc is None:
+        pc = partition_count(resp)
+    r = req or {}
+    return {
+        "error_code": code,
+        "error_name": error_name(code),
+        "throttle_time_ms": (resp or {}).get("ThrottleTimeMs"),
+        "topics": list(topics) if (req is not None or resp is not None) else None,
+        "partition_count": pc,
+        "record_count": count,
+        "record_bytes": size,
+        "acks": r.get("Acks") if api_key == 0 else None,
+        "transactional_id": r.get("TransactionalId") if isinstance(r.get("TransactionalId"), str) else None,
+        "group_id": r.get("GroupId") if isinstance(r.get("GroupId"), str) else None,
+        "member_id": r.get("MemberId") if isinstance(r.get("MemberId"), str) else None,
+    }

@@ -1,0 +1,145 @@
+"""Generate messages.json and errors.tsv from Kafka's message schemas, as kio carries them.
+
+    make schemas
+
+kio (PyPI) is generated from Kafka's clients/src/main/resources/common/message/*.json. kio 0.6.x
+follows Kafka 4.3; kio 0.5.0 followed Kafka 3.9.0 and still has what 4.0 removed (Produce v0-2,
+Fetch v0-3, ..., keys 4-7). This script reads the dataclasses of one kio installation and prints
+their wire layout as plain data (``dump``), and merges two dumps, the newer winning for the
+(api key, version) pairs both have (``merge``). Nothing here runs when captures are decoded.
+
+Layout of messages.json:
+  structs:  list of structs; a struct is a list of fields [name, type, flags, tag, sub]
+            name   Kafka's field name (PascalCase)
+            type   int8 int16 int32 int64 uint16 float64 bool string bytes uuid records struct
+            flags  1 nullable, 2 array, 4 error code
+            tag    tagged-field number, or -1 for a regular field
+            sub    index of the nested struct for type 'struct', else -1
+  messages: {api_key: {"request"|"response": {version: [struct index, flexible 0/1]}}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import fields, is_dataclass
+from pkgutil import resolve_name
+
+TYPE_MAP = {"datetime_i64": "int64", "timedelta_i32": "int32", "timedelta_i64": "int64", "error_code": "int16"}
+NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
+MS_TYPES = ("datetime_i64", "timedelta_i32", "timedelta_i64")
+
+
+def pascal(snake: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in snake.split("_"))
+
+
+def dump() -> dict:
+    from kio.schema.index import api_key_map, schema_name_map
+    from kio.serial._introspect import classify_field, get_field_tag, is_optional
+    from kio.static.constants import EntityType
+
+    structs: list = []
+    index: dict[str, int] = {}
+    memo: dict[type, int] = {}
+
+    def struct_of(cls) -> int:
+        if cls in memo:
+            return memo[cls]
+        out = []
+        for f in fields(cls):
+            c = classify_field(f)
+            flags = (NULLABLE if is_optional(f) else 0) | (ARRAY if c.is_array else 0)
+            tag = get_field_tag(f)
+            tag = -1 if tag is None else int(tag)
+            if is_dataclass(c.type_):
+                out.append([pascal(f.name), "struct", flags, tag, struct_of(c.type_)])
+            else:
+                kt = f.metadata["kafka_type"]
+                if kt == "error_code":
+                    flags |= ERROR_CODE
+                # kio turns millisecond fields into datetimes/timedeltas and drops Kafka's "Ms"
+                # suffix (ThrottleTimeMs -> throttle_time): put Kafka's name back
+                name = pascal(f.name) + ("Ms" if kt in MS_TYPES else "")
+                out.append([name, TYPE_MAP.get(kt, kt), flags, tag, -1])
+        key = json.dumps(out)
+        if key not in index:
+            index[key] = len(structs)
+            structs.append(out)
+        memo[cls] = index[key]
+        return memo[cls]
+
+    messages: dict = {}
+    for api_key, name in api_key_map.items():
+        for version, ents in schema_name_map[name].items():
+            for et, kind in ((EntityType.request, "request"), (EntityType.response, "response")):
+                cls = resolve_name(ents[et])
+                sid = struct_of(cls)
+                messages.setdefault(str(api_key), {}).setdefault(kind, {})[str(version)] = [sid, int(cls.__flexible__)]
+    errors = {}
+    try:
+        from kio.schema.errors import ErrorCode
+    except ImportError:
+        ErrorCode = None
+    if ErrorCode is not None:
+        errors = {int(e.value): e.name.upper() for e in ErrorCode}
+    import kio
+
+    return {"kio": getattr(kio, "__version__", "?"), "structs": structs, "messages": messages, "errors": errors}
+
+
+def merge(newer: dict, older: dict) -> dict:
+    """The newer dump, plus the (key, version) pairs only the older one has."""
+    structs: list = []
+    index: dict[str, int] = {}
+
+    def remap(dump: dict, sid: int, memo: dict) -> int:
+        if sid in memo:
+            return memo[sid]
+        out = []
+        for name, typ, flags, tag, sub in dump["structs"][sid]:
+            out.append([name, typ, flags, tag, remap(dump, sub, memo) if sub >= 0 else -1])
+        key = json.dumps(out)
+        if key not in index:
+            index[key] = len(structs)
+            structs.append(out)
+        memo[sid] = index[key]
+        return memo[sid]
+
+    messages: dict = {}
+    for dump in (newer, older):
+        memo: dict = {}
+        for key, kinds in dump["messages"].items():
+            for kind, versions in kinds.items():
+                for ver, (sid, flex) in versions.items():
+                    slot = messages.setdefault(key, {}).setdefault(kind, {})
+                    if ver not in slot:
+                        slot[ver] = [remap(dump, sid, memo), flex]
+    for kinds in messages.values():
+        for kind in kinds:
+            kinds[kind] = dict(sorted(kinds[kind].items(), key=lambda kv: int(kv[0])))
+    messages = dict(sorted(messages.items(), key=lambda kv: int(kv[0])))
+    errors = {**older.get("errors", {}), **newer.get("errors", {})}
+    return {"sources": [f"kio {newer['kio']}", f"kio {older['kio']}"], "structs": structs, "messages": messages,
+            "errors": errors}
+
+
+def write(merged: dict, folder: str) -> None:
+    errors = merged.pop("errors")
+    text = json.dumps(merged, separators=(",", ":"))
+    text = re.sub(r'\],\[', "],\n[", text)  # one field a line: readable diffs
+    with open(f"{folder}/messages.json", "w") as f:
+        f.write(text + "\n")
+    with open(f"{folder}/errors.tsv", "w") as f:
+        f.write("# Kafka error codes and names (org.apache.kafka.common.protocol.Errors), via kio\n")
+        for code, name in sorted(errors.items(), key=lambda kv: int(kv[0])):
+            f.write(f"{code}\t{name}\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "dump":
+        json.dump(dump(), sys.stdout)
+    elif sys.argv[1] == "merge":
+        with open(sys.argv[2]) as a, open(sys.argv[3]) as b:
+            write(merge(json.load(a), json.load(b)), sys.argv[4])
