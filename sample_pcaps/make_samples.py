@@ -261,7 +261,6 @@ def tansu_aiokafka(out: Path) -> dict:
 
 def veth_mtu(out: Path) -> dict | None:
     """Broker and client in two network namespaces over a veth pair: MTU-sized segments."""
-    from confluent_kafka import Producer
 
     ns_b, ns_c = "kw-broker", "kw-client"
     sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731

@@ -62,7 +62,6 @@ STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOW
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
 
-_I16 = Struct("!h")
 _I32 = Struct("!i")
 
 

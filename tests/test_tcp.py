@@ -3,7 +3,6 @@
 import random
 
 import dpkt
-import pytest
 
 from pcapgen import BROKER, CLIENT, Conversation, produce_request, request, response, tcp_packet, write_pcap
 from spark_kafkawire import read_capture
