@@ -116,7 +116,7 @@ def _value(x, kt, name):
             return ("secret", len(x))
         return base64.b64encode(x).decode()
     if kt == "records":
-        return []
+        return ("records", len(x))
     if kt == "error_code":
         return int(x)
     return x
