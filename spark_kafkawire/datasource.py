@@ -28,13 +28,10 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        return ddl(Options.parse(self._reader_options()).rows)
+        return ddl(Options.parse(dict(self.options)).rows)
 
     def reader(self, schema) -> "KafkaWireReader":
         return KafkaWireReader(dict(self.options))
-
-    def _reader_options(self) -> dict:
-        return dict(self.options)
 
 
 class KafkaWireReader(DataSourceReader):

@@ -17,19 +17,24 @@ CASES += [(PUBLIC / n, (port,)) for n, (_, port) in sorted(PUBLIC_EXPECTED.items
 CASES += [(PUBLIC / "ndpi-kafka.pcap", (9092,)), (PUBLIC / "ndpi-kafka.pcapng", (9092,))]
 
 
-def tshark_pdus(path, ports):
-    """(client_port, broker_port, direction, correlation_id) -> (api_key, api_version, client_id)."""
+def tshark_fields(path, ports, fields):
+    """tshark's Kafka packets as rows of the given fields (multiple values joined by ';')."""
     assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
     cmd = ["tshark", "-r", str(path), "-Y", "kafka", "-T", "fields", "-E", "separator=\t", "-E", "aggregator=;"]
     for p in ports:
         cmd += ["-d", f"tcp.port=={p},kafka"]
-    for f in ("tcp.srcport", "tcp.dstport", "kafka.api_key", "kafka.api_version", "kafka.correlation_id",
-              "kafka.client_id"):
+    for f in fields:
         cmd += ["-e", f]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return [(line.split("\t") + [""] * len(fields))[: len(fields)] for line in out.splitlines()]
+
+
+def tshark_pdus(path, ports):
+    """(client_port, broker_port, direction, correlation_id) -> (api_key, api_version, client_id)."""
     pdus = {}
-    for line in out.splitlines():
-        sport, dport, keys, vers, corrs, cids = (line.split("\t") + [""] * 6)[:6]
+    rows = tshark_fields(path, ports, ("tcp.srcport", "tcp.dstport", "kafka.api_key", "kafka.api_version",
+                                       "kafka.correlation_id", "kafka.client_id"))
+    for sport, dport, keys, vers, corrs, cids in rows:
         sport, dport = int(sport), int(dport)
         request = dport in ports
         corrs = [int(c) for c in corrs.split(";") if c]
@@ -65,16 +70,11 @@ def test_header_fields_agree_with_tshark(path, ports):
 
 def tshark_topics_errors(path, ports):
     """(client_port, broker_port, direction, corr) -> (topic names, error codes) of one-PDU packets."""
-    cmd = ["tshark", "-r", str(path), "-Y", "kafka", "-T", "fields", "-E", "separator=\t", "-E", "aggregator=;"]
-    for p in ports:
-        cmd += ["-d", f"tcp.port=={p},kafka"]
-    # the expert column comes before the topic names: a misread name may hold a line break
-    for f in ("tcp.srcport", "tcp.dstport", "kafka.correlation_id", "_ws.expert.message", "kafka.error",
-              "kafka.topic_name"):
-        cmd += ["-e", f]
     out = {}
-    for line in subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines():
-        sport, dport, corrs, expert, errors, topics = (line.split("\t") + [""] * 6)[:6]
+    # the expert column comes before the topic names: a misread name may hold a line break
+    rows = tshark_fields(path, ports, ("tcp.srcport", "tcp.dstport", "kafka.correlation_id",
+                                       "_ws.expert.message", "kafka.error", "kafka.topic_name"))
+    for sport, dport, corrs, expert, errors, topics in rows:
         if not (sport.isdigit() and dport.isdigit()):
             continue  # the rest of a misread name that held a line break
         corrs = [c for c in corrs.split(";") if c]

@@ -35,6 +35,15 @@ def pascal(snake: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in snake.split("_"))
 
 
+def intern(out: list, structs: list, index: dict[str, int]) -> int:
+    """Index of a struct in ``structs``, appending it the first time it is seen."""
+    key = json.dumps(out)
+    if key not in index:
+        index[key] = len(structs)
+        structs.append(out)
+    return index[key]
+
+
 def dump() -> dict:
     from kio.schema.index import api_key_map, schema_name_map
     from kio.serial._introspect import classify_field, get_field_tag, is_optional
@@ -63,11 +72,7 @@ def dump() -> dict:
                 # suffix (ThrottleTimeMs -> throttle_time): put Kafka's name back
                 name = pascal(f.name) + ("Ms" if kt in MS_TYPES else "")
                 out.append([name, TYPE_MAP.get(kt, kt), flags, tag, -1])
-        key = json.dumps(out)
-        if key not in index:
-            index[key] = len(structs)
-            structs.append(out)
-        memo[cls] = index[key]
+        memo[cls] = intern(out, structs, index)
         return memo[cls]
 
     messages: dict = {}
@@ -100,11 +105,7 @@ def merge(newer: dict, older: dict) -> dict:
         out = []
         for name, typ, flags, tag, sub in dump["structs"][sid]:
             out.append([name, typ, flags, tag, remap(dump, sub, memo) if sub >= 0 else -1])
-        key = json.dumps(out)
-        if key not in index:
-            index[key] = len(structs)
-            structs.append(out)
-        memo[sid] = index[key]
+        memo[sid] = intern(out, structs, index)
         return memo[sid]
 
     messages: dict = {}
