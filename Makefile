@@ -42,11 +42,12 @@ clean:
 	rm -rf $(VENV) out build *.egg-info spark-warehouse
 
 # Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:
-# kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed.
+# kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed, plus the
+# unreleased 4.4 versions transcribed in protocol/kafka-4.4.json.
 schemas: setup
 	rm -rf build/kio050 && mkdir -p build/kio050
 	$(PY) -m pip download -q --no-deps -d build/kio050 kio==0.5.0
 	cd build/kio050 && ../../$(PY) -m zipfile -e kio-0.5.0-py3-none-any.whl ext
 	$(PY) spark_kafkawire/protocol/generate.py dump > build/kio-new.json
 	PYTHONPATH=build/kio050/ext $(PY) spark_kafkawire/protocol/generate.py dump > build/kio-old.json
-	$(PY) spark_kafkawire/protocol/generate.py merge build/kio-new.json build/kio-old.json spark_kafkawire/protocol
+	$(PY) spark_kafkawire/protocol/generate.py merge build/kio-new.json build/kio-old.json spark_kafkawire/protocol/kafka-4.4.json spark_kafkawire/protocol

@@ -72,6 +72,9 @@ class Schemas:
             for kind, versions in kinds.items():
                 for ver, (sid, flex) in versions.items():
                     self.messages[(int(key), int(ver), kind == "request")] = (sid, bool(flex))
+        self.newest: dict[tuple[int, bool], int] = {}
+        for key, ver, req in self.messages:
+            self.newest[(key, req)] = max(ver, self.newest.get((key, req), -1))
 
     def has(self, api_key: int, version: int, request: bool) -> bool:
         return (api_key, version, request) in self.messages
@@ -81,16 +84,6 @@ class Schemas:
 def schemas() -> Schemas:
     pkg = resources.files("spark_kafkawire.protocol")
     data = json.loads(pkg.joinpath("messages.json").read_text())
-    extra = pkg.joinpath("messages-extra.json")
-    if extra.is_file():  # versions newer than kio, transcribed from Kafka's schemas
-        more = json.loads(extra.read_text())
-        base = len(data["structs"])
-        for fields in more["structs"]:
-            data["structs"].append([[n, t, f, tag, (sub + base if sub >= 0 else -1)] for n, t, f, tag, sub in fields])
-        for key, kinds in more["messages"].items():
-            for kind, versions in kinds.items():
-                for ver, (sid, flex) in versions.items():
-                    data["messages"].setdefault(key, {}).setdefault(kind, {}).setdefault(ver, [sid + base, flex])
     return Schemas(data)
 
 
@@ -228,6 +221,10 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int
     and kio's readers ignore them; some clients send them (librdkafka's Metadata v12 requests,
     old librdkafka's ApiVersions v0 requests).
 
+    A version newer than every schema known for its api key (a client ahead of this release) is
+    read with the newest known layout if that consumes the body exactly; the value then says
+    ``"_decoded_as_version": n``.
+
     Raises KeyError when no schema is known, BodyError when the bytes do not fit the schema.
     """
     s = schemas()
@@ -239,6 +236,15 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int
             return _decode(s, API_VERSIONS, 0, False, data, pos), 0
         except BodyError:
             return {"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0
+    if (api_key, version, request) not in s.messages:
+        older = s.newest.get((api_key, request))
+        if older is None or older >= version:
+            raise KeyError((api_key, version, request))
+        value = _decode(s, api_key, older, request, data, pos)
+        if "_trailing_bytes" in value:
+            raise BodyError(f"no schema for version {version}, and version {older}'s does not fit", pos)
+        value["_decoded_as_version"] = older
+        return value, older
     return _decode(s, api_key, version, request, data, pos), version
 
 

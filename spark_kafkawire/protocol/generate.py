@@ -94,8 +94,10 @@ def dump() -> dict:
     return {"kio": getattr(kio, "__version__", "?"), "structs": structs, "messages": messages, "errors": errors}
 
 
-def merge(newer: dict, older: dict) -> dict:
-    """The newer dump, plus the (key, version) pairs only the older one has."""
+def merge(newer: dict, older: dict, *extra: dict) -> dict:
+    """The newer dump, plus the (key, version) pairs only the older one has, plus ``extra`` dumps
+    (transcriptions of versions newer than kio) whose entries may read ``{"as": version}``: the
+    same layout as that version of the same api key and direction."""
     structs: list = []
     index: dict[str, int] = {}
 
@@ -109,20 +111,25 @@ def merge(newer: dict, older: dict) -> dict:
         return memo[sid]
 
     messages: dict = {}
-    for dump in (newer, older):
+    for dump in (newer, older, *extra):
         memo: dict = {}
         for key, kinds in dump["messages"].items():
             for kind, versions in kinds.items():
-                for ver, (sid, flex) in versions.items():
+                for ver, entry in versions.items():
                     slot = messages.setdefault(key, {}).setdefault(kind, {})
-                    if ver not in slot:
-                        slot[ver] = [remap(dump, sid, memo), flex]
+                    if ver in slot:
+                        continue
+                    if isinstance(entry, dict):  # {"as": version}
+                        slot[ver] = list(slot[entry["as"]])
+                    else:
+                        slot[ver] = [remap(dump, entry[0], memo), entry[1]]
     for kinds in messages.values():
         for kind in kinds:
             kinds[kind] = dict(sorted(kinds[kind].items(), key=lambda kv: int(kv[0])))
     messages = dict(sorted(messages.items(), key=lambda kv: int(kv[0])))
     errors = {**older.get("errors", {}), **newer.get("errors", {})}
-    return {"sources": [f"kio {newer['kio']}", f"kio {older['kio']}"], "structs": structs, "messages": messages,
+    sources = [f"kio {newer['kio']}", f"kio {older['kio']}"] + [e["kio"] for e in extra]
+    return {"sources": sources, "structs": structs, "messages": messages,
             "errors": errors}
 
 
@@ -142,5 +149,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "dump":
         json.dump(dump(), sys.stdout)
     elif sys.argv[1] == "merge":
-        with open(sys.argv[2]) as a, open(sys.argv[3]) as b:
-            write(merge(json.load(a), json.load(b)), sys.argv[4])
+        dumps = []
+        for path in sys.argv[2:-1]:
+            with open(path) as f:
+                dumps.append(json.load(f))
+        write(merge(*dumps), sys.argv[-1])
