@@ -23,9 +23,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"
 TOPIC_PAYLOAD = b"sample payload " * 6
+SCRAM_PASSWORD = b"scram-cred-Secret4"
+SCRAM_SALT = b"salt-Secret5"
+WRONG_PASSWORD = "wrong-Secret3"
 
 
 def free_port() -> int:
@@ -305,6 +310,157 @@ def veth_mtu(out: Path) -> dict | None:
                            "frames spanning many packets."}
 
 
+def tansu_admin_txn(out: Path) -> dict:
+    """confluent-kafka admin calls, transactions and a group's offsets; kafka-python ACL calls."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+    from confluent_kafka import admin as ka
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             KafkaAdminClient, ResourcePattern, ResourcePatternFilter, ResourceType)
+
+    calls: dict[str, str] = {}
+
+    def call(name: str, fn) -> None:
+        """Run an admin call; record what the client itself reported."""
+        try:
+            r = fn()
+            if isinstance(r, dict):
+                for v in r.values():
+                    v.result(15) if hasattr(v, "result") else None
+            elif hasattr(r, "result"):
+                r.result(15)
+            calls[name] = "ok"
+        except Exception as e:  # the broker refused or failed: that is what the capture shows
+            calls[name] = f"error: {str(e)[:120]}"
+
+    with tansu() as (bootstrap, port), capture(out, [port]):
+        admin = ka.AdminClient({"bootstrap.servers": bootstrap, "client.id": "ck-admin"})
+        call("create_topics", lambda: admin.create_topics([ka.NewTopic("audit", 2, 1), ka.NewTopic("scratch", 1, 1)]))
+        call("describe_cluster", lambda: admin.describe_cluster())
+        call("describe_configs", lambda: admin.describe_configs([ka.ConfigResource(ka.ResourceType.TOPIC, "audit")]))
+        call("incremental_alter_configs", lambda: admin.incremental_alter_configs([ka.ConfigResource(
+            ka.ResourceType.TOPIC, "audit", incremental_configs=[ka.ConfigEntry(
+                "retention.ms", "3600000", incremental_operation=ka.AlterConfigOpType.SET)])]))
+        call("describe_acls", lambda: admin.describe_acls(ka.AclBindingFilter(
+            ka.ResourceType.ANY, None, ka.ResourcePatternType.ANY, None, None, ka.AclOperation.ANY,
+            ka.AclPermissionType.ANY)))
+        kp = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kp-admin", request_timeout_ms=3000)
+        acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, "audit"))
+        call("kp_create_acls", lambda: kp.create_acls([acl]))
+        call("kp_describe_acls", lambda: kp.describe_acls(ACLFilter(
+            "User:alice", None, ACLOperation.ANY, ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))))
+        kp.close()
+        # transactions: two committed, one aborted
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-txn", "transactional.id": "txn-audit"})
+        p.init_transactions(15)
+        sent = {"committed": 0, "aborted": 0}
+        for outcome, n in (("committed", 5), ("aborted", 3), ("committed", 2)):
+            p.begin_transaction()
+            for i in range(n):
+                p.produce("audit", key=f"{outcome[0]}{sent[outcome] + i}".encode(), value=outcome.encode())
+            sent[outcome] += n
+            p.commit_transaction(15) if outcome == "committed" else p.abort_transaction(15)
+        # an assigned consumer reads both partitions from the start: the Fetch responses carry the
+        # transactional batches and their COMMIT/ABORT control batches
+        f = Consumer({"bootstrap.servers": bootstrap, "client.id": "ck-fetch", "group.id": "unused",
+                      "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+        f.assign([TopicPartition("audit", 0, 0), TopicPartition("audit", 1, 0)])
+        fetched, t0 = 0, time.time()
+        while fetched < sent["committed"] + sent["aborted"] and time.time() - t0 < 20:
+            m = f.poll(0.5)
+            if m is not None and not m.error():
+                fetched += 1
+        f.close()
+        c = Consumer({"bootstrap.servers": bootstrap, "client.id": "ck-reader", "group.id": "auditors",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "isolation.level": "read_committed"})
+        c.subscribe(["audit"])
+        got, t0 = 0, time.time()
+        while got < sent["committed"] and time.time() - t0 < 8:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got += 1
+        try:
+            c.commit(asynchronous=False)
+            calls["consumer_commit"] = "ok"
+        except Exception as e:
+            calls["consumer_commit"] = f"error: {str(e)[:120]}"
+        p.begin_transaction()
+        p.produce("audit", key=b"c7", value=b"committed")
+        sent["committed"] += 1
+        call("send_offsets_to_transaction", lambda: p.send_offsets_to_transaction(
+            [TopicPartition("audit", 0, 5), TopicPartition("audit", 1, 2)], c.consumer_group_metadata(), 15))
+        p.commit_transaction(15)
+        c.close()
+        call("list_offsets", lambda: admin.list_offsets({TopicPartition("audit", 0): ka.OffsetSpec.latest(),
+                                                          TopicPartition("audit", 1): ka.OffsetSpec.earliest()}))
+        call("list_consumer_groups", lambda: admin.list_consumer_groups())
+        call("describe_consumer_groups", lambda: admin.describe_consumer_groups(["auditors"]))
+        call("list_consumer_group_offsets", lambda: admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("auditors")]))
+        call("alter_consumer_group_offsets", lambda: admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("auditors", [TopicPartition("audit", 0, 0)])]))
+        call("alter_user_scram_credentials", lambda: admin.alter_user_scram_credentials([
+            ka.UserScramCredentialUpsertion("alice", ka.ScramCredentialInfo(ka.ScramMechanism.SCRAM_SHA_256, 4096),
+                                            SCRAM_PASSWORD, SCRAM_SALT)]))
+        call("describe_user_scram_credentials", lambda: admin.describe_user_scram_credentials(["alice"]))
+        call("delete_consumer_groups", lambda: admin.delete_consumer_groups(["auditors"]))
+        call("delete_topics", lambda: admin.delete_topics(["scratch"]))
+        call("delete_records", lambda: admin.delete_records([TopicPartition("audit", 0, 1)]))
+    return {"broker": "tansu", "broker_ports": [port],
+            "clients": [{"software": "confluent-kafka", "client_id": "ck-admin", "calls": calls},
+                        {"software": "kafka-python", "client_id": "kp-admin"},
+                        {"software": "confluent-kafka", "client_id": "ck-txn", "transactional_id": "txn-audit",
+                         "transactions": {"committed": 3, "aborted": 1}, "records": sent},
+                        {"software": "confluent-kafka", "client_id": "ck-fetch", "consumed": fetched},
+                        {"software": "confluent-kafka", "client_id": "ck-reader", "group": "auditors",
+                         "consumed": got}],
+            "secrets": [SCRAM_PASSWORD.decode(), SCRAM_SALT.decode()],
+            "description": "Admin calls (configs, ACLs, SCRAM credentials, groups, offsets, topics, "
+                           "DeleteRecords), a transactional producer (3 commits, 1 abort, offsets sent to "
+                           "the transaction) and a read_committed consumer group, against Tansu. 'calls' is "
+                           "each admin call's outcome as the client reported it."}
+
+
+def stub_sasl(out: Path) -> dict:
+    """Real clients logging in with SASL PLAIN and SCRAM to the stub broker in sasl_stub.py."""
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from sasl_stub import USERS, SaslStub
+
+    logins = []
+    with SaslStub() as port, capture(out, [port]):
+        bootstrap = f"127.0.0.1:{port}"
+        for mech, user, password in [("PLAIN", "alice", USERS["alice"]), ("SCRAM-SHA-256", "bob", USERS["bob"]),
+                                     ("SCRAM-SHA-512", "bob", USERS["bob"]), ("PLAIN", "mallory", WRONG_PASSWORD)]:
+            cid = f"ck-{mech.lower()}-{user}"
+            a = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": mech, "sasl.username": user, "sasl.password": password,
+                             "client.id": cid, "retry.backoff.max.ms": 1000, "reconnect.backoff.max.ms": 1000})
+            try:
+                a.list_topics(timeout=3)
+                ok = True
+            except Exception:
+                ok = False
+            del a
+            logins.append({"software": "confluent-kafka", "client_id": cid, "mechanism": mech, "user": user,
+                           "logged_in": ok})
+        for mech, user in [("PLAIN", "alice"), ("SCRAM-SHA-256", "bob")]:
+            cid = f"kp-{mech.lower()}-{user}"
+            k = KafkaAdminClient(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mech,
+                                 sasl_plain_username=user, sasl_plain_password=USERS[user], client_id=cid)
+            k.list_topics()
+            k.close()
+            logins.append({"software": "kafka-python", "client_id": cid, "mechanism": mech, "user": user,
+                           "logged_in": True})
+    return {"broker": "sasl_stub.py", "broker_ports": [port], "clients": logins,
+            "secrets": sorted(set(USERS.values()) | {WRONG_PASSWORD}),
+            "description": "confluent-kafka and kafka-python logging in with SASL PLAIN, SCRAM-SHA-256 and "
+                           "SCRAM-SHA-512 (and one PLAIN login with a wrong password) to the stub broker in "
+                           "sasl_stub.py, then asking for metadata. 'secrets' lists the passwords, which must "
+                           "appear in no output."}
+
+
 SCENARIOS = {
     "tansu-confluent-codecs.pcap": tansu_confluent,
     "mock-confluent-group.pcapng": mock_confluent_group,
@@ -312,6 +468,8 @@ SCENARIOS = {
     "mock-kafka-python-nsec.pcap": mock_kafka_python,
     "tansu-aiokafka-any.pcap": tansu_aiokafka,
     "veth-confluent-mtu.pcap": veth_mtu,
+    "tansu-admin-txn.pcap": tansu_admin_txn,
+    "stub-sasl.pcap": stub_sasl,
 }
 
 

@@ -222,6 +222,7 @@ def test_sample_frames_decode_as_kio_reads_them():
 
     compared = 0
     keys = set()
+    missing_tags = set()
     for name, key, ver, is_req, data, pos in _sample_frames():
         ours, used = decode_body(key, ver, is_req, data, pos)
         if used != ver:
@@ -230,9 +231,15 @@ def test_sample_frames_decode_as_kio_reads_them():
             cls = resolve_name(schema_name_map[api_key_map[key]][ver][EntityType.request if is_req else EntityType.response])
         except KeyError:
             continue  # a version kio 0.6 does not have (decoded from kio 0.5.0's layout)
+        if ours.pop("_missing_tagged_fields", False):
+            data = bytes(data) + b"\x00"  # the broker left out the final tag count: kio needs it
+            missing_tags.add((name, key))
         theirs, end = entity_reader(cls)(memoryview(data), pos)
         ours = {k: v for k, v in ours.items() if k != "_trailing_bytes"}
         assert _approx(_normalise(ours), expected(theirs), tagged_defaults=True), (name, key, ver, is_req)
         compared += 1
         keys.add(key)
-    assert compared > 400 and len(keys) >= 15
+    assert compared > 400 and len(keys) >= 25
+    # Tansu leaves out the tag count after an empty top-level array in these two responses
+    # (librdkafka reports "Protocol parse failure for CreateAcls v2(flex)" on the same bytes)
+    assert missing_tags == {("tansu-admin-txn.pcap", 30), ("tansu-admin-txn.pcap", 50)}

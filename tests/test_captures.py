@@ -101,12 +101,22 @@ def test_sample_capture_matches_what_the_clients_did(name):
             assert "Produce" in apis, client
         if client.get("consumed"):
             assert "Fetch" in apis, client
-        if client.get("group"):
+        if client.get("group") and client.get("consumed"):
             assert {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit"} <= apis, client
-    # what is not complete is explained: only consumers' long-poll Fetches cut by close or capture end
+        elif client.get("group"):  # never got an assignment (Tansu left the join pending)
+            assert {"FindCoordinator", "JoinGroup"} <= {r["api_name"] for r in mine}, client
+    # what is not complete is explained by what the clients saw: consumers' long-poll Fetches cut
+    # by close or capture end; a DeleteRecords the client saw fail with a transport error; the
+    # JoinGroup/LeaveGroup of a group member Tansu never let in (it consumed nothing)
+    explained = {("no_response", "Fetch")}
+    calls = {k: v for c in info["clients"] for k, v in c.get("calls", {}).items()}
+    if "transport failure" in calls.get("delete_records", ""):
+        explained.add(("no_response", "DeleteRecords"))
+    if any(c.get("group") and not c.get("consumed") for c in info["clients"]):
+        explained |= {("no_response", "JoinGroup"), ("no_response", "LeaveGroup")}
     for r in got:
         if r["status"] != "complete":
-            assert (r["status"], r["api_name"]) == ("no_response", "Fetch"), r
+            assert (r["status"], r["api_name"]) in explained, r
 
 
 def test_kafka_python_pinned_to_0_10_1_sends_produce_v2():
