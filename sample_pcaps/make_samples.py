@@ -461,6 +461,35 @@ def stub_sasl(out: Path) -> dict:
                            "appear in no output."}
 
 
+def mock_kafka_python_codecs(out: Path) -> dict:
+    """kafka-python compressing with every codec, as clients of Kafka 0.9 (magic 0), 0.10 (magic 1)
+    and 2.1 (magic 2) would: xerial-framed snappy, the old lz4 framing with its wrong header checksum."""
+    from kafka import KafkaProducer
+
+    clients = []
+    with mock_cluster() as (bootstrap, ports), capture(out, ports):
+        for ver, magic in [((0, 9), 0), ((0, 10, 1), 1), ((2, 1), 2)]:
+            for codec in ["gzip", "snappy", "lz4"] + (["zstd"] if magic == 2 else []):
+                cid = f"kp-{magic}-{codec}"
+                p = KafkaProducer(bootstrap_servers=bootstrap, client_id=cid, api_version=ver, compression_type=codec,
+                                  linger_ms=20, retries=0, request_timeout_ms=3000)
+                keys = [f"{cid}-{i}" for i in range(4)]
+                futs = [p.send("kp-codecs", key=k.encode(), value=TOPIC_PAYLOAD) for k in keys]
+                try:
+                    p.flush(6)
+                    p.close(2)
+                except Exception:  # the mock cluster does not answer compressed magic 0/1 sets
+                    p.close(0)
+                clients.append({"software": "kafka-python", "client_id": cid, "api_version": list(ver),
+                                "magic": magic, "compression": codec, "sent_keys": keys,
+                                "delivered": {"kp-codecs": sum(1 for f in futs if f.succeeded())}})
+    return {"broker": "librdkafka mock cluster", "broker_ports": ports, "clients": clients,
+            "description": "kafka-python producers pinned to Kafka 0.9, 0.10.1 and 2.1 (record magic 0, 1, 2), "
+                           "one per codec: gzip, snappy (xerial framing), lz4 (magic 0: the pre-0.10 framing "
+                           "with a wrong header checksum), zstd. The mock cluster stores only the magic 2 "
+                           "batches; 'sent_keys' are the keys each client was given to send."}
+
+
 SCENARIOS = {
     "tansu-confluent-codecs.pcap": tansu_confluent,
     "mock-confluent-group.pcapng": mock_confluent_group,
@@ -470,6 +499,7 @@ SCENARIOS = {
     "veth-confluent-mtu.pcap": veth_mtu,
     "tansu-admin-txn.pcap": tansu_admin_txn,
     "stub-sasl.pcap": stub_sasl,
+    "mock-kafka-python-codecs.pcap": mock_kafka_python_codecs,
 }
 
 

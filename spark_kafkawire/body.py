@@ -20,6 +20,7 @@ import uuid
 from functools import lru_cache
 from importlib import resources
 from struct import Struct
+from typing import NamedTuple
 
 from . import records as rec
 
@@ -37,6 +38,24 @@ _FIXED = {
 }
 _I16 = _FIXED["int16"]
 _I32 = _FIXED["int32"]
+
+
+class RecordOptions(NamedTuple):
+    """How records fields are read: the decompression cap, and whether to keep their raw bytes."""
+
+    max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED
+    keep_raw: bool = False
+
+
+DEFAULT_RECORD_OPTIONS = RecordOptions()
+
+
+class RawRecords(list):
+    """A records field's batch summaries (the list) with the field's bytes in ``.data``."""
+
+    def __init__(self, summary: list, data: bytes):
+        super().__init__(summary)
+        self.data = data
 
 
 class BodyError(ValueError):
@@ -88,13 +107,14 @@ def schemas() -> Schemas:
 
 
 class _Reader:
-    __slots__ = ("buf", "end", "flex", "s", "max_records_bytes")
+    __slots__ = ("buf", "end", "flex", "s", "opts")
 
-    def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas):
+    def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions"):
         self.buf = buf
         self.end = end
         self.flex = flexible
         self.s = s
+        self.opts = opts
 
     def uvarint(self, pos: int) -> tuple[int, int]:
         buf, end = self.buf, self.end
@@ -143,7 +163,10 @@ class _Reader:
             if pos + n > end:
                 raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
             if t == "records":
-                return rec.summarize(buf[pos : pos + n]), pos + n
+                summary = rec.summarize(buf[pos : pos + n], self.opts.max_decompressed)
+                if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
+                    summary = RawRecords(summary, bytes(buf[pos : pos + n]))
+                return summary, pos + n
             if f.name in SECRET_FIELDS:
                 return redact(f.name, buf[pos : pos + n]), pos + n
             return base64.b64encode(buf[pos : pos + n]).decode(), pos + n
@@ -192,7 +215,7 @@ class _Reader:
                     out.setdefault("_unknown_tagged_fields", []).append(
                         {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
                 else:
-                    sub = _Reader(self.buf, pos + size, True, self.s)
+                    sub = _Reader(self.buf, pos + size, True, self.s, self.opts)
                     out[f.name], _ = sub.field(f, pos)
                 pos += size
         return out, pos
@@ -214,7 +237,8 @@ def redact(name: str, data: bytes) -> dict:
     return out
 
 
-def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int) -> tuple[dict, int]:
+def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int,
+                opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int]:
     """Decode the body that starts at data[pos]; returns (value, version used for it).
 
     Bytes left over after a complete body are kept as ``"_trailing_bytes"`` (base64), as Kafka's
@@ -233,24 +257,25 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int
         # the broker does not support the requested version and answers with a v0-shaped body;
         # if even that does not fit (librdkafka's mock cluster), the error code is all there is
         try:
-            return _decode(s, API_VERSIONS, 0, False, data, pos), 0
+            return _decode(s, API_VERSIONS, 0, False, data, pos, opts), 0
         except BodyError:
             return {"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0
     if (api_key, version, request) not in s.messages:
         older = s.newest.get((api_key, request))
         if older is None or older >= version:
             raise KeyError((api_key, version, request))
-        value = _decode(s, api_key, older, request, data, pos)
+        value = _decode(s, api_key, older, request, data, pos, opts)
         if "_trailing_bytes" in value:
             raise BodyError(f"no schema for version {version}, and version {older}'s does not fit", pos)
         value["_decoded_as_version"] = older
         return value, older
-    return _decode(s, api_key, version, request, data, pos), version
+    return _decode(s, api_key, version, request, data, pos, opts), version
 
 
-def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int) -> dict:
+def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int,
+            opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> dict:
     sid, flex = s.messages[(api_key, version, request)]
-    reader = _Reader(data, len(data), flex, s)
+    reader = _Reader(data, len(data), flex, s, opts)
     try:
         value, end = reader.struct(sid, pos)
     except BodyError:

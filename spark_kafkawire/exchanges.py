@@ -34,7 +34,7 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
-from .body import BodyError, decode_body
+from .body import DEFAULT_RECORD_OPTIONS, BodyError, RecordOptions, decode_body
 from .headline import headline, learn_topic_ids
 from .frames import (
     DEFAULT_MAX_FRAME,
@@ -109,12 +109,13 @@ class _ConnState:
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
 
 
-def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int) -> tuple[dict | None, str | None]:
+def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
+            opts: RecordOptions) -> tuple[dict | None, str | None]:
     """Decode a body; returns (value, None) or (None, why not)."""
     if not frame.complete:
         return None, None
     try:
-        return decode_body(api_key, version, request, frame.data, pos)[0], None
+        return decode_body(api_key, version, request, frame.data, pos, opts)[0], None
     except KeyError:
         kind = "request" if request else "response"
         return None, f"no schema for api key {api_key} version {version} {kind}"
@@ -125,9 +126,11 @@ def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int) -
 class Decoder:
     """Listener of the reassembler: turns each connection's frames into exchanges."""
 
-    def __init__(self, rows: RowSink, max_frame: int = DEFAULT_MAX_FRAME):
+    def __init__(self, rows: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
+                 record_options: RecordOptions = DEFAULT_RECORD_OPTIONS):
         self.rows = rows
         self.max_frame = max_frame
+        self.record_options = record_options
         self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
         self.ending = False  # set while the capture's end flushes open connections
         self.topic_ids: dict[str, str] = {}  # topic id -> name, from responses seen so far
@@ -234,7 +237,7 @@ class Decoder:
             self._emit(st, Request(frame, None, None), None, status, f"request header: {e}")
             return
         body, err = (None, None) if h.header_version is None else \
-            _decode(h.api_key, h.api_version, True, frame, h.body_offset)
+            _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
@@ -271,7 +274,7 @@ class Decoder:
         try:
             _corr, pos = parse_response_header(frame.data, hv)
             if hv is not None:
-                body, err = _decode(h.api_key, h.api_version, False, frame, pos)
+                body, err = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options)
                 learn_topic_ids(body, self.topic_ids)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"

@@ -18,10 +18,9 @@ from __future__ import annotations
 from importlib import resources
 
 from . import records as rec
+from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-RECORDS_IN_REQUEST = frozenset({0})  # Produce
-RECORDS_IN_RESPONSE = frozenset({1, 78})  # Fetch, ShareFetch
 
 
 def _load_errors() -> dict[int, str]:

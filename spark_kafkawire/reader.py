@@ -16,10 +16,12 @@ from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
+from .body import RecordOptions
 from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
 from .exchanges import Decoder
 from .frames import DEFAULT_MAX_FRAME
 from .packets import decode
+from .records import DEFAULT_MAX_DECOMPRESSED
 from .table import ROW_SHAPES, RowBuilder, arrow_schema
 from .tcp import Reassembler
 
@@ -31,7 +33,9 @@ DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pc
 class Options:
     """Reader options. Names are case-insensitive; values may be strings, as Spark passes them.
 
-    rows            'exchanges' (default) or 'messages'
+    rows            'exchanges' (default), 'messages', 'partitions' or 'records'
+    includerecords  'true' to allow rows=records (record keys and values are payload: opt-in)
+    maxdecompressedbytes  cap on one record batch's decompressed size (default 67108864)
     ports           comma-separated TCP ports: decode only connections with one of them
     maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes)
     pathglobfilter  comma-separated file name patterns a directory listing picks up
@@ -39,6 +43,8 @@ class Options:
     """
 
     rows: str = "exchanges"
+    include_records: bool = False
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
     ports: frozenset[int] | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     path_glob_filter: str = DEFAULT_GLOB
@@ -47,24 +53,49 @@ class Options:
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
         o = {str(k).lower().replace("_", ""): v for k, v in (options or {}).items()}
-        known = {"rows", "ports", "maxframebytes", "pathglobfilter", "batchsize", "path", "paths"}
+        known = {"rows", "includerecords", "maxdecompressedbytes", "ports", "maxframebytes", "pathglobfilter",
+                 "batchsize", "path", "paths"}
         unknown = sorted(set(o) - known)
         if unknown:
             raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)}")
         rows = str(o.get("rows", "exchanges")).lower()
         if rows not in ROW_SHAPES:
             raise ValueError(f"option rows must be one of {', '.join(ROW_SHAPES)}, not {rows!r}")
+        include = _bool(o.get("includerecords", False), "includeRecords")
+        if rows == "records" and not include:
+            raise ValueError("rows=records shows record keys and values (payload): set option includeRecords=true")
         ports = o.get("ports")
         if ports is not None and not isinstance(ports, (set, frozenset, list, tuple)):
             ports = [p for p in str(ports).replace(" ", "").split(",") if p]
         port_set = frozenset(int(p) for p in ports) if ports is not None else None
         return cls(
             rows=rows,
+            include_records=include,
+            max_decompressed_bytes=_positive(o.get("maxdecompressedbytes", DEFAULT_MAX_DECOMPRESSED), "maxDecompressedBytes"),
             ports=port_set,
             max_frame_bytes=int(o.get("maxframebytes", DEFAULT_MAX_FRAME)),
             path_glob_filter=str(o.get("pathglobfilter", DEFAULT_GLOB)),
             batch_size=max(1, int(o.get("batchsize", 8192))),
         )
+
+
+def _bool(v: object, name: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"option {name} must be true or false, not {v!r}")
+    return text == "true"
+
+
+def _positive(v: object, name: str) -> int:
+    try:
+        n = int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"option {name} must be a whole number of bytes, not {v!r}") from None
+    if n <= 0:
+        raise ValueError(f"option {name} must be positive, not {n}")
+    return n
 
 
 def _paths_option(options: Mapping[str, object]) -> list[str]:
@@ -128,8 +159,10 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
 def iter_batches(path: str, options: Options | Mapping[str, object] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one capture file, yielding record batches as they fill."""
     opts = options if isinstance(options, Options) else Options.parse(options)
-    rows = RowBuilder(opts.rows, path)
-    decoder = Decoder(rows, opts.max_frame_bytes)
+    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes)
+    decoder = Decoder(rows, opts.max_frame_bytes,
+                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"))
+    rows.topic_ids = decoder.topic_ids
     reasm = Reassembler(decoder, ports=opts.ports)
     reader = CaptureReader(path)
     limit = opts.batch_size

@@ -437,8 +437,11 @@ def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: 
         msgs = list(_v01_messages(inner))
         last_rel = _I64.unpack_from(inner, msgs[-1][0])[0] if msgs else 0
         for ipos, isize, imagic in msgs:
+            # magic 1: inner offsets are relative, the wrapper carries the last one's absolute offset
+            # (a producer may leave the wrapper at 0: then the relative offsets are all there is)
+            shift = off - last_rel if magic == 1 and off >= last_rel else 0
             inner_recs = _v01_records(inner, ipos, isize, imagic, cap, depth + 1,
-                                      (off - last_rel if magic == 1 else 0, ts if log_append else None))
+                                      (shift, ts if log_append else None))
             for r in inner_recs:
                 yield r._replace(codec=codec)
         return

@@ -12,7 +12,11 @@ import json
 import pyarrow as pa
 
 from . import protocol
+from . import records as rec
+from .body import RawRecords
 from .exchanges import Endpoints, Request, Response
+from .headline import error_name
+from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 
 _ARROW = {
     "string": pa.string(),
@@ -23,6 +27,9 @@ _ARROW = {
     "double": pa.float64(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "array<string>": pa.list_(pa.string()),
+    "binary": pa.binary(),
+    "boolean": pa.bool_(),
+    "array<struct<key:string,value:binary>>": pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
 }
 
 #: headline columns of exchanges and messages rows (see headline.py)
@@ -86,8 +93,61 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("packet", "bigint"),
         ("body", "string"),
     ] + _HEADLINE,
+    "partitions": _ENDPOINTS + [
+        ("request_time", "timestamp"),
+        ("response_time", "timestamp"),
+        ("latency_ms", "double"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("error_code", "smallint"),
+        ("error_name", "string"),
+        ("offset", "bigint"),
+        ("high_watermark", "bigint"),
+        ("last_stable_offset", "bigint"),
+        ("log_start_offset", "bigint"),
+        ("timestamp_ms", "bigint"),
+        ("record_count", "bigint"),
+        ("record_bytes", "bigint"),
+        ("group_id", "string"),
+        ("transactional_id", "string"),
+    ],
+    "records": _ENDPOINTS + [
+        ("time", "timestamp"),
+        ("direction", "string"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestamp_type", "string"),
+        ("key", "binary"),
+        ("value", "binary"),
+        ("headers", "array<struct<key:string,value:binary>>"),
+        ("producer_id", "bigint"),
+        ("producer_epoch", "smallint"),
+        ("sequence", "int"),
+        ("transactional", "boolean"),
+        ("control_type", "string"),
+        ("codec", "string"),
+        ("magic", "tinyint"),
+        ("batch_offset", "bigint"),
+        ("status", "string"),
+        ("detail", "string"),
+    ],
 }
 ROW_SHAPES = tuple(COLUMNS)
+MAX_TIMESTAMP_MS = 253402300800000  # 10000-01-01: later record timestamps are not dates
 
 
 def ddl(rows: str) -> str:
@@ -102,11 +162,13 @@ def arrow_schema(rows: str) -> pa.Schema:
 class RowBuilder:
     """A RowSink that collects rows of one shape as columns."""
 
-    def __init__(self, rows: str, capture_file: str):
+    def __init__(self, rows: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED):
         self.shape = rows
         self.schema = arrow_schema(rows)
         self.capture_file = capture_file
         self.names = [n for n, _ in COLUMNS[rows]]
+        self.max_decompressed = max_decompressed
+        self.topic_ids: dict[str, str] = {}  # the decoder's topic id -> name map
         self._reset()
 
     def _reset(self) -> None:
@@ -143,6 +205,10 @@ class RowBuilder:
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: dict | None = None) -> None:
+        if self.shape == "partitions":
+            return self._partitions(ep, req, resp, status, detail, extra)
+        if self.shape == "records":
+            return self._records(ep, req, resp, status, detail)
         if self.shape == "messages":
             if req is not None:
                 self._message(ep, "request", req, None, status, detail, extra)
@@ -203,6 +269,93 @@ class RowBuilder:
         c["body"].append(_json(msg.body) if msg is not None else None)
         self._headline(extra)
         self.count += 1
+
+
+    def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
+        c = self.cols
+        self._endpoints(ep)
+        h = req.header if req is not None else None
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+        c["correlation_id"].append(h.correlation_id if h else resp.correlation_id if resp else None)
+        c["client_id"].append(h.client_id if h else None)
+
+    def _status_only(self, ep: Endpoints | None, status: str, detail: str | None) -> None:
+        """A row that says something about the capture rather than a partition or record."""
+        self._identity(ep, None, None)
+        for name in self.names[len(_ENDPOINTS) :]:
+            if name not in ("api_key", "api_name", "api_version", "correlation_id", "client_id"):
+                self.cols[name].append(status if name == "status" else detail if name == "detail" else None)
+        self.count += 1
+
+    def _partitions(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                    status: str, detail: str | None, extra: dict | None) -> None:
+        if req is None and resp is None:
+            return self._status_only(ep, status, detail)
+        h = req.header if req is not None else None
+        entries = partition_rows(h.api_key if h else None, req.body if req is not None else None,
+                                 resp.body if resp is not None else None, self.topic_ids)
+        rq = req.frame if req is not None else None
+        rs = resp.frame if resp is not None else None
+        c = self.cols
+        for e in entries:
+            self._identity(ep, req, resp)
+            c["request_time"].append(rq.ts_ns if rq else None)
+            c["response_time"].append(rs.ts_ns if rs else None)
+            c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+            c["status"].append(status)
+            c["detail"].append(detail)
+            for name in ("topic", "partition", "error_code", "offset", "high_watermark", "last_stable_offset",
+                         "log_start_offset", "timestamp_ms", "record_count", "record_bytes"):
+                c[name].append(e[name])
+            c["error_name"].append(error_name(e["error_code"]))
+            c["group_id"].append(extra.get("group_id") if extra else None)
+            c["transactional_id"].append(extra.get("transactional_id") if extra else None)
+            self.count += 1
+
+    def _records(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None) -> None:
+        if req is None and resp is None:
+            return self._status_only(ep, status, detail)
+        h = req.header if req is not None else None
+        if h is None:
+            return
+        if h.api_key in RECORDS_IN_REQUEST:
+            direction, msg = "request", req
+        elif h.api_key in RECORDS_IN_RESPONSE and resp is not None:
+            direction, msg = "response", resp
+        else:
+            return
+        c = self.cols
+        for topic, index, fields in topic_partitions(msg.body, self.topic_ids):
+            raw = fields.get("Records")
+            if not isinstance(raw, RawRecords):
+                continue
+            for r in rec.iter_records(raw.data, self.max_decompressed):
+                self._identity(ep, req, resp)
+                c["time"].append(msg.frame.ts_ns)
+                c["direction"].append(direction)
+                c["topic"].append(topic)
+                c["partition"].append(index)
+                c["offset"].append(r.offset)
+                ts = r.timestamp_ms
+                c["timestamp"].append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
+                c["timestamp_type"].append(r.timestamp_type)
+                c["key"].append(r.key)
+                c["value"].append(r.value)
+                c["headers"].append([{"key": k, "value": v} for k, v in r.headers] if r.headers is not None else None)
+                c["producer_id"].append(r.producer_id)
+                c["producer_epoch"].append(r.producer_epoch)
+                c["sequence"].append(r.sequence)
+                c["transactional"].append(r.transactional)
+                c["control_type"].append(r.control_type)
+                c["codec"].append(r.codec)
+                c["magic"].append(r.magic)
+                c["batch_offset"].append(r.batch_offset)
+                c["status"].append(r.status)
+                c["detail"].append(r.detail)
+                self.count += 1
 
 
 def _json(body: dict | None) -> str | None:
