@@ -170,7 +170,8 @@ def headline(api_key: int | None, req: dict | None, resp: dict | None, topic_ids
         "record_count": count,
         "record_bytes": size,
         "acks": r.get("Acks") if api_key == 0 else None,
-        "transactional_id": r.get("TransactionalId") if isinstance(r.get("TransactionalId"), str) else None,
+        # AddPartitionsToTxn v0-3 names it V3AndBelowTransactionalId
+        "transactional_id": next((v for k, v in r.items() if k.endswith("TransactionalId") and isinstance(v, str)), None),
         "group_id": r.get("GroupId") if isinstance(r.get("GroupId"), str) else None,
         "member_id": r.get("MemberId") if isinstance(r.get("MemberId"), str) else None,
     }

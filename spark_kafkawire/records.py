@@ -241,8 +241,8 @@ def _lz4(data: bytes, cap: int) -> bytes:
     block_max = LZ4_BLOCK_SIZES.get((bd >> 4) & 7)
     if block_max is None:
         raise RecordError("lz4: bad block size in the frame descriptor")
-    if not flg & 0x20:
-        raise RecordError("lz4: linked blocks (Kafka accepts only independent blocks)")
+    if not flg & 0x20:  # linked blocks: the lz4 library's frame decoder, in bounded steps
+        return _lz4_linked(data, cap)
     pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1  # + header checksum
     checksummed = bool(flg & 0x10)
     parts: list[bytes] = []
@@ -268,6 +268,18 @@ def _lz4(data: bytes, cap: int) -> bytes:
         parts.append(out)
         pos += size + (4 if checksummed else 0)
     return b"".join(parts)
+
+
+def _lz4_linked(data: bytes, cap: int) -> bytes:
+    import lz4.frame
+
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(bytes(data), max_length=cap + 1)
+    if len(out) > cap:
+        raise _over(cap, "lz4")
+    if not d.eof:
+        raise RecordError("lz4: frame cut short")
+    return out
 
 
 def _zstd(data: bytes, cap: int) -> bytes:

@@ -68,6 +68,22 @@ def test_glob_and_case_insensitive_options(spark):
                           ("response", "LeaveGroup"), ("request", "SyncGroup"), ("response", "SyncGroup")])
 
 
+def test_records_and_partitions_rows_through_spark(spark):
+    path = str(SAMPLES / "tansu-admin-txn.pcap")
+    df = spark.read.format("kafkawire").option("rows", "records").option("includeRecords", "true").load(path)
+    got = sorted((r.topic, r.offset, bytes(r.key) if r.key is not None else None, r.control_type)
+                 for r in df.where("direction = 'response'").collect())
+    t = read_capture(path, rows="records", includeRecords=True).to_pylist()
+    want = sorted((r["topic"], r["offset"], r["key"], r["control_type"]) for r in t if r["direction"] == "response")
+    assert got == want and len(got) > 5
+    headers = df.select("headers").first().headers
+    assert headers == [] or isinstance(headers, list)
+    parts = spark.read.format("kafkawire").option("rows", "partitions").load(path)
+    assert parts.where("api_name = 'TxnOffsetCommit'").selectExpr("sum(offset)").first()[0] == 7
+    with pytest.raises(Exception, match="includeRecords"):
+        spark.read.format("kafkawire").option("rows", "records").load(path).collect()
+
+
 def test_not_a_capture_is_a_clear_error(spark, tmp_path):
     bad = tmp_path / "broken.pcap"
     bad.write_text("not a capture")

@@ -1,0 +1,244 @@
+"""Record batches: every codec and magic from real clients, control records, bounds, row shapes."""
+
+import gzip
+import json
+import struct
+import sys
+import zlib
+from collections import Counter, defaultdict
+
+import crc32c
+import pytest
+
+from conftest import SAMPLES
+from spark_kafkawire import read_capture
+from spark_kafkawire import records as rec
+
+sys.path.insert(0, str(SAMPLES))
+from make_samples import TOPIC_PAYLOAD  # noqa: E402  (what the sample producers sent)
+
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
+
+
+def records(name, **opts):
+    return read_capture(SAMPLES / name, rows="records", includeRecords=True, **opts).to_pylist()
+
+
+# ---- real clients ------------------------------------------------------------------------------
+def test_librdkafka_codecs_decode_to_what_the_producers_sent():
+    got = records("tansu-confluent-codecs.pcap")
+    by_client = defaultdict(list)
+    for r in got:
+        assert r["status"] == "ok", r
+        if r["direction"] == "request":
+            by_client[r["client_id"]].append(r)
+    for client in MANIFEST["tansu-confluent-codecs.pcap"]["clients"]:
+        mine = by_client[client["client_id"]]
+        assert {r["value"] for r in mine} == {TOPIC_PAYLOAD}
+        assert {r["magic"] for r in mine} == {2}
+        if "compression" in client:  # keys k0..k19, as make_samples.py produced them
+            assert {r["codec"] for r in mine} == {client["compression"]}
+            assert sorted(r["key"] for r in mine) == sorted(f"k{i}".encode() for i in range(20))
+        else:  # the acks=0 producer sent 5 records without keys
+            assert len(mine) == 5 and {r["key"] for r in mine} == {None}
+
+
+def test_kafka_python_every_magic_and_codec():
+    """Magic 0 (Kafka 0.9), 1 (0.10) and 2 (2.1) with gzip, xerial snappy, lz4 (old framing for
+    magic 0) and zstd: each client's records carry exactly the keys it was given to send."""
+    got = records("mock-kafka-python-codecs.pcap")
+    clients = MANIFEST["mock-kafka-python-codecs.pcap"]["clients"]
+    assert len(clients) == 10
+    for client in clients:
+        mine = [r for r in got if r["client_id"] == client["client_id"] and r["direction"] == "request"]
+        assert mine, client
+        assert {r["status"] for r in mine} == {"ok"}
+        assert {(r["magic"], r["codec"]) for r in mine} == {(client["magic"], client["compression"])}
+        assert {r["key"].decode() for r in mine} == set(client["sent_keys"])
+        assert {r["value"] for r in mine} == {TOPIC_PAYLOAD}
+        assert all(r["offset"] >= 0 for r in mine)
+        if client["magic"] >= 1:
+            assert all(r["timestamp"] is not None for r in mine)
+
+
+def test_old_lz4_framing_has_the_wrong_header_checksum():
+    """The magic 0 lz4 bytes really carry the pre-0.10 header checksum (so a strict reader fails)."""
+    import lz4.frame
+    import xxhash
+
+    rows = read_capture(SAMPLES / "mock-kafka-python-codecs.pcap", rows="messages").to_pylist()
+    # find the lz4 frame inside a kp-0-lz4 Produce request's first message set
+    frame = next(r for r in rows if r["client_id"] == "kp-0-lz4" and r["api_name"] == "Produce")
+    assert frame is not None
+    from spark_kafkawire.capture import CaptureReader
+
+    data = b"".join(bytes(p.data) for p in CaptureReader(str(SAMPLES / "mock-kafka-python-codecs.pcap")))
+    at = data.find(rec.LZ4_MAGIC)
+    assert at > 0
+    desc = data[at + 4 : at + 6]
+    correct = (xxhash.xxh32(desc).intdigest() >> 8) & 0xFF
+    assert data[at + 6] != correct  # Kafka 0.9's checksum (KAFKA-3160)
+    with pytest.raises(RuntimeError):
+        lz4.frame.decompress(data[at : at + 400])
+
+
+def test_transactional_records_and_commit_markers():
+    info = {c["client_id"]: c for c in MANIFEST["tansu-admin-txn.pcap"]["clients"]}
+    got = records("tansu-admin-txn.pcap")
+    produced = [r for r in got if r["direction"] == "request" and r["client_id"] == "ck-txn"]
+    # keys c0..c7 committed (the aborted transaction's records were purged before being sent)
+    assert sorted(r["key"] for r in produced) == sorted(f"c{i}".encode() for i in range(info["ck-txn"]["records"]["committed"]))
+    assert {r["transactional"] for r in produced} == {True}
+    assert len({r["producer_id"] for r in produced}) == 1
+    markers = Counter(r["control_type"] for r in got if r["direction"] == "response" and r["control_type"])
+    assert markers == {"COMMIT": info["ck-txn"]["transactions"]["committed"]}
+    ex = read_capture(SAMPLES / "tansu-admin-txn.pcap").to_pylist()
+    end = [json.loads(r["request"])["Committed"] for r in ex if r["api_name"] == "EndTxn"]
+    assert end == [True] * info["ck-txn"]["transactions"]["committed"]
+    assert {r["transactional_id"] for r in ex if r["api_name"] in ("EndTxn", "AddPartitionsToTxn", "InitProducerId")} == {"txn-audit"}
+
+
+def test_partition_rows_carry_offsets_the_clients_chose():
+    got = read_capture(SAMPLES / "tansu-admin-txn.pcap", rows="partitions").to_pylist()
+    by_api = defaultdict(dict)
+    for r in got:
+        by_api[r["api_name"]][(r["topic"], r["partition"])] = r
+    # make_samples.py: send_offsets_to_transaction(audit/0 -> 5, audit/1 -> 2)
+    txn = by_api["TxnOffsetCommit"]
+    assert {k: r["offset"] for k, r in txn.items()} == {("audit", 0): 5, ("audit", 1): 2}
+    assert {r["group_id"] for r in txn.values()} == {"auditors"}
+    # ... which the group's OffsetFetch then returns; alter_consumer_group_offsets(audit/0 -> 0)
+    assert {k: r["offset"] for k, r in by_api["OffsetFetch"].items()} == {("audit", 0): 5, ("audit", 1): 2}
+    assert {k: r["offset"] for k, r in by_api["OffsetCommit"].items()} == {("audit", 0): 0}
+    # Produce: record counts per partition add up to the records the producer sent
+    assert sum(r["record_count"] for r in by_api["Produce"].values()) <= 8
+    produce = [r for r in got if r["api_name"] == "Produce"]
+    assert sum(r["record_count"] for r in produce) == info_records("tansu-admin-txn.pcap", "ck-txn")
+    assert {r["error_name"] for r in produce} == {"NONE"}
+    # Fetch: high watermarks are present and never below the fetch offset
+    fetch = [r for r in got if r["api_name"] == "Fetch" and r["status"] == "complete"]
+    assert fetch and all(r["high_watermark"] >= r["offset"] for r in fetch)
+    assert sum(r["record_count"] for r in fetch) > 0
+
+
+def info_records(name, client_id):
+    c = next(c for c in MANIFEST[name]["clients"] if c["client_id"] == client_id)
+    return c["records"]["committed"]
+
+
+@pytest.mark.parametrize("name", ["tansu-confluent-codecs.pcap", "mock-confluent-group.pcapng", "mock-kcat.pcap"])
+def test_partition_record_counts_equal_delivery_reports(name):
+    got = read_capture(SAMPLES / name, rows="partitions").to_pylist()
+    sent = defaultdict(int)
+    for r in got:
+        if r["api_name"] == "Produce" and r["error_code"] == 0:
+            sent[(r["client_id"], r["topic"])] += r["record_count"]
+    for client in MANIFEST[name]["clients"]:
+        for topic, n in client.get("delivered", {}).items():
+            assert sent[(client["client_id"], topic)] == n
+
+
+# ---- hand-built batches: damage no client produces ---------------------------------------------
+def _varint(n):
+    n = (n << 1) ^ (n >> 63)
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def _record(offset_delta, key, value, headers=()):
+    body = b"\x00" + _varint(0) + _varint(offset_delta)
+    body += _varint(-1) if key is None else _varint(len(key)) + key
+    body += _varint(-1) if value is None else _varint(len(value)) + value
+    body += _varint(len(headers))
+    for hk, hv in headers:
+        body += _varint(len(hk)) + hk + _varint(len(hv)) + hv
+    return _varint(len(body)) + body
+
+
+def batch(recs, attrs=0, base=100, payload=None, pid=7, crc=None):
+    """A magic 2 record batch laid out as protocol-facts.md's table says."""
+    payload = b"".join(recs) if payload is None else payload
+    after_crc = struct.pack("!hiqqqhii", attrs, len(recs) - 1, 1_700_000_000_000, 1_700_000_000_000, pid, 0, 0,
+                            len(recs)) + payload
+    c = crc32c.crc32c(after_crc) if crc is None else crc
+    head = struct.pack("!qiib", base, 4 + 1 + 4 + len(after_crc), 0, 2) + struct.pack("!I", c)
+    return head + after_crc
+
+
+def test_abort_and_commit_markers_decoded():
+    abort = batch([_record(0, struct.pack("!hh", 0, 0), struct.pack("!hi", 0, 0))], attrs=0x30)
+    commit = batch([_record(0, struct.pack("!hh", 0, 1), struct.pack("!hi", 0, 0))], attrs=0x30, base=101)
+    got = list(rec.iter_records(abort + commit))
+    assert [r.control_type for r in got] == ["ABORT", "COMMIT"]
+    assert [b["ControlType"] for b in rec.summarize(abort + commit)] == ["ABORT", "COMMIT"]
+
+
+def test_headers_offsets_and_nulls():
+    data = batch([_record(0, b"k", b"v", [(b"trace", b"abc")]), _record(1, None, None)])
+    got = list(rec.iter_records(data))
+    assert [(r.offset, r.key, r.value) for r in got] == [(100, b"k", b"v"), (101, None, None)]
+    assert got[0].headers == [("trace", b"abc")] and got[0].producer_id == 7
+
+
+def test_crc_mismatch_is_reported_not_fatal():
+    bad = batch([_record(0, b"k", b"v")], crc=1234)
+    assert rec.summarize(bad)[0]["CrcValid"] is False
+    assert [r.status for r in rec.iter_records(bad)] == ["crc_mismatch"]
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_decompression_bomb_stops_at_the_cap(codec):
+    import cramjam
+
+    inner = _record(0, None, b"\x00" * (4 << 20))
+    compress = {1: gzip.compress, 2: lambda b: bytes(cramjam.snappy.compress_raw(b)),
+                3: lambda b: bytes(cramjam.lz4.compress(b)), 4: lambda b: bytes(cramjam.zstd.compress(b))}[codec]
+    data = batch([inner], attrs=codec, payload=compress(inner))
+    assert len(data) < 300_000
+    got = list(rec.iter_records(data, max_decompressed=1 << 20))
+    assert [r.status for r in got] == ["over_cap"] and "maxDecompressedBytes" in got[0].detail
+    assert [r.status for r in rec.iter_records(data, max_decompressed=8 << 20)] == ["ok"]
+
+
+def test_magic1_wrapper_count_and_corrupt_payload():
+    def msg(offset, value, attrs=0, magic=1):
+        body = struct.pack("!bbq", magic, attrs, 1_700_000_000_000) + struct.pack("!i", -1) + \
+            struct.pack("!i", len(value)) + value
+        return struct.pack("!qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    inner = msg(0, b"a") + msg(1, b"b") + msg(2, b"c")
+    wrapper = msg(2, gzip.compress(inner), attrs=1)
+    assert rec.summarize(wrapper)[0]["RecordCount"] == 3
+    assert [r.value for r in rec.iter_records(wrapper)] == [b"a", b"b", b"c"]
+    assert [r.offset for r in rec.iter_records(wrapper)] == [0, 1, 2]
+    broken = msg(2, b"not gzip at all", attrs=1)
+    assert "DecompressError" in rec.summarize(broken)[0]
+    assert [r.status for r in rec.iter_records(broken)] == ["corrupt"]
+    nested = msg(5, gzip.compress(wrapper), attrs=1)
+    assert [r.status for r in rec.iter_records(nested)] == ["corrupt"]
+
+
+def test_hostile_counts_and_truncation():
+    huge = batch([_record(0, b"k", b"v")])
+    huge = huge[:57] + struct.pack("!i", 2_000_000_000) + huge[61:]  # recordsCount
+    fixed = huge[:17] + struct.pack("!I", crc32c.crc32c(huge[21:])) + huge[21:]
+    assert [r.status for r in rec.iter_records(fixed)] == ["corrupt"]
+    cut = batch([_record(0, b"k", b"v")])[:-3]
+    assert [r.status for r in rec.iter_records(cut)] == ["truncated"]
+
+
+def test_records_rows_are_opt_in():
+    with pytest.raises(ValueError, match="includeRecords"):
+        read_capture(SAMPLES / "mock-kcat.pcap", rows="records")
+    with pytest.raises(ValueError, match="maxDecompressedBytes"):
+        read_capture(SAMPLES / "mock-kcat.pcap", maxDecompressedBytes="0")
+    # exchange rows never carry payload bytes
+    t = read_capture(SAMPLES / "tansu-confluent-codecs.pcap")
+    text = json.dumps(t.to_pylist(), default=str)
+    assert "sample payload" not in text
