@@ -25,6 +25,7 @@ truncated          a frame of the exchange was cut short by a gap in the capture
 malformed          a frame whose header does not parse (detail says why)
 unknown_api        a request for an api key or version no Kafka release defines
 capture_damaged    the capture file is damaged from here on (detail: packet number, byte offset)
+tls                the connection carries TLS records: encrypted, nothing to decode (one row)
 =================  ===============================================================================
 """
 
@@ -37,12 +38,14 @@ from . import protocol
 from .body import DEFAULT_RECORD_OPTIONS, BodyError, RecordOptions, decode_body
 from .headline import headline, learn_topic_ids
 from .frames import (
+    ALIGNED_ONLY,
     DEFAULT_MAX_FRAME,
     Frame,
     Framer,
     HeaderError,
     RequestHeader,
     looks_like_request,
+    looks_like_request_loosely,
     parse_request_header,
     parse_response_header,
 )
@@ -57,12 +60,18 @@ MALFORMED = "malformed"
 UNKNOWN_API = "unknown_api"
 CAPTURE_DAMAGED = "capture_damaged"
 UNDECODED = "undecoded"
-STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED)
+TLS = "tls"
+STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS)
+#: statuses that mean damage (option mode: DROPMALFORMED drops them, FAILFAST raises)
+DAMAGE = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
+TLS_CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake", 0x17: "TLS application data"}
+TLS_MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
 
 _I32 = Struct("!i")
+_U16 = Struct("!H")
 
 
 class Request(NamedTuple):
@@ -96,7 +105,8 @@ class RowSink(Protocol):
 
 
 class _ConnState:
-    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software")
+    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
+                 "tls", "framed")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -107,6 +117,8 @@ class _ConnState:
         self.pending: dict[int, Request] = {}
         self.endpoints: Endpoints | None = None
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
+        self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
+        self.framed = False  # any Kafka frame seen
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
@@ -141,30 +153,80 @@ class Decoder:
         conn.state = st
         st.framers = [
             Framer(lambda f, st=st: self._frame(st, 0, f), self.max_frame, synced=False,
-                   plausible=lambda b, st=st: self._plausible(st, 0, b)),
+                   plausible=lambda b, strict, st=st: self._plausible(st, 0, b, strict),
+                   on_first=lambda chunk, st=st: self._first_bytes(st, chunk)),
             Framer(lambda f, st=st: self._frame(st, 1, f), self.max_frame, synced=False,
-                   plausible=lambda b, st=st: self._plausible(st, 1, b)),
+                   plausible=lambda b, strict, st=st: self._plausible(st, 1, b, strict),
+                   on_first=lambda chunk, st=st: self._first_bytes(st, chunk)),
         ]
         return st.framers[0], st.framers[1]
+
+    def _first_bytes(self, st: _ConnState, chunk: bytes) -> None:
+        """TLS is recognised by its record header: content type, version 3.x, a bounded length."""
+        if st.tls is None and len(chunk) >= 5 and chunk[0] in TLS_CONTENT_TYPES and chunk[1] == 3 and \
+                chunk[2] <= 4 and _U16.unpack_from(chunk, 3)[0] <= TLS_MAX_RECORD:
+            version = {0: "SSL 3.0", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2 or 1.3", 4: "TLS 1.3"}[chunk[2]]
+            st.tls = f"{TLS_CONTENT_TYPES[chunk[0]]} record, {version}: the connection is encrypted"
+            for f in st.framers:
+                f.disable()
 
     def closed(self, conn: Connection) -> None:
         st: _ConnState = conn.state  # type: ignore[assignment]
         if st.client_dir is None and st.queue:
             self._decide(st, force=True)
+        if st.tls is not None:
+            self._endpoints_guess(st)
+            self.rows.exchange(st.endpoints, None, None, TLS, st.tls, None)
+        connection = getattr(self.rows, "connection", None)
+        if connection is not None:
+            if st.endpoints is None:
+                self._endpoints_guess(st)
+            connection(conn, st.endpoints, st.client_dir if st.client_dir is not None else 0,
+                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers)
         why = "capture ended before a response" if self.ending else "connection closed without a response"
         for req in st.pending.values():
             self._emit(st, req, None, NO_RESPONSE, why)
         st.pending.clear()
 
     # -- roles ---------------------------------------------------------------------------------
-    def _plausible(self, st: _ConnState, d: int, data: bytes) -> bool:
-        """Could a frame start here? (used when the start of a stream was not captured)"""
+    def _plausible(self, st: _ConnState, d: int, data: bytes, strict: bool) -> bool:
+        """Could a frame with this header start here?
+
+        A request: a header of a known api key and version (``strict``), or at a stream's start any
+        well-formed request header. A response: its correlation id matches a request waiting on
+        the connection; at a stream's start, anything (its request may be outside the capture).
+        While the roles are unknown, either.
+        """
+        role = self._role_of(st)
+        if role is None or d == role:
+            if looks_like_request(data) if strict else looks_like_request_loosely(data):
+                return True
+            if role is not None:
+                return False
+        if not strict:
+            return len(data) >= 4
+        if len(data) < 4:
+            return False
+        corr = _I32.unpack_from(data)[0]
+        # a response to a request waiting for it, or to one still queued for the role decision
+        if corr in st.pending or any(
+                dd != d and len(f.data) >= 8 and _I32.unpack_from(f.data, 4)[0] == corr for dd, f in st.queue):
+            return True
+        # the other direction is not in the capture at all: no request to match, structure only
+        if corr >= 0 and st.framers[1 - d].pos == 0 and (role is not None or not looks_like_request(data)):
+            return ALIGNED_ONLY
+        return False
+
+    def _endpoints_guess(self, st: _ConnState) -> None:
+        """Endpoints of a connection whose roles no frame decided: SYN, known brokers, lower port."""
+        if st.endpoints is not None:
+            return
+        conn = st.conn
         role = self._role_of(st)
         if role is None:
-            return looks_like_request(data) or len(data) >= 4
-        if d == role:
-            return looks_like_request(data)
-        return len(data) >= 4 and (_I32.unpack_from(data)[0] in st.pending or not st.pending)
+            role = 0 if conn.a[1] > conn.b[1] else 1
+        client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
+        st.endpoints = Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])
 
     def _role_of(self, st: _ConnState) -> int | None:
         if st.client_dir is not None:
@@ -216,6 +278,7 @@ class Decoder:
 
     # -- frames ----------------------------------------------------------------------------------
     def _frame(self, st: _ConnState, d: int, frame: Frame) -> None:
+        st.framed = True
         if st.client_dir is None:
             st.queue.append((d, frame))
             st.queued_counts[d] += 1

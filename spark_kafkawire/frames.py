@@ -138,42 +138,113 @@ def looks_like_request(data: bytes) -> bool:
     return h.header_version is not None and h.correlation_id >= 0
 
 
+def looks_like_request_loosely(data: bytes) -> bool:
+    """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
+    accepted at a stream's start, so that requests for unknown apis are still reported."""
+    if len(data) < 10:
+        return False
+    key, version, corr = _REQ.unpack_from(data)
+    if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
+        return False
+    try:
+        parse_request_header(data)
+    except HeaderError:
+        return False
+    return True
+
+
+#: what a plausibility test returns for a header it accepts only at a segment start, with the
+#: frame ending where the captured bytes end or chained to a next one (a response whose request
+#: is not in the capture: nothing to match its correlation id against)
+ALIGNED_ONLY = 2
+SCAN_WINDOW = 256 << 10  # bytes kept while looking for a frame boundary
+HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
+
+
 class Framer:
-    """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``."""
+    """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``.
+
+    Where a frame starts is known at the start of a stream (SYN captured). Elsewhere - a stream
+    whose start is not in the capture, bytes after a gap, a size field out of bounds - the framer
+    scans candidate offsets: a size within bounds, a header the ``plausible`` test accepts
+    (``plausible(header_bytes, strict)``), confirmed by chaining: the candidate frame ends exactly
+    where the captured bytes end, or the next frame's size and header are plausible too. A frame
+    too large to wait for (over SCAN_WINDOW) is accepted on its header alone. Until then at most
+    SCAN_WINDOW bytes are held; what is passed over counts as skipped.
+    """
 
     __slots__ = (
-        "on_frame", "max_frame", "synced", "plausible", "acct",
-        "pos", "buf", "target", "f_ts", "f_num", "f_off",
+        "on_frame", "max_frame", "synced", "plausible", "acct", "at_start", "resyncs", "disabled",
+        "on_first", "first", "pos", "buf", "target", "f_ts", "f_num", "f_off",
+        "scan", "scan_base", "scan_marks", "scan_from",
     )
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
-                 synced: bool = True, plausible: Callable[[bytes], bool] | None = None):
+                 synced: bool = True, plausible: Callable[[bytes, bool], bool] | None = None,
+                 on_first: Callable[[bytes], None] | None = None):
         self.on_frame = on_frame
         self.max_frame = max_frame
         self.synced = synced  # False until a frame start is known (stream start not captured)
-        self.plausible = plausible or (lambda b: True)
+        self.plausible = plausible or (lambda b, strict: True)
+        self.on_first = on_first  # shown the first chunk of the stream (protocol detection)
+        self.first = True
+        self.disabled = False  # not Kafka (e.g. TLS): every byte is skipped
+        self.at_start = False  # the next byte is the stream's first (SYN seen)
+        self.resyncs = 0  # frame boundaries found by scanning
         self.acct = Accounting()
         self.pos = 0  # stream offset of the next byte to arrive
         self.buf = bytearray()  # the frame in progress, size field included
         self.target = 4  # bytes the frame in progress needs in all (4 until its size is known)
         self.f_ts = self.f_num = self.f_off = 0
+        self.scan = bytearray()  # bytes held while looking for a frame boundary
+        self.scan_base = 0  # stream offset of scan[0]
+        self.scan_marks: list[tuple[int, int, int]] = []  # (index in scan, ts, packet number) per chunk
+        self.scan_from = 0  # first index of scan not yet ruled out
 
     # -- Sink interface ------------------------------------------------------------------------
     def start(self) -> None:
         if self.pos == 0:
-            self.synced = True
+            self.synced = False
+            self.at_start = True
 
     def data(self, chunk: bytes, ts: int, number: int) -> None:
         n = len(chunk)
         base = self.pos
         self.pos += n
+        if self.first:
+            self.first = False
+            if self.on_first is not None:
+                self.on_first(chunk)
+        if self.disabled:
+            self.acct.skipped_bytes += n
+        elif self.synced:
+            self._frames(chunk, ts, number, base)
+        else:
+            self._scan(chunk, ts, number, base)
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        self.acct.gap_bytes += nbytes
+        self.acct.gaps += 1
+        self._flush_partial()
+        self._drop_scan()
+        self.pos += nbytes
+        self.synced = False  # where the next frame starts is no longer known
+        self.at_start = False
+
+    def end(self) -> None:
+        self._flush_partial()
+        self._drop_scan()
+
+    def disable(self) -> None:
+        """Stop framing: this stream is not Kafka."""
+        self.disabled = True
+        self._flush_partial()
+        self._drop_scan()
+
+    # -- framing -------------------------------------------------------------------------------
+    def _frames(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        n = len(chunk)
         acct = self.acct
-        if not self.synced:
-            # a frame may start here if the bytes look like one (nothing else tells)
-            if not self._plausible_start(chunk):
-                acct.skipped_bytes += n
-                return
-            self.synced = True
         buf = self.buf
         pos = 0
         while pos < n:
@@ -181,7 +252,7 @@ class Framer:
                 if n - pos >= 4:
                     size = _I32.unpack_from(chunk, pos)[0]
                     if not 0 <= size <= self.max_frame:
-                        self._lose_sync(n - pos)
+                        self._lose_sync([(chunk[pos:], ts, number, base + pos)])
                         return
                     end = pos + 4 + size
                     if end <= n:  # the common case: the whole frame is in this chunk
@@ -205,8 +276,9 @@ class Framer:
             if self.target == 4:  # its size field is now complete
                 size = _I32.unpack_from(buf)[0]
                 if not 0 <= size <= self.max_frame:
+                    held = bytes(buf)
                     buf.clear()
-                    self._lose_sync(4 + n - pos)
+                    self._lose_sync([(held, self.f_ts, self.f_num, self.f_off), (chunk[pos:], ts, number, base + pos)])
                     return
                 self.target = 4 + size
                 if size:
@@ -217,22 +289,122 @@ class Framer:
             buf.clear()
             self.target = 4
 
-    def gap(self, nbytes: int, ts: int, number: int) -> None:
-        self.acct.gap_bytes += nbytes
-        self.acct.gaps += 1
-        self._flush_partial()
-        self.pos += nbytes
-        self.synced = False  # where the next frame starts is no longer known
+    def _lose_sync(self, pieces: list[tuple[bytes, int, int, int]]) -> None:
+        """A frame start holds no valid size: look for the next boundary after it."""
+        self.synced = False
+        self.target = 4
+        self._drop_scan()
+        for data, ts, number, off in pieces:
+            self._hold(data, ts, number, off)
+        self.scan_from = 1  # the offset that failed
+        self._find_boundary()
 
-    def end(self) -> None:
-        self._flush_partial()
+    # -- finding a frame boundary --------------------------------------------------------------
+    def _scan(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        self._hold(chunk, ts, number, base)
+        self._find_boundary()
 
-    # -- internals -----------------------------------------------------------------------------
-    def _plausible_start(self, chunk: bytes) -> bool:
-        if len(chunk) < 8:
-            return False
-        size = _I32.unpack_from(chunk)[0]
-        return 4 <= size <= self.max_frame and self.plausible(chunk[4 : 4 + min(size, 512)])
+    def _hold(self, data: bytes, ts: int, number: int, off: int) -> None:
+        if not data:
+            return
+        if not self.scan:
+            self.scan_base = off
+            self.scan_marks.clear()
+        self.scan_marks.append((len(self.scan), ts, number))
+        self.scan += data
+
+    def _find_boundary(self) -> None:
+        scan = self.scan
+        n = len(scan)
+        i = self.scan_from
+        top = self.max_frame >> 24
+        plausible = self.plausible
+        max_frame = self.max_frame
+        found = None
+        starts = None
+        while i + 8 <= n:
+            if scan[i] > top:
+                i += 1
+                continue
+            size = _I32.unpack_from(scan, i)[0]
+            at_start = self.at_start and i == 0
+            ok = 4 <= size <= max_frame and plausible(bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)]), not at_start)
+            if ok == ALIGNED_ONLY and not at_start:
+                if starts is None:
+                    starts = {m[0] for m in self.scan_marks}
+                if i not in starts:
+                    ok = False
+            if not ok:
+                self.at_start = False
+                i += 1
+                continue
+            end = i + 4 + size
+            if at_start or end == n or (end > n and size > SCAN_WINDOW and ok is True):
+                found = i
+                break
+            if end > n or end + 8 > n:
+                break  # wait for the bytes that confirm or refute it
+            nsize = _I32.unpack_from(scan, end)[0]
+            if 4 <= nsize <= max_frame and plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
+                found = i
+                break
+            i += 1
+        if found is not None or i > 0:
+            self.at_start = False
+        if found is None:
+            skip = i  # offsets before i are ruled out; from i on, more bytes are needed
+            if n - skip > SCAN_WINDOW:  # waiting on a candidate too long: give it up
+                skip = n - SCAN_WINDOW
+            self._skip_scan(skip)
+            self.scan_from = max(0, i - skip)
+            return
+        self._skip_scan(found)
+        if self.scan_base != 0 or self.acct.skipped_bytes or self.acct.gaps:
+            self.resyncs += 1
+        pieces = self._scan_pieces()
+        self._drop_scan(count=False)
+        self.synced = True
+        for data, ts, number, off in pieces:
+            if self.disabled:
+                self.acct.skipped_bytes += len(data)
+            elif self.synced:
+                self._frames(data, ts, number, off)
+            else:
+                self._hold(data, ts, number, off)
+        if not self.synced and self.scan:
+            self._find_boundary()
+
+    def _scan_pieces(self) -> list[tuple[bytes, int, int, int]]:
+        scan, marks = self.scan, self.scan_marks
+        out = []
+        for k, (start, ts, number) in enumerate(marks):
+            stop = marks[k + 1][0] if k + 1 < len(marks) else len(scan)
+            if stop > start:
+                out.append((bytes(scan[start:stop]), ts, number, self.scan_base + start))
+        return out
+
+    def _skip_scan(self, count: int) -> None:
+        """Pass over the first ``count`` held bytes: they are not in any frame."""
+        if count <= 0:
+            return
+        self.acct.skipped_bytes += count
+        del self.scan[:count]
+        self.scan_base += count
+        marks = []
+        for start, ts, number in self.scan_marks:
+            start -= count
+            if start <= 0:
+                marks = [(0, ts, number)]
+            else:
+                marks.append((start, ts, number))
+        self.scan_marks = marks if self.scan else []
+
+    def _drop_scan(self, count: bool = True) -> None:
+        if count:
+            self.acct.skipped_bytes += len(self.scan)
+        self.scan = bytearray()
+        self.scan_marks = []
+        self.scan_from = 0
 
     def _flush_partial(self) -> None:
         if self.buf:
@@ -243,9 +415,3 @@ class Framer:
             self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, size, b[4:], False))
             self.buf.clear()
             self.target = 4
-
-    def _lose_sync(self, nbytes: int) -> None:
-        """A frame start holds no valid size: skip what is left of the chunk and resync."""
-        self.acct.skipped_bytes += nbytes
-        self.synced = False
-        self.target = 4
