@@ -33,6 +33,10 @@ class CaptureError(Exception):
     """The file is not a capture this reader understands."""
 
 
+class MalformedCaptureError(CaptureError):
+    """Damage met with option mode=FAILFAST: names the file, packet number and byte offset."""
+
+
 @dataclass(frozen=True, slots=True)
 class Damage:
     """Where a capture stops being readable."""

@@ -179,9 +179,8 @@ class Decoder:
             self.rows.exchange(st.endpoints, None, None, TLS, st.tls, None)
         connection = getattr(self.rows, "connection", None)
         if connection is not None:
-            if st.endpoints is None:
-                self._endpoints_guess(st)
-            connection(conn, st.endpoints, st.client_dir if st.client_dir is not None else 0,
+            client_dir = st.client_dir if st.client_dir is not None else self._endpoints_guess(st)
+            connection(conn, st.endpoints, client_dir,
                        "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers)
         why = "capture ended before a response" if self.ending else "connection closed without a response"
         for req in st.pending.values():
@@ -217,16 +216,17 @@ class Decoder:
             return ALIGNED_ONLY
         return False
 
-    def _endpoints_guess(self, st: _ConnState) -> None:
-        """Endpoints of a connection whose roles no frame decided: SYN, known brokers, lower port."""
-        if st.endpoints is not None:
-            return
+    def _endpoints_guess(self, st: _ConnState) -> int:
+        """Endpoints of a connection whose roles no frame decided: SYN, known brokers, lower port.
+        Returns the client's direction."""
         conn = st.conn
         role = self._role_of(st)
         if role is None:
             role = 0 if conn.a[1] > conn.b[1] else 1
-        client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
-        st.endpoints = Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])
+        if st.endpoints is None:
+            client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
+            st.endpoints = Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])
+        return role
 
     def _role_of(self, st: _ConnState) -> int | None:
         if st.client_dir is not None:

@@ -225,6 +225,8 @@ class Framer:
     def gap(self, nbytes: int, ts: int, number: int) -> None:
         self.acct.gap_bytes += nbytes
         self.acct.gaps += 1
+        if not self.synced and self.scan and not self.disabled:
+            self._find_boundary(final=True)  # a frame the gap cuts short still shows its header
         self._flush_partial()
         self._drop_scan()
         self.pos += nbytes
@@ -232,6 +234,8 @@ class Framer:
         self.at_start = False
 
     def end(self) -> None:
+        if not self.synced and self.scan and not self.disabled:
+            self._find_boundary(final=True)
         self._flush_partial()
         self._drop_scan()
 
@@ -313,7 +317,9 @@ class Framer:
         self.scan_marks.append((len(self.scan), ts, number))
         self.scan += data
 
-    def _find_boundary(self) -> None:
+    def _find_boundary(self, final: bool = False) -> None:
+        """Look for a frame start in the held bytes. ``final``: no more bytes will follow (a gap or
+        the end): a candidate with a plausible header is taken without the chaining check."""
         scan = self.scan
         n = len(scan)
         i = self.scan_from
@@ -343,12 +349,19 @@ class Framer:
                 found = i
                 break
             if end > n or end + 8 > n:
+                if final and ok is True:
+                    found = i
+                    break
+                if final:
+                    i += 1
+                    continue
                 break  # wait for the bytes that confirm or refute it
             nsize = _I32.unpack_from(scan, end)[0]
             if 4 <= nsize <= max_frame and plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
                 found = i
                 break
             i += 1
+        synced_at_start = self.at_start and found == 0
         if found is not None or i > 0:
             self.at_start = False
         if found is None:
@@ -359,7 +372,7 @@ class Framer:
             self.scan_from = max(0, i - skip)
             return
         self._skip_scan(found)
-        if self.scan_base != 0 or self.acct.skipped_bytes or self.acct.gaps:
+        if not synced_at_start:
             self.resyncs += 1
         pieces = self._scan_pieces()
         self._drop_scan(count=False)

@@ -26,6 +26,7 @@ from .table import ROW_SHAPES, RowBuilder, arrow_schema
 from .tcp import Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
 
 
@@ -40,6 +41,8 @@ class Options:
     maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes)
     pathglobfilter  comma-separated file name patterns a directory listing picks up
     batchsize       rows per Arrow record batch (default 8192)
+    mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
+                    are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
     """
 
     rows: str = "exchanges"
@@ -49,18 +52,22 @@ class Options:
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     path_glob_filter: str = DEFAULT_GLOB
     batch_size: int = 8192
+    mode: str = "PERMISSIVE"
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
         o = {str(k).lower().replace("_", ""): v for k, v in (options or {}).items()}
         known = {"rows", "includerecords", "maxdecompressedbytes", "ports", "maxframebytes", "pathglobfilter",
-                 "batchsize", "path", "paths"}
+                 "batchsize", "mode", "path", "paths"}
         unknown = sorted(set(o) - known)
         if unknown:
             raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)}")
         rows = str(o.get("rows", "exchanges")).lower()
         if rows not in ROW_SHAPES:
             raise ValueError(f"option rows must be one of {', '.join(ROW_SHAPES)}, not {rows!r}")
+        mode = str(o.get("mode", "PERMISSIVE")).upper()
+        if mode not in MODES:
+            raise ValueError(f"option mode must be one of {', '.join(MODES)}, not {mode!r}")
         include = _bool(o.get("includerecords", False), "includeRecords")
         if rows == "records" and not include:
             raise ValueError("rows=records shows record keys and values (payload): set option includeRecords=true")
@@ -76,6 +83,7 @@ class Options:
             max_frame_bytes=int(o.get("maxframebytes", DEFAULT_MAX_FRAME)),
             path_glob_filter=str(o.get("pathglobfilter", DEFAULT_GLOB)),
             batch_size=max(1, int(o.get("batchsize", 8192))),
+            mode=mode,
         )
 
 
@@ -159,7 +167,7 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
 def iter_batches(path: str, options: Options | Mapping[str, object] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one capture file, yielding record batches as they fill."""
     opts = options if isinstance(options, Options) else Options.parse(options)
-    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes)
+    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode)
     decoder = Decoder(rows, opts.max_frame_bytes,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"))
     rows.topic_ids = decoder.topic_ids

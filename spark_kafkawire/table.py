@@ -14,7 +14,8 @@ import pyarrow as pa
 from . import protocol
 from . import records as rec
 from .body import RawRecords
-from .exchanges import Endpoints, Request, Response
+from .capture import MalformedCaptureError
+from .exchanges import DAMAGE, Endpoints, Request, Response
 from .headline import error_name
 from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 
@@ -48,6 +49,10 @@ _HEADLINE = [
     ("client_software_name", "string"),
     ("client_software_version", "string"),
 ]
+
+#: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker)
+_DIRECTION_COUNTS = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
+                     "gap_bytes", "gaps", "resyncs")
 
 _ENDPOINTS = [
     ("capture_file", "string"),
@@ -145,6 +150,17 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("status", "string"),
         ("detail", "string"),
     ],
+    "connections": _ENDPOINTS + [
+        ("first_time", "timestamp"),
+        ("last_time", "timestamp"),
+        ("first_packet", "bigint"),
+        ("start_captured", "boolean"),
+        ("end_captured", "string"),
+        ("protocol", "string"),
+        ("detail", "string"),
+    ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
+        ("status", "string"),
+    ],
 }
 ROW_SHAPES = tuple(COLUMNS)
 MAX_TIMESTAMP_MS = 253402300800000  # 10000-01-01: later record timestamps are not dates
@@ -162,8 +178,10 @@ def arrow_schema(rows: str) -> pa.Schema:
 class RowBuilder:
     """A RowSink that collects rows of one shape as columns."""
 
-    def __init__(self, rows: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED):
+    def __init__(self, rows: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+                 mode: str = "PERMISSIVE"):
         self.shape = rows
+        self.mode = mode
         self.schema = arrow_schema(rows)
         self.capture_file = capture_file
         self.names = [n for n, _ in COLUMNS[rows]]
@@ -203,8 +221,61 @@ class RowBuilder:
         for name, _t in _HEADLINE:
             c[name].append(extra.get(name) if extra else None)
 
+    def connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers) -> None:
+        """One row per TCP connection (rows=connections); other shapes ignore it."""
+        if self.shape != "connections":
+            return
+        c = self.cols
+        self._endpoints(ep)
+        c["first_time"].append(conn.first_ts)
+        c["last_time"].append(conn.last_ts)
+        c["first_packet"].append(conn.first_number)
+        c["start_captured"].append(conn.client is not None)
+        halves = conn.halves
+        if conn.rst:
+            end = "rst"
+        elif halves and halves[0].fin and halves[1].fin:
+            end = "fin"
+        elif halves and (halves[0].fin or halves[1].fin):
+            end = "half_closed"
+        else:
+            end = "open"
+        c["end_captured"].append(end)
+        c["protocol"].append(protocol_name)
+        c["detail"].append(None)
+        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
+            f = framers[d]
+            a = f.acct
+            values = {"bytes": a.captured_bytes, "frames": a.frames, "frame_bytes": a.frame_bytes,
+                      "partial_frames": a.partial_frames, "partial_bytes": a.partial_bytes,
+                      "skipped_bytes": a.skipped_bytes, "gap_bytes": a.gap_bytes, "gaps": a.gaps,
+                      "resyncs": f.resyncs}
+            for what in _DIRECTION_COUNTS:
+                c[f"{side}_{what}"].append(values[what])
+        c["status"].append("connection")
+        self.count += 1
+
+    def _damage(self, ep: Endpoints | None, frame, status: str, detail: str | None) -> bool:
+        """Apply the mode to a damaged row: True to keep it (PERMISSIVE), False to drop it."""
+        if self.mode == "PERMISSIVE":
+            return True
+        if self.mode == "DROPMALFORMED":
+            return False
+        where = f"packet {frame.number}, stream byte {frame.offset}" if frame is not None else ""
+        conn = f" ({ep.client_ip}:{ep.client_port} -> {ep.broker_ip}:{ep.broker_port})" if ep else ""
+        raise MalformedCaptureError(f"{self.capture_file}: {where}{conn}: {status}: {detail} (mode FAILFAST)"
+                                    if where else f"{self.capture_file}: {status}: {detail} (mode FAILFAST)")
+
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: dict | None = None) -> None:
+        if status in DAMAGE:
+            frame = req.frame if req is not None else resp.frame if resp is not None else None
+            if not self._damage(ep, frame, status, detail):
+                return
+        if self.shape == "connections":
+            if status == "capture_damaged":
+                self._status_only(ep, status, detail)
+            return
         if self.shape == "partitions":
             return self._partitions(ep, req, resp, status, detail, extra)
         if self.shape == "records":
@@ -283,10 +354,9 @@ class RowBuilder:
 
     def _status_only(self, ep: Endpoints | None, status: str, detail: str | None) -> None:
         """A row that says something about the capture rather than a partition or record."""
-        self._identity(ep, None, None)
+        self._endpoints(ep)
         for name in self.names[len(_ENDPOINTS) :]:
-            if name not in ("api_key", "api_name", "api_version", "correlation_id", "client_id"):
-                self.cols[name].append(status if name == "status" else detail if name == "detail" else None)
+            self.cols[name].append(status if name == "status" else detail if name == "detail" else None)
         self.count += 1
 
     def _partitions(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -333,6 +403,10 @@ class RowBuilder:
             if not isinstance(raw, RawRecords):
                 continue
             for r in rec.iter_records(raw.data, self.max_decompressed):
+                # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
+                if r.status not in ("ok", "truncated") and \
+                        not self._damage(ep, msg.frame, f"records {r.status}", r.detail):
+                    continue
                 self._identity(ep, req, resp)
                 c["time"].append(msg.frame.ts_ns)
                 c["direction"].append(direction)

@@ -128,6 +128,18 @@ class HalfStream:
                 wire_len -= cut
             self._deliver(payload, wire_len, ts, number)
 
+    def acked(self, ack: int) -> None:
+        """The receiver acknowledged bytes up to ``ack``: a hole it covers was lost by the capture,
+        not by the network (no retransmission will fill it), so the bytes queued after it go on."""
+        if self.base is None:
+            return
+        delta = (ack - self.base - self.nxt) & MASK32
+        if delta >= 0x80000000:
+            return  # an old acknowledgement
+        ack_off = self.nxt + delta
+        while self.pending and self.pending[0][0] <= ack_off and self.nxt < ack_off:
+            self._skip_hole()
+
     def _skip_hole(self) -> None:
         off, _o, _p, _w, ts, number = self.pending[0]
         self.sink.gap(off - self.nxt, ts, number)
@@ -213,6 +225,13 @@ class Reassembler:
                 if conn.client is None:
                     conn.client = 1 - d if flags & TCP_ACK else d
             seq += 1
+        if flags & TCP_ACK and seg.wire_len:
+            # data from one side acknowledging bytes of the other that the capture lacks: those
+            # were lost by the capture. Settled before this segment's data (a response follows its
+            # request). Pure ACKs are not trusted for this: captures reorder them around data.
+            other = conn.halves[1 - d]
+            if other.pending:
+                other.acked(seg.ack)
         if seg.wire_len:
             half.feed(seq, seg.payload, seg.wire_len, seg.ts_ns, seg.number)
         if flags & TCP_RST:

@@ -1,0 +1,170 @@
+"""Damage real sample captures on purpose, the ways production captures are damaged.
+
+    python tests/damage.py SOURCE.pcap OUTDIR
+
+writes, next to each other: segments reordered, segments duplicated, 1% of data segments dropped,
+the file split in parts of N packets with ``editcap -c`` (rotation), cut at arbitrary bytes (a
+file still being written), packets cut to 96 bytes (``editcap -s 96``), and Kafka's port carrying
+TLS, HTTP and random bytes. The tests compare what is decoded from each with the undamaged source.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import dpkt
+
+SEED = 20261121
+
+
+def read(path: Path) -> tuple[list[tuple[float, bytes]], int]:
+    with open(path, "rb") as f:
+        r = dpkt.pcap.Reader(f)
+        return [(ts, bytes(buf)) for ts, buf in r], r.datalink()
+
+
+def write(path: Path, packets: list[tuple[float, bytes]], linktype: int, snaplen: int = 262144) -> Path:
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=snaplen, linktype=linktype)
+        for ts, buf in packets:
+            w.writepkt(buf, ts=ts)
+    return path
+
+
+def tcp_payload_len(buf: bytes, linktype: int) -> int:
+    """Payload length of an Ethernet/IPv4/TCP packet (0 for anything else)."""
+    if linktype != dpkt.pcap.DLT_EN10MB:
+        raise ValueError("the damage script works on Ethernet captures")
+    eth = dpkt.ethernet.Ethernet(buf)
+    ip = eth.data
+    if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+        return 0
+    return len(ip.data.data)
+
+
+def _flow(buf: bytes) -> tuple | None:
+    """(src, sport, dst, dport) of an Ethernet/IPv4/TCP packet."""
+    ip = dpkt.ethernet.Ethernet(buf).data
+    if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+        return None
+    return (ip.src, ip.data.sport, ip.dst, ip.data.dport)
+
+
+def reordered(packets, linktype, rng):
+    """Segments overtaking each other: each data segment swapped with the next data segment of
+    the same flow and direction (within ten packets, the other direction silent in between), half
+    of the time. Timestamps stay in order."""
+    out = list(packets)
+    last: dict[tuple, int] = {}
+    for i, (_ts, b) in enumerate(out):
+        if not tcp_payload_len(b, linktype):
+            continue
+        flow = _flow(b)
+        last.pop((flow[2], flow[3], flow[0], flow[1]), None)  # the other direction spoke: causality
+        j = last.pop(flow, None)
+        if j is not None and i - j <= 10 and rng.random() < 0.5:
+            out[i], out[j] = (out[i][0], out[j][1]), (out[j][0], out[i][1])
+        else:
+            last[flow] = i
+    return out
+
+
+def duplicated(packets, linktype, rng):
+    """Every fifth data segment captured twice (a retransmission)."""
+    out = []
+    for n, (ts, b) in enumerate(packets):
+        out.append((ts, b))
+        if tcp_payload_len(b, linktype) and n % 5 == 0:
+            out.append((ts + 1e-6, b))
+    return out
+
+
+def dropped(packets, linktype, rng, share=0.01):
+    """About ``share`` of the data segments lost; returns (packets, indexes of those dropped)."""
+    data = [i for i, (_ts, b) in enumerate(packets) if tcp_payload_len(b, linktype)]
+    lost = set(rng.sample(data, max(1, int(len(data) * share))))
+    return [p for i, p in enumerate(packets) if i not in lost], sorted(lost)
+
+
+def split(path: Path, out: Path, count: int) -> list[Path]:
+    """Rotate like tcpdump -C: parts of ``count`` packets, by editcap."""
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["editcap", "-c", str(count), str(path), str(out / "part.pcap")], check=True)
+    return sorted(out.glob("part*.pcap"))
+
+
+def snaplen(path: Path, out: Path, length: int = 96) -> Path:
+    subprocess.run(["editcap", "-s", str(length), str(path), str(out)], check=True)
+    return out
+
+
+def truncated(path: Path, out: Path, at: int) -> Path:
+    out.write_bytes(path.read_bytes()[:at])
+    return out
+
+
+def not_kafka(out: Path, port: int = 9092) -> Path:
+    """TLS, HTTP and random bytes on Kafka's port: whole TCP connections, SYN to FIN."""
+    rng = random.Random(SEED)
+    client_hello = bytes.fromhex("16030100f4010000f00303") + bytes(rng.randrange(256) for _ in range(240))
+    server_hello = bytes.fromhex("160303007a020000760303") + bytes(rng.randrange(256) for _ in range(118))
+    app_data = bytes.fromhex("1703030200") + bytes(rng.randrange(256) for _ in range(512))
+    http_req = b"GET /metrics HTTP/1.1\r\nHost: broker:9092\r\nUser-Agent: curl/8.5\r\n\r\n"
+    http_resp = b"HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n" + bytes(rng.randrange(256) for _ in range(4000))
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(200, 1400))) for _ in range(300)]
+    conns = [
+        (41000, [(0, client_hello), (1, server_hello), (0, app_data), (1, app_data)]),
+        (41001, [(0, http_req), (1, http_resp)]),
+        (41002, [(i % 2, b) for i, b in enumerate(noise)]),
+    ]
+    packets = []
+    t = 1_700_000_000.0
+    for cport, talk in conns:
+        seq = [1000, 5000]
+        ends = [("10.9.0.2", cport), ("10.9.0.1", port)]
+
+        def pkt(d, flags, payload=b""):
+            nonlocal t
+            t += 0.0001
+            src, dst = ends[d], ends[1 - d]
+            tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq[d], ack=seq[1 - d], flags=flags, win=65535,
+                               data=payload)
+            seq[d] = (seq[d] + len(payload) + (1 if flags & (dpkt.tcp.TH_SYN | dpkt.tcp.TH_FIN) else 0)) & 0xFFFFFFFF
+            ip = dpkt.ip.IP(src=bytes(map(int, src[0].split("."))), dst=bytes(map(int, dst[0].split("."))),
+                            p=dpkt.ip.IP_PROTO_TCP, data=tcp, ttl=64)
+            ip.len = len(bytes(ip))
+            eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+            packets.append((t, bytes(eth)))
+
+        pkt(0, dpkt.tcp.TH_SYN)
+        pkt(1, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK)
+        pkt(0, dpkt.tcp.TH_ACK)
+        for d, payload in talk:
+            for k in range(0, len(payload), 1448):
+                pkt(d, dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, payload[k : k + 1448])
+        pkt(0, dpkt.tcp.TH_FIN | dpkt.tcp.TH_ACK)
+        pkt(1, dpkt.tcp.TH_FIN | dpkt.tcp.TH_ACK)
+    return write(out, packets, dpkt.pcap.DLT_EN10MB)
+
+
+def main(source: str, outdir: str) -> None:
+    src, out = Path(source), Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    packets, lt = read(src)
+    rng = random.Random(SEED)
+    write(out / "reordered.pcap", reordered(packets, lt, rng), lt)
+    write(out / "duplicated.pcap", duplicated(packets, lt, rng), lt)
+    write(out / "dropped.pcap", dropped(packets, lt, rng)[0], lt)
+    split(src, out / "rotated", max(2, len(packets) // 5))
+    snaplen(src, out / "snaplen96.pcap")
+    truncated(src, out / "truncated.pcap", src.stat().st_size * 2 // 3 + 7)
+    not_kafka(out / "not-kafka.pcap")
+    print("\n".join(str(p) for p in sorted(out.rglob("*.pcap"))))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

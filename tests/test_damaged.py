@@ -1,0 +1,243 @@
+"""Damaged, partial and hostile captures, made by tests/damage.py from the real sample captures.
+
+Expected results come from the undamaged source: reordered and duplicated segments change
+nothing; rotated parts together keep at least 95% of the exchanges; with 1% of the segments
+dropped, every exchange whose bytes were all captured decodes exactly as in the source; a file cut
+short decodes up to the cut; TLS, HTTP and random bytes on Kafka's port give no Kafka rows.
+"""
+
+import random
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import damage
+from conftest import PUBLIC, SAMPLES
+from spark_kafkawire import read_capture
+from spark_kafkawire.capture import CaptureReader, MalformedCaptureError
+from spark_kafkawire.exchanges import Decoder
+from spark_kafkawire.packets import decode
+from spark_kafkawire.tcp import Reassembler
+
+ETHERNET_SAMPLES = ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap",
+                    "mock-kcat.pcap", "stub-sasl.pcap"]
+
+
+def key(r):
+    return (r["client_port"], r["correlation_id"], r["api_key"], r["status"], r["request"], r["response"])
+
+
+def exchanges(path, **opts):
+    return read_capture(path, **opts).to_pylist()
+
+
+@pytest.mark.parametrize("name", ETHERNET_SAMPLES)
+def test_reordered_and_duplicated_segments_change_nothing(name, tmp_path):
+    src = SAMPLES / name
+    packets, lt = damage.read(src)
+    want = Counter(key(r) for r in exchanges(src))
+    moved = damage.reordered(packets, lt, random.Random(damage.SEED))
+    assert sum(a != b for a, b in zip(packets, moved)) > 0
+    for variant in (moved, damage.duplicated(packets, lt, None)):
+        path = damage.write(tmp_path / "d.pcap", variant, lt)
+        assert Counter(key(r) for r in exchanges(path)) == want
+
+
+def test_rotated_parts_keep_95_percent(tmp_path):
+    src = SAMPLES / "tansu-admin-txn.pcap"
+    whole = [r for r in exchanges(src) if r["status"] == "complete"]
+    parts = damage.split(src, tmp_path / "rotated", 100)
+    assert len(parts) >= 5
+    got = exchanges(parts)
+    done = Counter(key(r) for r in got if r["status"] == "complete")
+    assert sum((done & Counter(key(r) for r in whole)).values()) >= 0.95 * len(whole)
+    assert not done - Counter(key(r) for r in whole)  # nothing decoded differently
+    # what crosses a file boundary is reported, not lost: unanswered requests, answers without request
+    assert {r["status"] for r in got} <= {"complete", "no_response", "request_missing"}
+
+
+class _Frames:
+    """A row sink that records where each exchange's frames lie in their streams."""
+
+    def __init__(self):
+        self.spans = []
+
+    def exchange(self, ep, req, resp, status, detail, extra):
+        if status == "complete":
+            self.spans.append((ep, req.frame.offset, req.frame.size, resp.frame.offset, resp.frame.size,
+                               req.header.correlation_id))
+
+
+def _stream_offsets(path):
+    """Per (src, sport, dst, dport): the ISN, from the SYN."""
+    isn = {}
+    for pkt in CaptureReader(str(path)):
+        seg = decode(pkt)
+        if seg is not None and seg.flags & 0x02:
+            isn[(seg.src, seg.sport, seg.dst, seg.dport)] = seg.seq
+    return isn
+
+
+@pytest.mark.parametrize("name", ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_percent_dropped_every_intact_exchange_decodes(name, seed, tmp_path):
+    src = SAMPLES / name
+    packets, lt = damage.read(src)
+    kept, lost = damage.dropped(packets, lt, random.Random(seed))
+    # the source's exchanges and the stream bytes of their frames
+    sink = _Frames()
+    dec = Decoder(sink)
+    reasm = Reassembler(dec)
+    for pkt in CaptureReader(str(src)):
+        seg = decode(pkt)
+        if seg is not None:
+            reasm.feed(seg)
+    reasm.close()
+    isn = _stream_offsets(src)
+    holes = defaultdict(list)  # (client?, ...) -> stream ranges lost
+    lost_numbers = {i + 1 for i in lost}
+    for pkt in CaptureReader(str(src)):
+        if pkt.number in lost_numbers:
+            seg = decode(pkt)
+            k = (seg.src, seg.sport, seg.dst, seg.dport)
+            off = (seg.seq - isn[k] - 1) & 0xFFFFFFFF
+            holes[(seg.sport, seg.dport)].append((off, off + seg.wire_len))
+
+    def intact(sport, dport, off, size):
+        return all(e <= off or s >= off + 4 + size for s, e in holes[(sport, dport)])
+
+    src_rows = {(r["client_port"], r["correlation_id"], r["api_key"]): r for r in exchanges(src)
+                if r["status"] == "complete"}
+    expected = []
+    for ep, qoff, qsize, roff, rsize, corr in sink.spans:
+        if intact(ep.client_port, ep.broker_port, qoff, qsize) and intact(ep.broker_port, ep.client_port, roff, rsize):
+            expected.append((ep.client_port, corr))
+    path = damage.write(tmp_path / "dropped.pcap", kept, lt)
+    got = Counter(key(r) for r in exchanges(path))
+    by_corr = {(k[0], k[1]): k for k in (key(r) for r in src_rows.values())}
+    missing = [k for k in expected if by_corr[k] not in got]
+    assert not missing
+    assert len(expected) >= 0.8 * len(src_rows)
+
+
+def test_file_cut_short_decodes_up_to_the_cut(tmp_path):
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    whole = Counter(key(r) for r in exchanges(src))
+    size = src.stat().st_size
+    for at in (size // 3 + 5, size // 2 + 11, size - 17):
+        got = exchanges(damage.truncated(src, tmp_path / "cut.pcap", at))
+        damaged = [r for r in got if r["status"] == "capture_damaged"]
+        assert len(damaged) == 1 and "at byte" in damaged[0]["detail"]
+        complete = Counter(key(r) for r in got if r["status"] == "complete")
+        assert complete and not complete - whole  # everything decoded is what the source holds
+        with pytest.raises(MalformedCaptureError, match=r"cut.pcap: capture_damaged: packet \d+ at byte \d+"):
+            read_capture(tmp_path / "cut.pcap", mode="FAILFAST")
+        dropped = exchanges(tmp_path / "cut.pcap", mode="DROPMALFORMED")
+        assert Counter(key(r) for r in dropped if r["status"] == "complete") == complete
+        assert not {r["status"] for r in dropped} & {"capture_damaged", "truncated", "malformed", "undecoded"}
+
+
+def test_snaplen_96_reports_truncated_frames_and_gaps(tmp_path):
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    cut = damage.snaplen(src, tmp_path / "s96.pcap")
+    got = exchanges(cut)
+    assert got and {r["status"] for r in got} <= {"truncated", "no_response", "request_missing"}
+    # request headers fit in 96 bytes: the api, version and client are still known
+    src_apis = Counter((r["client_id"], r["api_name"]) for r in exchanges(src))
+    cut_apis = Counter((r["client_id"], r["api_name"]) for r in got if r["api_name"])
+    assert set(cut_apis) <= set(src_apis) and len(cut_apis) >= 0.8 * len(src_apis)
+    conns = read_capture(cut, rows="connections").to_pylist()
+    assert sum(c["client_gap_bytes"] + c["broker_gap_bytes"] for c in conns) > 0
+
+
+def test_tls_http_and_random_bytes_on_the_kafka_port(tmp_path):
+    path = damage.not_kafka(tmp_path / "nk.pcap")
+    got = exchanges(path)
+    assert [(r["status"], r["client_port"], r["broker_port"]) for r in got] == [("tls", 41000, 9092)]
+    assert "TLS handshake record" in got[0]["detail"]
+    conns = {c["client_port"]: c for c in read_capture(path, rows="connections").to_pylist()}
+    assert {p: c["protocol"] for p, c in conns.items()} == {41000: "tls", 41001: "unknown", 41002: "unknown"}
+    assert all(c["client_frames"] == c["broker_frames"] == 0 for c in conns.values())
+    for shape in ("messages", "partitions"):
+        assert [r["status"] for r in read_capture(path, rows=shape).to_pylist()] == ["tls"]
+
+
+# ---- accounting ----------------------------------------------------------------------------------
+def _captured_by_direction(path):
+    """Independently of reassembly and framing: per direction, TCP payload bytes captured (first
+    copies, from each packet's sequence number and captured length) and bytes missing between them."""
+    ranges = defaultdict(list)
+    first = {}
+    for pkt in CaptureReader(str(path)):
+        seg = decode(pkt)
+        if seg is None:
+            continue
+        k = (seg.src, seg.sport, seg.dst, seg.dport)
+        seq = seg.seq + (1 if seg.flags & 0x02 else 0)
+        if seg.flags & 0x02 or k not in first:
+            first.setdefault(k, seq)
+        if seg.wire_len:
+            off = (seq - first[k]) & 0xFFFFFFFF
+            ranges[k].append((off, off + len(seg.payload), off + seg.wire_len))
+    out = {}
+    for k, rs in ranges.items():
+        rs.sort()
+        got = 0
+        covered_to = 0
+        for s, e_cap, _e_wire in rs:
+            if e_cap > covered_to:
+                got += e_cap - max(s, covered_to)
+                covered_to = e_cap
+        out[(k[1], k[3])] = got
+    return out
+
+
+ACCOUNTED = [SAMPLES / n for n in sorted(p.name for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))] + \
+    [PUBLIC / "ndpi-kafka.pcap", PUBLIC / "deepflow-mixed-with-unsupported.pcap"]
+
+
+def _check_accounting(path):
+    conns = read_capture(path, rows="connections").to_pylist()
+    captured = _captured_by_direction(path)
+    seen = defaultdict(int)
+    for c in conns:
+        for side, (sp, dp) in (("client", (c["client_port"], c["broker_port"])),
+                               ("broker", (c["broker_port"], c["client_port"]))):
+            total = c[f"{side}_frame_bytes"] + c[f"{side}_partial_bytes"] + c[f"{side}_skipped_bytes"]
+            assert total == c[f"{side}_bytes"]
+            seen[(sp, dp)] += total
+    assert {k: v for k, v in seen.items() if v} == {k: v for k, v in captured.items() if v}
+    return conns
+
+
+@pytest.mark.parametrize("path", ACCOUNTED, ids=lambda p: p.name)
+def test_every_byte_is_in_a_frame_or_reported(path):
+    conns = _check_accounting(path)
+    assert conns
+    if path.parent == SAMPLES:  # clean captures: every byte in a complete frame
+        assert all(c["client_skipped_bytes"] == c["broker_skipped_bytes"] == 0 for c in conns)
+        assert all(c["start_captured"] for c in conns)
+
+
+def test_accounting_holds_on_damaged_captures(tmp_path):
+    src = SAMPLES / "veth-confluent-mtu.pcap"
+    packets, lt = damage.read(src)
+    kept, _ = damage.dropped(packets, lt, random.Random(7), share=0.05)
+    paths = [damage.write(tmp_path / "dropped.pcap", kept, lt),
+             damage.write(tmp_path / "dup.pcap", damage.duplicated(packets, lt, None), lt),
+             damage.snaplen(src, tmp_path / "s96.pcap"),
+             *damage.split(src, tmp_path / "rot", 40)[1:3]]
+    for p in paths:
+        conns = _check_accounting(p)
+        assert conns
+    gaps = read_capture(paths[0], rows="connections").to_pylist()
+    assert sum(c["client_gaps"] + c["broker_gaps"] for c in gaps) > 0
+    rot = read_capture(paths[3], rows="connections").to_pylist()
+    assert not any(c["start_captured"] for c in rot) and any(c["client_resyncs"] or c["broker_resyncs"] for c in rot)
+
+
+def test_mode_option_is_validated():
+    with pytest.raises(ValueError, match="mode"):
+        read_capture(SAMPLES / "mock-kcat.pcap", mode="LENIENT")
+    assert read_capture(SAMPLES / "mock-kcat.pcap", mode="failfast").num_rows > 0
