@@ -63,6 +63,27 @@ def best_of(cmd: list[str], runs: int = 3, keep_output: bool = False) -> tuple[f
     return best, out
 
 
+PEAK_OURS = """
+import resource, sys
+from spark_kafkawire.reader import iter_batches
+rows = sum(b.num_rows for b in iter_batches(sys.argv[1]))  # one file, streamed: what a Spark task does
+print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+PEAK_CHILD = """
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_memory(path: Path, broker: int) -> tuple[int, int]:
+    """Peak resident memory (KiB) decoding ``path``: kafkawire streaming one file, and tshark -V."""
+    ours = subprocess.run([sys.executable, "-c", PEAK_OURS, str(path)], check=True, capture_output=True, text=True)
+    peer = subprocess.run([sys.executable, "-c", PEAK_CHILD, "tshark", "-r", str(path), "-d",
+                           f"tcp.port=={broker},kafka", "-V"], check=True, capture_output=True, text=True)
+    return int(ours.stdout.split()[1]), int(peer.stdout.strip())
+
+
 def main() -> None:
     copies = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     out_dir = ROOT / "out" / "bench"
@@ -83,6 +104,13 @@ def main() -> None:
     print(f"tshark full dissection: {tshark_v:6.2f} s  ({packets / tshark_v:,.0f} packets/s)")
     print(f"ratio kafkawire/tshark header fields: {ours / tshark:.2f}; kafkawire/tshark -V: {ours / tshark_v:.2f}"
           "  (below 1: faster than tshark)")
+    # memory: the same decode on this file and on one five times larger
+    big = out_dir / "bench-x5.pcap"
+    big_packets, _ = build(big, copies * 5)
+    for label, p, n in (("1x", path, packets), ("5x", big, big_packets)):
+        mine, peer = peak_memory(p, broker)
+        print(f"peak memory {label} ({n} packets, {p.stat().st_size / 1e6:.0f} MB): kafkawire {mine / 1024:.0f} MiB, "
+              f"tshark -V {peer / 1024:.0f} MiB, ratio {mine / peer:.2f}")
 
 
 if __name__ == "__main__":
