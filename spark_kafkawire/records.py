@@ -192,14 +192,18 @@ def _over(cap: int, codec: str) -> RecordError:
     return RecordError(f"{codec}: decompressed size exceeds maxDecompressedBytes ({cap})", "over_cap")
 
 
-def _gzip(data: bytes, cap: int) -> bytes:
-    d = zlib.decompressobj(wbits=47)  # gzip or zlib header
-    out = d.decompress(data, cap + 1)
+def _bounded(d, data: bytes, cap: int, codec: str) -> bytes:
+    """Run a decompressor object that takes a maximum output length (zlib's, lz4.frame's)."""
+    out = d.decompress(bytes(data), cap + 1)
     if len(out) > cap:
-        raise _over(cap, "gzip")
+        raise _over(cap, codec)
     if not d.eof:
-        raise RecordError("gzip: stream ends early")
+        raise RecordError(f"{codec}: stream ends early")
     return out
+
+
+def _gzip(data: bytes, cap: int) -> bytes:
+    return _bounded(zlib.decompressobj(wbits=47), data, cap, "gzip")  # gzip or zlib header
 
 
 def _snappy(data: bytes, cap: int) -> bytes:
@@ -273,13 +277,7 @@ def _lz4(data: bytes, cap: int) -> bytes:
 def _lz4_linked(data: bytes, cap: int) -> bytes:
     import lz4.frame
 
-    d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(bytes(data), max_length=cap + 1)
-    if len(out) > cap:
-        raise _over(cap, "lz4")
-    if not d.eof:
-        raise RecordError("lz4: frame cut short")
-    return out
+    return _bounded(lz4.frame.LZ4FrameDecompressor(), data, cap, "lz4")
 
 
 def _zstd(data: bytes, cap: int) -> bytes:

@@ -62,14 +62,19 @@ _ENDPOINTS = [
     ("broker_port", "int"),
 ]
 
+_TIMES = [
+    ("request_time", "timestamp"),
+    ("response_time", "timestamp"),
+    ("latency_ms", "double"),
+]
+_API = [
+    ("api_key", "smallint"),
+    ("api_name", "string"),
+    ("api_version", "smallint"),
+]
+
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "exchanges": _ENDPOINTS + [
-        ("request_time", "timestamp"),
-        ("response_time", "timestamp"),
-        ("latency_ms", "double"),
-        ("api_key", "smallint"),
-        ("api_name", "string"),
-        ("api_version", "smallint"),
+    "exchanges": _ENDPOINTS + _TIMES + _API + [
         ("request_header_version", "tinyint"),
         ("response_header_version", "tinyint"),
         ("correlation_id", "int"),
@@ -98,13 +103,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("packet", "bigint"),
         ("body", "string"),
     ] + _HEADLINE,
-    "partitions": _ENDPOINTS + [
-        ("request_time", "timestamp"),
-        ("response_time", "timestamp"),
-        ("latency_ms", "double"),
-        ("api_key", "smallint"),
-        ("api_name", "string"),
-        ("api_version", "smallint"),
+    "partitions": _ENDPOINTS + _TIMES + _API + [
         ("correlation_id", "int"),
         ("client_id", "string"),
         ("status", "string"),
