@@ -139,6 +139,15 @@ def write_pcap(path, packets, linktype: int = dpkt.pcap.DLT_EN10MB, nano: bool =
             w.writepkt(p, ts=start + i * step)
 
 
+def decoded_rows(tmp_path, packets, **opts) -> list[dict]:
+    """Write packets to a pcap in tmp_path and decode it: the rows, as dicts."""
+    from spark_kafkawire import read_capture
+
+    path = tmp_path / "decoded.pcap"
+    write_pcap(path, packets)
+    return read_capture(path, **opts).to_pylist()
+
+
 def write_pcap_be(path, packets, linktype: int = 1, nano: bool = False, start_s: int = 1_700_000_000) -> None:
     """A big-endian pcap, written by hand (as a big-endian host's libpcap would)."""
     magic = 0xA1B23C4D if nano else 0xA1B2C3D4

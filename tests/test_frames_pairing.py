@@ -4,8 +4,7 @@ import struct
 
 import pytest
 
-from pcapgen import Conversation, request, response, write_pcap
-from spark_kafkawire import read_capture
+from pcapgen import Conversation, decoded_rows, request, response
 from spark_kafkawire.frames import Framer, HeaderError, parse_request_header, parse_response_header, read_uvarint
 
 
@@ -69,19 +68,13 @@ def test_framer_bad_size_skips_and_accounts():
     assert f.acct.skipped_bytes == 24
 
 
-def _rows(tmp_path, packets, **opts):
-    path = tmp_path / "p.pcap"
-    write_pcap(path, packets)
-    return read_capture(path, **opts).to_pylist()
-
-
 def test_pipelined_requests_pair_by_correlation_id(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 1, 10, "p") + request(1, 11, 11, "p") + request(2, 5, 12, "p"))
     answers = [response(10, 3, 1), response(11, 1, 11), response(12, 2, 5)]
     c.send("b", answers[0] + answers[1])
     c.send("b", answers[2])
-    rows = _rows(tmp_path, c.fin().packets)
+    rows = decoded_rows(tmp_path, c.fin().packets)
     sizes = [len(a) - 4 for a in answers]
     assert [(r["correlation_id"], r["api_name"], r["response_size"], r["status"]) for r in rows] == [
         (10, "Metadata", sizes[0], "complete"), (11, "Fetch", sizes[1], "complete"),
@@ -97,7 +90,7 @@ def test_unanswered_and_orphan_responses(tmp_path):
     c.send("c", request(3, 1, 1, "x"))
     c.send("b", response(1, 3, 1))
     c.send("c", request(3, 1, 2, "x"))  # never answered
-    rows = _rows(tmp_path, c.packets)
+    rows = decoded_rows(tmp_path, c.packets)
     st = {r["correlation_id"]: (r["status"], r["api_name"]) for r in rows}
     assert st == {99: ("request_missing", None), 1: ("complete", "Metadata"), 2: ("no_response", "Metadata")}
     assert [r["detail"] for r in rows if r["correlation_id"] == 2] == ["capture ended before a response"]
@@ -110,7 +103,7 @@ def test_acks_zero_produce(tmp_path):
     c.send("c", request(0, 7, 1, "fire-and-forget", body=body))
     c.send("c", request(3, 7, 2, "fire-and-forget"))
     c.send("b", response(2, 3, 7))
-    rows = _rows(tmp_path, c.fin().packets)
+    rows = decoded_rows(tmp_path, c.fin().packets)
     assert [(r["api_name"], r["status"], r["detail"]) for r in rows] == [
         ("Produce", "no_response", "acks=0: no response expected"), ("Metadata", "complete", None)]
 
@@ -119,7 +112,7 @@ def test_flexible_produce_acks(tmp_path):
     body = b"\x00" + struct.pack("!hi", 0, 1000) + b"\x01\x00"  # compact null transactional_id, acks 0
     c = Conversation().handshake()
     c.send("c", request(0, 9, 5, "flex", body=body, flexible=True))
-    rows = _rows(tmp_path, c.fin().packets)
+    rows = decoded_rows(tmp_path, c.fin().packets)
     assert rows[0]["detail"] == "acks=0: no response expected"
 
 
@@ -127,7 +120,7 @@ def test_client_found_without_syn_on_any_port(tmp_path):
     c = Conversation(client=("10.1.1.1", 1234), broker=("10.1.1.2", 55555))  # client has the lower port
     c.send("c", request(18, 3, 7, "late", flexible=True))
     c.send("b", response(7, 18, 3))
-    rows = _rows(tmp_path, c.packets)
+    rows = decoded_rows(tmp_path, c.packets)
     assert [(r["client_ip"], r["client_port"], r["broker_port"], r["status"]) for r in rows] == [
         ("10.1.1.1", 1234, 55555, "complete")]
 
@@ -136,7 +129,7 @@ def test_one_directional_connection_of_requests(tmp_path):
     c = Conversation(broker=("10.0.0.2", 36333))
     for i in range(5):
         c.send("c", request(12, 4, i, "hb", flexible=True))
-    rows = _rows(tmp_path, c.packets)
+    rows = decoded_rows(tmp_path, c.packets)
     assert [r["status"] for r in rows] == ["no_response"] * 5
     assert {r["broker_port"] for r in rows} == {36333}
 
@@ -147,16 +140,16 @@ def test_ports_option(tmp_path):
     b = Conversation(client=("10.0.0.3", 40001), broker=("10.0.0.4", 19092)).handshake()
     b.send("c", request(3, 1, 1))
     pk = a.packets + b.packets
-    assert {r["broker_port"] for r in _rows(tmp_path, pk)} == {9092, 19092}
-    assert {r["broker_port"] for r in _rows(tmp_path, pk, ports="19092")} == {19092}
-    assert {r["broker_port"] for r in _rows(tmp_path, pk, PORTS="9092, 19092")} == {9092, 19092}
+    assert {r["broker_port"] for r in decoded_rows(tmp_path, pk)} == {9092, 19092}
+    assert {r["broker_port"] for r in decoded_rows(tmp_path, pk, ports="19092")} == {19092}
+    assert {r["broker_port"] for r in decoded_rows(tmp_path, pk, PORTS="9092, 19092")} == {9092, 19092}
 
 
 def test_messages_rows(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 12, 4, "m", flexible=True))
     c.send("b", response(4, 3, 12))
-    rows = _rows(tmp_path, c.fin().packets, rows="messages")
+    rows = decoded_rows(tmp_path, c.fin().packets, rows="messages")
     assert [(r["direction"], r["api_name"], r["header_version"], r["correlation_id"], r["client_id"], r["status"])
             for r in rows] == [("request", "Metadata", 2, 4, "m", "complete"),
                                ("response", "Metadata", 1, 4, "m", "complete")]  # api and client from the request
@@ -167,7 +160,7 @@ def test_unknown_api_version(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(0, 3, 1, "ok") + request(3, 99, 2, "future", body=b""))
     c.send("b", response(1, 0, 3) + response(2, 3, 12))
-    rows = _rows(tmp_path, c.fin().packets)
+    rows = decoded_rows(tmp_path, c.fin().packets)
     assert [r["status"] for r in rows] == ["complete", "unknown_api"]
 
 

@@ -4,8 +4,7 @@ import random
 
 import dpkt
 
-from pcapgen import BROKER, CLIENT, Conversation, produce_request, request, response, tcp_packet, write_pcap
-from spark_kafkawire import read_capture
+from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
 from spark_kafkawire.tcp import HalfStream
 
 
@@ -89,24 +88,18 @@ def test_pending_queue_is_bounded():
     assert h.pending_bytes <= 50
 
 
-def _exchange_rows(packets, tmp_path, **opts):
-    path = tmp_path / "t.pcap"
-    write_pcap(path, packets)
-    return read_capture(path, **opts).to_pylist()
-
-
 def test_reordered_and_duplicated_packets_decode_like_the_clean_stream(tmp_path):
     c = Conversation().handshake()
     for corr in range(1, 6):
         c.send("c", produce_request(7, corr, "consumer", b"F" * 3000), mss=500)
         c.send("b", response(corr, 0, 7), mss=7)
     c.fin()
-    clean = _exchange_rows(c.packets, tmp_path)
+    clean = decoded_rows(tmp_path, c.packets)
     assert [r["status"] for r in clean] == ["complete"] * 5
     rnd = random.Random(3)
     messy = c.packets[:2] + sorted(c.packets[2:-2], key=lambda p: rnd.random()) + c.packets[-2:]
     messy = messy[:10] + messy[4:8] + messy[10:]  # retransmissions
-    got = _exchange_rows(messy, tmp_path)
+    got = decoded_rows(tmp_path, messy)
     key = lambda r: (r["correlation_id"], r["api_key"], r["request_size"], r["response_size"], r["status"])  # noqa: E731
     assert sorted(map(key, got)) == sorted(map(key, clean))
 
@@ -118,7 +111,7 @@ def test_new_connection_reusing_the_four_tuple(tmp_path):
     second = Conversation(isn_c=70000, isn_b=80000).handshake()
     second.send("c", request(18, 3, 1, "second", flexible=True))  # same correlation id again
     second.send("b", response(1, 18, 3))
-    rows = _exchange_rows(first.packets + second.packets + second.fin().packets[-2:], tmp_path)
+    rows = decoded_rows(tmp_path, first.packets + second.packets + second.fin().packets[-2:])
     assert [(r["client_id"], r["status"]) for r in rows] == [("first", "complete"), ("second", "complete")]
 
 
@@ -126,7 +119,7 @@ def test_rst_ends_the_connection(tmp_path):
     c = Conversation().handshake()
     c.send("c", request(3, 12, 9, "x", flexible=True))
     c.packets.append(tcp_packet(BROKER, CLIENT, c.seq["b"], flags=dpkt.tcp.TH_RST))
-    rows = _exchange_rows(c.packets, tmp_path)
+    rows = decoded_rows(tmp_path, c.packets)
     assert [(r["status"], r["detail"]) for r in rows] == [("no_response", "connection closed without a response")]
 
 
@@ -139,7 +132,7 @@ def test_gap_in_the_middle_of_a_frame(tmp_path):
     c.send("b", response(2, 0, 7))
     c.send("b", response(3, 3, 1))
     pkts = [p for p in c.fin().packets if p is not lost[1]]
-    rows = _exchange_rows(pkts, tmp_path)
+    rows = decoded_rows(tmp_path, pkts)
     status = {r["correlation_id"]: r["status"] for r in rows}
     assert status[1] == "complete"
     assert status[2] == "truncated"
