@@ -122,7 +122,7 @@ def summarize(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> 
             batch["CrcValid"] = zlib.crc32(data[pos + 16 : pos + size]) == crc
             if attrs & 7:  # a wrapper: count the messages inside
                 try:
-                    inner = decompress(attrs & 7, _v01_value(data, pos, size, magic), max_decompressed)
+                    inner = decompress(attrs & 7, _v01_key_value(data, pos, size, magic)[1] or b"", max_decompressed)
                     batch["RecordCount"] = sum(1 for _ in _v01_messages(inner))
                 except RecordError as e:
                     batch["RecordCount"] = None
@@ -387,21 +387,24 @@ def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
                      codec, 2, base)
 
 
-def _v01_value(data: bytes, pos: int, size: int, magic: int) -> bytes:
-    """The value bytes of a magic 0/1 message at data[pos:pos+size]."""
-    p = pos + 22 + (8 if magic == 1 else 0)  # offset, size, crc, magic, attrs, [timestamp], key
+def _v01_key_value(data: bytes, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
+    """Key and value of the magic 0/1 message at data[pos:pos+size] (None when null)."""
+    p = pos + 18 + (8 if magic == 1 else 0)  # offset, size, crc, magic, attrs, [timestamp]
     end = pos + size
-    klen = _I32.unpack_from(data, p - 4)[0]
-    if klen > 0:
-        p += klen
-    if p + 4 > end:
-        raise RecordError("message value length runs past the message")
-    vlen = _I32.unpack_from(data, p)[0]
-    if vlen < 0:
-        return b""
-    if p + 4 + vlen > end:
-        raise RecordError("message value runs past the message")
-    return bytes(data[p + 4 : p + 4 + vlen])
+    out: list[bytes | None] = []
+    for what in ("key", "value"):
+        if p + 4 > end:
+            raise RecordError(f"message {what} length runs past the message")
+        n = _I32.unpack_from(data, p)[0]
+        p += 4
+        if n < 0:
+            out.append(None)
+            continue
+        if p + n > end:
+            raise RecordError(f"message {what} runs past the message")
+        out.append(bytes(data[p : p + n]))
+        p += n
+    return out[0], out[1]
 
 
 def _v01_messages(data: bytes) -> Iterator[tuple[int, int, int]]:
@@ -425,13 +428,7 @@ def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: 
     ts = _I64.unpack_from(data, pos + 18)[0] if magic == 1 else None
     log_append = bool(attrs & 8) if magic == 1 else None
     try:
-        kpos = pos + 18 + (8 if magic == 1 else 0)
-        klen = _I32.unpack_from(data, kpos)[0]
-        if kpos + 4 + max(klen, 0) + 4 > pos + size:
-            raise RecordError("message key runs past the message")
-        key = bytes(data[kpos + 4 : kpos + 4 + klen]) if klen >= 0 else None
-        value_raw = _v01_value(data, pos, size, magic)
-        vlen = _I32.unpack_from(data, kpos + 4 + max(klen, 0))[0]
+        key, value = _v01_key_value(data, pos, size, magic)
     except RecordError as e:
         yield _problem(data, pos, magic, "corrupt", str(e), codec)
         return
@@ -440,7 +437,7 @@ def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: 
             yield _problem(data, pos, magic, "corrupt", "compressed message inside a compressed message", codec)
             return
         try:
-            inner = decompress(attrs & 7, value_raw, cap)
+            inner = decompress(attrs & 7, value or b"", cap)
         except RecordError as e:
             yield _problem(data, pos, magic, e.status, str(e), codec)
             return
@@ -462,7 +459,7 @@ def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: 
             ts, log_append = wrapper_ts, True
     yield Record(off, ts if ts is not None and ts >= 0 else None,
                  None if log_append is None else ("LogAppendTime" if log_append else "CreateTime"),
-                 key, value_raw if vlen >= 0 else None, None, None, None, None, None, None, codec, magic, off)
+                 key, value, None, None, None, None, None, None, codec, magic, off)
 
 
 def _varint(buf, pos: int, end: int) -> tuple[int, int]:
