@@ -22,6 +22,7 @@ import socket
 import socketserver
 import struct
 import threading
+import types
 import typing
 from importlib import import_module
 
@@ -57,22 +58,14 @@ def _fill(cls, values: dict):
 
 
 def _zero(t):
-    origin = typing.get_origin(t)
-    if origin is tuple:
+    """The zero value of a kio field type: (), None, 0 of its own type, ""."""
+    if typing.get_origin(t) is tuple:
         return ()
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if typing.get_origin(t) in (typing.Union, types.UnionType):  # X | None
         return None
     if isinstance(t, type) and issubclass(t, datetime.timedelta):
         return datetime.timedelta(0)
-    if t is str:
-        return ""
-    if t is bytes:
-        return b""
-    if t is bool:
-        return False
-    if hasattr(t, "__members__"):  # an enum such as ErrorCode
-        return t(0)
-    return t(0)
+    return t() if t in (str, bytes, bool) else t(0)
 
 
 def _write(obj) -> bytes:
