@@ -46,10 +46,12 @@ def tcp_payload_len(buf: bytes, linktype: int) -> int:
     return len(ip.data.data)
 
 
-def _flow(buf: bytes) -> tuple | None:
-    """(src, sport, dst, dport) of an Ethernet/IPv4/TCP packet."""
+def _flow(buf: bytes, linktype: int) -> tuple | None:
+    """(src, sport, dst, dport) of an Ethernet/IPv4/TCP packet carrying data, else None."""
+    if linktype != dpkt.pcap.DLT_EN10MB:
+        raise ValueError("the damage script works on Ethernet captures")
     ip = dpkt.ethernet.Ethernet(buf).data
-    if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+    if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP) or not ip.data.data:
         return None
     return (ip.src, ip.data.sport, ip.dst, ip.data.dport)
 
@@ -61,9 +63,9 @@ def reordered(packets, linktype, rng):
     out = list(packets)
     last: dict[tuple, int] = {}
     for i, (_ts, b) in enumerate(out):
-        if not tcp_payload_len(b, linktype):
+        flow = _flow(b, linktype)
+        if flow is None:
             continue
-        flow = _flow(b)
         last.pop((flow[2], flow[3], flow[0], flow[1]), None)  # the other direction spoke: causality
         j = last.pop(flow, None)
         if j is not None and i - j <= 10 and rng.random() < 0.5:

@@ -69,40 +69,31 @@ class _Frames:
                                req.header.correlation_id))
 
 
-def _stream_offsets(path):
-    """Per (src, sport, dst, dport): the ISN, from the SYN."""
-    isn = {}
-    for pkt in CaptureReader(str(path)):
-        seg = decode(pkt)
-        if seg is not None and seg.flags & 0x02:
-            isn[(seg.src, seg.sport, seg.dst, seg.dport)] = seg.seq
-    return isn
-
-
 @pytest.mark.parametrize("name", ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_one_percent_dropped_every_intact_exchange_decodes(name, seed, tmp_path):
     src = SAMPLES / name
     packets, lt = damage.read(src)
     kept, lost = damage.dropped(packets, lt, random.Random(seed))
-    # the source's exchanges and the stream bytes of their frames
+    # one pass over the source: its exchanges with the stream bytes of their frames, and the
+    # stream bytes of the segments dropped (offsets from each direction's SYN)
     sink = _Frames()
-    dec = Decoder(sink)
-    reasm = Reassembler(dec)
+    reasm = Reassembler(Decoder(sink))
+    lost_numbers = {i + 1 for i in lost}
+    isn = {}
+    holes = defaultdict(list)  # (sport, dport) -> stream ranges lost
     for pkt in CaptureReader(str(src)):
         seg = decode(pkt)
-        if seg is not None:
-            reasm.feed(seg)
-    reasm.close()
-    isn = _stream_offsets(src)
-    holes = defaultdict(list)  # (client?, ...) -> stream ranges lost
-    lost_numbers = {i + 1 for i in lost}
-    for pkt in CaptureReader(str(src)):
+        if seg is None:
+            continue
+        reasm.feed(seg)
+        k = (seg.src, seg.sport, seg.dst, seg.dport)
+        if seg.flags & 0x02:
+            isn[k] = seg.seq
         if pkt.number in lost_numbers:
-            seg = decode(pkt)
-            k = (seg.src, seg.sport, seg.dst, seg.dport)
             off = (seg.seq - isn[k] - 1) & 0xFFFFFFFF
             holes[(seg.sport, seg.dport)].append((off, off + seg.wire_len))
+    reasm.close()
 
     def intact(sport, dport, off, size):
         return all(e <= off or s >= off + 4 + size for s, e in holes[(sport, dport)])
