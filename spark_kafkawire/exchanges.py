@@ -26,6 +26,8 @@ malformed          a frame whose header does not parse (detail says why)
 unknown_api        a request for an api key or version no Kafka release defines
 capture_damaged    the capture file is damaged from here on (detail: packet number, byte offset)
 tls                the connection carries TLS records: encrypted, nothing to decode (one row)
+sasl_token         a raw SASL token: after a SaslHandshake v0 the client and broker exchange tokens
+                   without Kafka headers; nothing of their bytes is shown (only the frame size)
 =================  ===============================================================================
 """
 
@@ -61,7 +63,11 @@ UNKNOWN_API = "unknown_api"
 CAPTURE_DAMAGED = "capture_damaged"
 UNDECODED = "undecoded"
 TLS = "tls"
-STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS)
+SASL_TOKEN = "sasl_token"
+STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS,
+            SASL_TOKEN)
+SASL_HANDSHAKE = 17
+SASL_TOKEN_DETAIL = "raw SASL token after SaslHandshake v0: contents withheld"
 #: statuses that mean damage (option mode: DROPMALFORMED drops them, FAILFAST raises)
 DAMAGE = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
 TLS_CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake", 0x17: "TLS application data"}
@@ -106,7 +112,7 @@ class RowSink(Protocol):
 
 class _ConnState:
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
-                 "tls", "framed")
+                 "tls", "framed", "sasl_raw")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -119,6 +125,7 @@ class _ConnState:
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
         self.framed = False  # any Kafka frame seen
+        self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
@@ -293,6 +300,11 @@ class Decoder:
             self._response(st, frame)
 
     def _request(self, st: _ConnState, frame: Frame) -> None:
+        if st.sasl_raw:
+            if not looks_like_request(frame.data):  # a token: its bytes may be a password
+                self.rows.exchange(st.endpoints, Request(frame, None, None), None, SASL_TOKEN, SASL_TOKEN_DETAIL, None)
+                return
+            st.sasl_raw = False  # authenticated: Kafka requests again
         try:
             h = parse_request_header(frame.data)
         except HeaderError as e:
@@ -304,6 +316,8 @@ class Decoder:
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+        if h.api_key == SASL_HANDSHAKE and h.api_version == 0:
+            st.sasl_raw = True
         req = Request(frame, h, acks, body, err)
         pending = st.pending
         old = pending.pop(h.correlation_id, None)
@@ -323,6 +337,9 @@ class Decoder:
         corr = _I32.unpack_from(frame.data)[0]
         req = st.pending.pop(corr, None)
         if req is None:
+            if st.sasl_raw:  # the broker's token (a SCRAM challenge, say): nothing of it is shown
+                self.rows.exchange(st.endpoints, None, Response(frame, None, None), SASL_TOKEN, SASL_TOKEN_DETAIL, None)
+                return
             self._emit(st, None, Response(frame, corr, None), REQUEST_MISSING,
                        "request not in the capture: api key and version unknown")
             return

@@ -7,8 +7,10 @@ frame in progress, never more than ``max_frame`` bytes.
 
 Every byte the framer receives is accounted for (:class:`Accounting`): it ends up in a complete
 frame, in a frame cut short by a gap or the end of the capture (``partial``), or among bytes that
-could not be framed (``skipped``: the start of a stream whose beginning was not captured, or data
-after a gap until the next plausible frame start). Bytes the capture lost are ``gap``.
+could not be framed (``skipped``: the start of a stream whose beginning was not captured, data
+after a gap until the next plausible frame start, or late copies of bytes the stream had already
+passed). Bytes the capture lost are ``gap``. The reassembler counts the captured bytes on its own
+(:attr:`spark_kafkawire.tcp.HalfStream.captured`), and the two must agree.
 
 Header parsing (:func:`parse_request_header`, :func:`parse_response_header`) follows the header
 rules in :mod:`spark_kafkawire.protocol`.
@@ -60,10 +62,6 @@ class Accounting:
     gap_bytes: int = 0  # bytes the capture lost (holes, snaplen cuts)
     gaps: int = 0
 
-    @property
-    def captured_bytes(self) -> int:
-        return self.frame_bytes + self.partial_bytes + self.skipped_bytes
-
 
 def read_uvarint(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
     """Unsigned varint at pos (at most 5 bytes); returns (value, next position)."""
@@ -105,14 +103,14 @@ def parse_request_header(data: bytes) -> RequestHeader:
     client_id = None
     if ln >= 0:
         if pos + ln > n:
-            raise HeaderError(f"client_id length {ln} overruns the frame")
+            raise HeaderError("client_id length overruns the frame")  # no value: it may be secret bytes
         try:
             client_id = data[pos : pos + ln].decode("utf-8")
         except UnicodeDecodeError:
             raise HeaderError("client_id is not UTF-8") from None
         pos += ln
     elif ln != -1:
-        raise HeaderError(f"bad client_id length {ln}")
+        raise HeaderError("negative client_id length")
     if hv == 2:
         pos = skip_tagged_fields(data, pos, n)
     return RequestHeader(key, version, corr, client_id, hv, pos)
@@ -232,6 +230,11 @@ class Framer:
         self.pos += nbytes
         self.synced = False  # where the next frame starts is no longer known
         self.at_start = False
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        """Captured bytes that arrived after the stream went past them: in no frame."""
+        self.acct.skipped_bytes += nbytes
+        self.acct.gap_bytes -= reported
 
     def end(self) -> None:
         if not self.synced and self.scan and not self.disabled:

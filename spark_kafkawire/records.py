@@ -300,6 +300,17 @@ def _zstd(data: bytes, cap: int) -> bytes:
 
 
 # -- records (rows=records) ----------------------------------------------------------------------
+INT32_MAX = 0x7FFFFFFF
+
+
+def next_sequence(base: int, increment: int) -> int:
+    """A record's producer sequence: the batch's base sequence plus its offset delta, wrapping to 0
+    after Int.MAX as Kafka does (DefaultRecordBatch.incrementSequence)."""
+    if base > INT32_MAX - increment:
+        return increment - (INT32_MAX - base) - 1
+    return base + increment
+
+
 def iter_records(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
     pos, n = 0, len(data)
     while pos < n:
@@ -383,7 +394,7 @@ def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
             ctype = CONTROL_TYPES[t] if 0 <= t < len(CONTROL_TYPES) else f"type{t}"
         ts = max_ts if log_append else first_ts + ts_delta
         yield Record(base + off_delta, ts if ts >= 0 else None, "LogAppendTime" if log_append else "CreateTime",
-                     key, value, headers, pid, pepoch, bseq + off_delta if bseq >= 0 else None, txn, ctype,
+                     key, value, headers, pid, pepoch, next_sequence(bseq, off_delta) if bseq >= 0 else None, txn, ctype,
                      codec, 2, base)
 
 

@@ -245,7 +245,7 @@ class RowBuilder:
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
             f = framers[d]
             a = f.acct
-            values = {"bytes": a.captured_bytes, "frames": a.frames, "frame_bytes": a.frame_bytes,
+            values = {"bytes": halves[d].captured, "frames": a.frames, "frame_bytes": a.frame_bytes,
                       "partial_frames": a.partial_frames, "partial_bytes": a.partial_bytes,
                       "skipped_bytes": a.skipped_bytes, "gap_bytes": a.gap_bytes, "gaps": a.gaps,
                       "resyncs": f.resyncs}

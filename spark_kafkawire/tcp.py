@@ -29,6 +29,7 @@ from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
+MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 
 
@@ -36,13 +37,24 @@ class Sink(Protocol):
     def start(self) -> None: ...  # the next byte is the first of the stream (SYN seen)
     def data(self, chunk: bytes, ts_ns: int, number: int) -> None: ...
     def gap(self, nbytes: int, ts_ns: int, number: int) -> None: ...
+    # a late copy of bytes earlier reported as lost (or before the stream's first byte): captured,
+    # but too late for the stream; ``reported`` of them had been counted as a gap
+    def late(self, nbytes: int, reported: int, ts_ns: int, number: int) -> None: ...
     def end(self) -> None: ...
 
 
 class HalfStream:
-    """One direction of one connection."""
+    """One direction of one connection.
 
-    __slots__ = ("sink", "base", "nxt", "pending", "pending_bytes", "max_pending", "fin", "bytes", "last_ts")
+    ``captured`` counts the distinct TCP payload bytes the capture holds for this direction
+    (sequence space seen, every byte once, whatever the order and copies), independently of what
+    the sink makes of them: the sink's own accounting is checked against it. Everything below
+    ``nxt`` was either delivered or is a hole (``holes``: lost by the capture, or before the first
+    byte seen); a late copy of bytes in a hole is handed to the sink's ``late``.
+    """
+
+    __slots__ = ("sink", "base", "nxt", "pending", "pending_bytes", "max_pending", "fin", "fin_off", "captured",
+                 "holes", "last_ts")
 
     def __init__(self, sink: Sink, max_pending: int):
         self.sink = sink
@@ -52,7 +64,11 @@ class HalfStream:
         self.pending_bytes = 0
         self.max_pending = max_pending
         self.fin = False
-        self.bytes = 0  # TCP payload bytes on the wire for this direction, first copies only
+        self.fin_off: int | None = None  # stream offset of the FIN: the stream ends there
+        self.captured = 0
+        # stream offset ranges below nxt never captured: [start, end, reported as a gap]; the first
+        # is everything before offset 0 (before the first byte seen)
+        self.holes: list[list] = [[-(1 << 62), 0, False]]
         self.last_ts = 0
 
     def start(self, isn_next: int) -> None:
@@ -60,24 +76,32 @@ class HalfStream:
             self.base = isn_next & MASK32
             self.sink.start()
 
+    def offset(self, seq: int) -> int:
+        """Stream offset of a sequence number, taking the one nearest to what comes next."""
+        delta = (seq - self.base - self.nxt) & MASK32
+        if delta >= 0x80000000:
+            delta -= 0x100000000
+        return self.nxt + delta
+
     def feed(self, seq: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
         if self.base is None:
             self.base = seq
         self.last_ts = ts
-        # offset of this segment, taking the sequence number nearest to what we expect
-        delta = (seq - self.base - self.nxt) & MASK32
-        if delta >= 0x80000000:
-            delta -= 0x100000000
-        off = self.nxt + delta
+        off = self.offset(seq)
         end = off + wire_len
-        if end <= self.nxt:
-            return  # a retransmission of bytes already delivered: first copy won
-        if off < self.nxt:  # overlaps what was delivered: keep only the new tail
-            cut = self.nxt - off
+        if off < self.nxt:  # bytes already delivered, or late copies of bytes in a hole
+            late = self._fill_holes(off, min(off + len(payload), self.nxt))
+            if late:
+                self.captured += late[0]
+                self.sink.late(late[0], late[1], ts, number)
+            if end <= self.nxt:
+                return
+            cut = self.nxt - off  # keep only the new tail
             payload = payload[cut:]
             wire_len -= cut
             off = self.nxt
         if off == self.nxt:
+            self.captured += len(payload)
             self._deliver(payload, wire_len, ts, number)
             if self.pending:
                 self._drain()
@@ -85,6 +109,43 @@ class HalfStream:
             self._queue(off, payload, wire_len, ts, number)
             if self.pending_bytes > self.max_pending:
                 self._skip_hole()
+
+    def novel(self, seq: int, caplen: int) -> bool:
+        """Would captured bytes at seq be new (not delivered before)? For an ended connection."""
+        if self.base is None or not caplen:
+            return bool(caplen)
+        off = self.offset(seq)
+        end = off + caplen
+        return end > self.nxt or any(a < end and off < b for a, b, _r in self.holes)
+
+    def _fill_holes(self, start: int, end: int) -> tuple[int, int] | None:
+        """Take [start, end) out of the holes: returns (bytes that were in holes, of which in
+        reported gaps), or None."""
+        if end <= start:
+            return None
+        got = reported = 0
+        kept: list[list] = []
+        for a, b, rep in self.holes:
+            lo, hi = max(a, start), min(b, end)
+            if lo >= hi:
+                kept.append([a, b, rep])
+                continue
+            got += hi - lo
+            if rep:
+                reported += hi - lo
+            if a < lo:
+                kept.append([a, lo, rep])
+            if hi < b:
+                kept.append([hi, b, rep])
+        if not got:
+            return None
+        self.holes = kept
+        return got, reported
+
+    def _hole(self, start: int, end: int) -> None:
+        self.holes.append([start, end, True])
+        if len(self.holes) > MAX_HOLES:  # forget the oldest gap: a late copy of it counts as a duplicate
+            del self.holes[1]
 
     def _queue(self, off: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
         """Queue the parts of a segment that no queued segment covers yet (first copy wins)."""
@@ -104,14 +165,16 @@ class HalfStream:
             if not pieces:
                 return
         for a, b in pieces:
-            insort(self.pending, (a, len(self.pending), payload[a - off : b - off], b - a, ts, number))
+            piece = payload[a - off : b - off]
+            self.captured += len(piece)
+            insort(self.pending, (a, len(self.pending), piece, b - a, ts, number))
             self.pending_bytes += b - a
 
     def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
-        self.bytes += wire_len
         if payload:
             self.sink.data(payload, ts, number)
         if wire_len > len(payload):  # cut by the snaplen
+            self._hole(self.nxt + len(payload), self.nxt + wire_len)
             self.sink.gap(wire_len - len(payload), ts, number)
         self.nxt += wire_len
 
@@ -142,13 +205,19 @@ class HalfStream:
 
     def _skip_hole(self) -> None:
         off, _o, _p, _w, ts, number = self.pending[0]
+        self._gap_to(off, ts, number)
+        self._drain()
+
+    def _gap_to(self, off: int, ts: int, number: int) -> None:
+        self._hole(self.nxt, off)
         self.sink.gap(off - self.nxt, ts, number)
         self.nxt = off
-        self._drain()
 
     def close(self) -> None:
         while self.pending:
             self._skip_hole()
+        if self.fin_off is not None and self.fin_off > self.nxt:  # a tail lost before the FIN
+            self._gap_to(self.fin_off, self.last_ts, 0)
         self.sink.end()
 
 
@@ -160,7 +229,8 @@ class Listener(Protocol):
 class Connection:
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
-    __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state")
+    __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state",
+                 "self_connected")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -174,6 +244,24 @@ class Connection:
         self.rst = False
         self.done = False
         self.state: object = None  # the listener's own state for this connection
+        self.self_connected = False  # a == b: directions told apart by sequence numbers
+
+    def self_direction(self, seg: Segment) -> int:
+        """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
+        the SYN opens direction 0 and the SYN-ACK direction 1; otherwise the direction whose
+        stream the sequence number lies closer to."""
+        if seg.flags & TCP_SYN:
+            return 1 if seg.flags & TCP_ACK else 0
+        best, best_d = None, 0
+        for d, h in enumerate(self.halves):
+            if h.base is None:
+                if best is None:
+                    best_d = d
+                continue
+            dist = abs(h.offset(seg.seq) - h.nxt)
+            if best is None or dist < best:
+                best, best_d = dist, d
+        return best_d
 
     def finished(self) -> bool:
         return self.rst or (self.halves[0].fin and self.halves[1].fin)
@@ -201,9 +289,18 @@ class Reassembler:
         hit = self.table.get(key)
         if hit is not None:
             conn, d = hit
+            if conn.self_connected:
+                d = conn.self_direction(seg)
             if conn.done:
-                if not syn or conn.isn[d] == seg.seq:
-                    return  # late packets of a connection that has ended
+                # late packets of a connection that has ended are dropped, unless they start a new
+                # one (a SYN with a new sequence number) or carry bytes it never had (data after an
+                # RST or after both FINs, a late copy of a lost tail): those open a connection of
+                # their own, so that every captured byte is counted once
+                if syn:
+                    if conn.isn[d] == seg.seq:
+                        return
+                elif not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload))):
+                    return
                 hit = None
             elif syn and conn.isn[d] != seg.seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
                 self._finish(conn)  # the 4-tuple is reused by a new connection
@@ -212,9 +309,15 @@ class Reassembler:
             conn = Connection((seg.src, seg.sport), (seg.dst, seg.dport), seg.ts_ns, seg.number)
             d = 0
             self.table[key] = (conn, 0)
-            self.table[(seg.dst, seg.dport, seg.src, seg.sport)] = (conn, 1)
+            rkey = (seg.dst, seg.dport, seg.src, seg.sport)
+            if rkey == key:  # both ends share address and port (a TCP self-connection)
+                conn.self_connected = True
+            else:
+                self.table[rkey] = (conn, 1)
             sinks = self.listener.opened(conn)
             conn.halves = [HalfStream(sinks[0], self.max_pending), HalfStream(sinks[1], self.max_pending)]
+            if conn.self_connected:
+                d = conn.self_direction(seg)
         conn.last_ts = seg.ts_ns
         half = conn.halves[d]
         seq = seg.seq
@@ -234,6 +337,10 @@ class Reassembler:
                 other.acked(seg.ack)
         if seg.wire_len:
             half.feed(seq, seg.payload, seg.wire_len, seg.ts_ns, seg.number)
+        if flags & TCP_FIN and half.base is not None:
+            fin_off = half.offset(seq) + seg.wire_len
+            if half.fin_off is None or fin_off > half.fin_off:
+                half.fin_off = fin_off
         if flags & TCP_RST:
             conn.rst = True
             self._finish(conn)
@@ -252,7 +359,9 @@ class Reassembler:
         self.ended += 1
         # the table keeps the (now light) entry so that late retransmissions and ACKs are
         # recognised as belonging to a connection that has ended
-        conn.halves = []
+        for h in conn.halves:
+            h.sink = None
+            h.pending = []
         conn.state = None
 
     def _forget_ended(self, now: int) -> None:

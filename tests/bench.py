@@ -34,15 +34,20 @@ def build(out: Path, copies: int) -> tuple[int, int]:
     n = 0
     with open(out, "wb") as f:
         w = dpkt.pcap.Writer(f, linktype=1, nano=True, snaplen=262144)
+        def moved(port: int, i: int) -> int:
+            """Copy i's client port: never the broker's (that would make a self-connection)."""
+            port = (port + 7 * i) % 64000 + 1024
+            return port + 1 if port == broker else port
+
         for i in range(copies):
             for p in pkts:
                 d = bytearray(p.data)
                 tcp = 14 + (d[14] & 0x0F) * 4  # Ethernet + IPv4
                 sport, dport = struct.unpack_from("!HH", d, tcp)
                 if sport != broker:
-                    struct.pack_into("!H", d, tcp, (sport + 7 * i) % 64000 + 1024)
+                    struct.pack_into("!H", d, tcp, moved(sport, i))
                 if dport != broker:
-                    struct.pack_into("!H", d, tcp + 2, (dport + 7 * i) % 64000 + 1024)
+                    struct.pack_into("!H", d, tcp + 2, moved(dport, i))
                 w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
                 n += 1
     return n, broker

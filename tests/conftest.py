@@ -7,6 +7,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_pcaps"
 PUBLIC = ROOT.parent / "shared" / "public-captures"
+FINDINGS = ROOT.parent / "shared" / "fuzz-findings"  # hostile inputs found by attacks on the decoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

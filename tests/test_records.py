@@ -161,11 +161,11 @@ def _record(offset_delta, key, value, headers=()):
     return _varint(len(body)) + body
 
 
-def batch(recs, attrs=0, base=100, payload=None, pid=7, crc=None):
+def batch(recs, attrs=0, base=100, payload=None, pid=7, crc=None, base_sequence=0):
     """A magic 2 record batch laid out as protocol-facts.md's table says."""
     payload = b"".join(recs) if payload is None else payload
-    after_crc = struct.pack("!hiqqqhii", attrs, len(recs) - 1, 1_700_000_000_000, 1_700_000_000_000, pid, 0, 0,
-                            len(recs)) + payload
+    after_crc = struct.pack("!hiqqqhii", attrs, len(recs) - 1, 1_700_000_000_000, 1_700_000_000_000, pid, 0,
+                            base_sequence, len(recs)) + payload
     c = crc32c.crc32c(after_crc) if crc is None else crc
     head = struct.pack("!qiib", base, 4 + 1 + 4 + len(after_crc), 0, 2) + struct.pack("!I", c)
     return head + after_crc
@@ -242,3 +242,18 @@ def test_records_rows_are_opt_in():
     t = read_capture(SAMPLES / "tansu-confluent-codecs.pcap")
     text = json.dumps(t.to_pylist(), default=str)
     assert "sample payload" not in text
+
+
+def test_producer_sequence_wraps_after_int_max(tmp_path):
+    """Kafka wraps a producer's sequence to 0 after Int.MAX (DefaultRecordBatch.incrementSequence):
+    a batch with baseSequence 2147483647 holds the records of sequences 2147483647, 0 and 1."""
+    from pcapgen import Conversation, decoded_rows, produce_request, response
+
+    data = batch([_record(i, b"k%d" % i, b"v") for i in range(3)], base_sequence=2147483647)
+    assert [r.sequence for r in rec.iter_records(data)] == [2147483647, 0, 1]
+    c = Conversation().handshake()
+    c.send("c", produce_request(9, 1, "wrap", data))
+    c.send("b", response(1, 0, 9))
+    rows = decoded_rows(tmp_path, c.fin().packets, rows="records", includeRecords="true")
+    assert [(r["key"], r["sequence"], r["status"]) for r in rows] == [
+        (b"k0", 2147483647, "ok"), (b"k1", 0, "ok"), (b"k2", 1, "ok")]

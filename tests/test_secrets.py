@@ -70,3 +70,40 @@ def test_scram_credentials_admin_is_redacted():
     up = alter["Upsertions"][0]
     assert up["Name"] == "alice" and up["Iterations"] == 4096
     assert up["Salt"]["redacted"] and up["SaltedPassword"]["redacted"]
+
+
+def test_raw_sasl_tokens_after_handshake_v0_show_nothing(tmp_path):
+    """After SaslHandshake v0 the client sends its PLAIN token without a Kafka header (and a
+    SCRAM broker answers likewise): no value read from those bytes reaches a column or a detail,
+    not even as a number (two password characters read as a client_id length)."""
+    import struct
+
+    from pcapgen import Conversation, decoded_rows, request, response
+
+    password = b"3cr3t-Pa55w0rd"
+    token = b"\x00alice\x00" + password
+    c = Conversation().handshake()
+    c.send("c", request(17, 0, 1, "legacy", body=struct.pack("!h", 5) + b"PLAIN"))
+    c.send("b", response(1, 17, 0, body=struct.pack("!hi", 0, 1) + struct.pack("!h", 5) + b"PLAIN"))
+    c.send("c", struct.pack("!i", len(token)) + token)
+    challenge = b"r=nonce,s=" + base64.b64encode(b"saltsalt") + b",i=4096"
+    c.send("b", struct.pack("!i", len(challenge)) + challenge)
+    c.send("c", request(3, 1, 2, "legacy", body=struct.pack("!i", 0)))
+    c.send("b", response(2, 3, 1))
+    packets = c.fin().packets
+    numbers = {str(v) for w in (password, challenge) for i in range(len(w) - 1)
+               for v in (struct.unpack_from("!h", w, i)[0], struct.unpack_from("!H", w, i)[0])}
+    numbers |= {str(struct.unpack_from("!i", w, i)[0]) for w in (password, challenge) for i in range(len(w) - 3)}
+    for shape in SHAPES[:2]:
+        rows = decoded_rows(tmp_path, packets, **shape)
+        tokens = [r for r in rows if r["status"] == "sasl_token"]
+        assert len(tokens) == 2, rows
+        for r in tokens:
+            assert all(r[k] is None for k in ("api_key", "api_version", "correlation_id", "client_id"))
+        text = json.dumps(rows, default=str)
+        for form in list(_forms(password.decode())) + [challenge.decode(), "saltsalt", base64.b64encode(b"saltsalt").decode()]:
+            assert form not in text
+        for r in rows:
+            assert not set(re.findall(r"-?\d+", r["detail"] or "")) & numbers, r["detail"]
+        # the Kafka request after the login decodes as usual
+        assert [r["api_name"] for r in rows if r["status"] == "complete"][-1:] == ["Metadata"]

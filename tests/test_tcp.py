@@ -158,3 +158,17 @@ def test_ended_connections_are_forgotten(tmp_path):
             r.feed(decode(Packet(1, t, 1, p, len(p))))
     assert rows.count == 3000
     assert len(r.table) < 2 * 2 * 2100  # only connections of the last few minutes remain
+
+
+def test_self_connection_keeps_its_two_directions_apart(tmp_path):
+    """Client and broker on one address and port (a TCP self-connection, or a generated capture
+    whose client port landed on the broker's): one 4-tuple for both directions, told apart by the
+    SYN and by sequence numbers, so requests and responses pair as usual."""
+    ep = ("127.0.0.1", 9092)
+    c = Conversation(client=ep, broker=ep, isn_c=1000, isn_b=900_000).handshake()
+    for corr in (1, 2):
+        c.send("c", request(3, 1, corr, "self", body=b"\x00\x00\x00\x00"))
+        c.send("b", response(corr, 3, 1))
+    rows = decoded_rows(tmp_path, c.fin().packets)
+    assert [(r["correlation_id"], r["api_name"], r["status"]) for r in rows] == [
+        (1, "Metadata", "complete"), (2, "Metadata", "complete")]
