@@ -6,12 +6,14 @@ one input partition, and each partition streams that file's record batches.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from .predicate import Predicate, from_spark
 from .reader import Options, _paths_option, iter_batches, list_files
-from .table import ddl
+from .table import COLUMNS, ddl
 
 
 class CaptureFilePartition(InputPartition):
@@ -31,7 +33,11 @@ class KafkaWireDataSource(DataSource):
         return ddl(Options.parse(dict(self.options)).rows)
 
     def reader(self, schema) -> "KafkaWireReader":
-        return KafkaWireReader(dict(self.options))
+        # Spark refuses a reader that has pushFilters when spark.sql.python.filterPushdown.enabled
+        # is off, and asks for it only from its filter-pushdown planner: the reader that takes
+        # filters is given there, so that sessions without the setting read as before
+        cls = FilteringReader if _pushdown_planning() else KafkaWireReader
+        return cls(dict(self.options))
 
 
 class KafkaWireReader(DataSourceReader):
@@ -41,10 +47,29 @@ class KafkaWireReader(DataSourceReader):
         if not paths:
             raise ValueError("kafkawire: give the capture files to load(), e.g. load('captures/')")
         self.files = list_files(paths, self.options.path_glob_filter)
+        self.predicate = Predicate()
 
     def partitions(self) -> list[InputPartition]:
-        return [CaptureFilePartition(f) for f in self.files] or [CaptureFilePartition("")]
+        files = [f for f in self.files if self.predicate.file_ok(f)]
+        return [CaptureFilePartition(f) for f in files] or [CaptureFilePartition("")]
 
     def read(self, partition: CaptureFilePartition) -> Iterator:
         if partition.path:
-            yield from iter_batches(partition.path, self.options)
+            yield from iter_batches(partition.path, self.options, self.predicate)
+
+
+class FilteringReader(KafkaWireReader):
+    def pushFilters(self, filters: list) -> Iterator:
+        """Take the filters the decoder can apply early (see predicate.py); Spark keeps the rest."""
+        self.predicate, left = from_spark(filters, (n for n, _ in COLUMNS[self.options.rows]))
+        yield from left
+
+
+def _pushdown_planning() -> bool:
+    """Is the caller Spark's filter-pushdown planner (pyspark/sql/worker/data_source_pushdown_filters)?"""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        frame = frame.f_back
+    return False

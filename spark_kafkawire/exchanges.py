@@ -52,6 +52,7 @@ from .frames import (
     parse_response_header,
 )
 from .packets import ip_text
+from .predicate import Predicate, always_decode
 from .tcp import Connection
 
 COMPLETE = "complete"
@@ -86,6 +87,7 @@ class Request(NamedTuple):
     acks: int | None  # Produce only
     body: dict | None = None
     error: str | None = None  # why the body could not be decoded
+    skip: bool = False  # a filter rules out its rows: neither it nor its response is decoded or shown
 
 
 class Response(NamedTuple):
@@ -146,8 +148,11 @@ class Decoder:
     """Listener of the reassembler: turns each connection's frames into exchanges."""
 
     def __init__(self, rows: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
-                 record_options: RecordOptions = DEFAULT_RECORD_OPTIONS):
+                 record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
+                 decode_bodies: bool = True):
         self.rows = rows
+        self.predicate = predicate if predicate is not None and predicate.early else None
+        self.decode_bodies = decode_bodies  # False when no row shows a body (rows=connections)
         self.max_frame = max_frame
         self.record_options = record_options
         self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
@@ -311,14 +316,18 @@ class Decoder:
             status = TRUNCATED if not frame.complete else MALFORMED
             self._emit(st, Request(frame, None, None), None, status, f"request header: {e}")
             return
-        body, err = (None, None) if h.header_version is None else \
-            _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
+        skip = self.predicate is not None and not self._wanted(st, h, frame)
+        if h.header_version is None or not self.decode_bodies or \
+                (skip and not always_decode(h.api_key, h.api_version, True)):
+            body, err = None, None
+        else:
+            body, err = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
         if h.api_key == SASL_HANDSHAKE and h.api_version == 0:
             st.sasl_raw = True
-        req = Request(frame, h, acks, body, err)
+        req = Request(frame, h, acks, body, err, skip)
         pending = st.pending
         old = pending.pop(h.correlation_id, None)
         if old is not None:
@@ -353,11 +362,14 @@ class Decoder:
         body = err = None
         try:
             _corr, pos = parse_response_header(frame.data, hv)
-            if hv is not None:
+            if hv is not None and self.decode_bodies and \
+                    (not req.skip or always_decode(h.api_key, h.api_version, False)):
                 body, err = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options)
                 learn_topic_ids(body, self.topic_ids)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"
+        if req.skip:
+            return
         resp = Response(frame, corr, hv, body, err)
         if req.error or err:
             status, detail = UNDECODED, "; ".join(x for x in (req.error, err) if x)
@@ -369,6 +381,8 @@ class Decoder:
 
     def _emit(self, st: _ConnState, req: Request | None, resp: Response | None, status: str,
               detail: str | None) -> None:
+        if req is not None and req.skip:
+            return
         if req is not None and resp is None and status == NO_RESPONSE:
             h = req.header
             if h is not None and h.header_version is None:
@@ -384,6 +398,17 @@ class Decoder:
                          self.topic_ids)
         extra["client_software_name"], extra["client_software_version"] = st.software
         self.rows.exchange(st.endpoints, req, resp, status, detail, extra)
+
+    def _wanted(self, st: _ConnState, h: RequestHeader, frame: Frame) -> bool:
+        """Could the rows of this request pass the filter? Asked before its body is decoded."""
+        ep = st.endpoints
+        return self.predicate.request_ok({  # type: ignore[union-attr]
+            "api_key": h.api_key, "api_name": protocol.API_NAMES.get(h.api_key), "api_version": h.api_version,
+            "client_id": h.client_id, "client_ip": ep.client_ip if ep else None,
+            "client_port": ep.client_port if ep else None, "broker_ip": ep.broker_ip if ep else None,
+            "broker_port": ep.broker_port if ep else None,
+            "request_time": frame.ts_ns // 1000 * 1000,  # the column holds microseconds
+        })
 
     def damaged(self, detail: str) -> None:
         self.rows.exchange(None, None, None, "capture_damaged", detail, None)

@@ -21,8 +21,9 @@ from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureR
 from .exchanges import Decoder
 from .frames import DEFAULT_MAX_FRAME
 from .packets import decode
+from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED
-from .table import ROW_SHAPES, RowBuilder, arrow_schema
+from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
 from .tcp import Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
@@ -164,33 +165,57 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
     return out
 
 
-def iter_batches(path: str, options: Options | Mapping[str, object] | None = None) -> Iterator[pa.RecordBatch]:
-    """Decode one capture file, yielding record batches as they fill."""
+def iter_batches(path: str, options: Options | Mapping[str, object] | None = None,
+                 predicate: Predicate | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one capture file, yielding record batches as they fill.
+
+    ``predicate`` (see :mod:`spark_kafkawire.predicate`): only rows it accepts are yielded, and
+    requests it rules out by their headers are not body-decoded."""
     opts = options if isinstance(options, Options) else Options.parse(options)
+    if predicate and not predicate.file_ok(path):
+        return
     rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode)
     decoder = Decoder(rows, opts.max_frame_bytes,
-                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"))
+                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
+                      predicate=predicate, decode_bodies=opts.rows != "connections")
     rows.topic_ids = decoder.topic_ids
     reasm = Reassembler(decoder, ports=opts.ports)
     reader = CaptureReader(path)
     limit = opts.batch_size
     feed = reasm.feed
+    keep = predicate.filter if predicate else None
     for pkt in reader:
         seg = decode(pkt)
         if seg is not None:
             feed(seg)
             if rows.count >= limit:
-                yield rows.flush()
+                batch = rows.flush()
+                if keep is not None:
+                    batch = keep(batch)
+                if batch.num_rows:
+                    yield batch
     decoder.ending = True
     reasm.close()
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
     if rows.count:
-        yield rows.flush()
+        batch = rows.flush()
+        if keep is not None:
+            batch = keep(batch)
+        if batch.num_rows:
+            yield batch
 
 
-def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], **options: object) -> pa.Table:
-    """Decode capture files (a file, directory, glob or a list of them) into one Arrow table."""
+def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters: Iterable[tuple] | None = None,
+                 **options: object) -> pa.Table:
+    """Decode capture files (a file, directory, glob or a list of them) into one Arrow table.
+
+    ``filters``: ``[(column, op, value), ...]``, all of which a row must pass (op one of
+    ``= != < <= > >= in``, or ``'not null'`` without a value), on capture_file, the endpoint
+    columns, api_key, api_name, api_version, client_id, request_time or status. Work is skipped
+    early: files by name, request bodies (and their responses) by header."""
     opts = Options.parse(options)
-    batches = [b for f in list_files(path, opts.path_glob_filter) for b in iter_batches(f, opts)]
+    pred = Predicate.parse(filters).for_shape(n for n, _ in COLUMNS[opts.rows])
+    files = [f for f in list_files(path, opts.path_glob_filter) if pred.file_ok(f)]
+    batches = [b for f in files for b in iter_batches(f, opts, pred)]
     return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))

@@ -21,6 +21,8 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # filters on headers and endpoints are applied while decoding (DataSourceReader.pushFilters)
+        .config("spark.sql.python.filterPushdown.enabled", "true")
     )
     if master or "spark.master" not in _submit_conf():
         builder = builder.master(master or "local[*]")

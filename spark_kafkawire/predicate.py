@@ -1,0 +1,244 @@
+"""Row filters -> a predicate the pipeline consults early.
+
+A :class:`Predicate` is a conjunction of simple conditions ``(column, op, value)`` on the columns
+that are known before a body is decoded: capture_file, the endpoints, api_key, api_name,
+api_version, client_id, request_time, and status. It is used in three places:
+
+* listing: files whose path a ``capture_file`` condition rules out are not read;
+* decoding: a request whose header (api, client, endpoints, time) a condition rules out is
+  neither body-decoded nor turned into rows, and neither is its response. Bodies that other rows
+  depend on are still decoded: ApiVersions requests (the connection's client software) and
+  responses that name topic ids (how later exchanges' topic ids are resolved);
+* rows: every batch is filtered by all the conditions, with SQL semantics (a null never matches),
+  so that the result is exactly that of the same filter applied after an unfiltered read.
+
+``from_spark`` translates Spark's pushed filters (pyspark.sql.datasource.Filter) and says which
+it could not take; ``parse`` takes ``[(column, op, value), ...]`` as ``read_capture(filters=...)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import lru_cache
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import protocol
+
+OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not null")
+#: columns known from frame headers and endpoints, before any body is decoded
+EARLY = ("api_key", "api_name", "api_version", "client_id", "client_ip", "client_port", "broker_ip", "broker_port",
+         "request_time")
+PUSHABLE = EARLY + ("capture_file", "status")
+API_VERSIONS = 18
+
+
+class Condition:
+    __slots__ = ("column", "op", "value")
+
+    def __init__(self, column: str, op: str, value: object):
+        if op not in OPS:
+            raise ValueError(f"filter on {column}: operator {op!r} is not one of {', '.join(OPS)}")
+        if column not in PUSHABLE:
+            raise ValueError(f"filter on {column!r}: only {', '.join(PUSHABLE)} can be filtered while reading")
+        if column == "request_time":
+            value = [_ns(v) for v in value] if op == "in" else _ns(value) if op != "not null" else None
+        elif op == "in":
+            value = list(value)  # type: ignore[arg-type]
+        self.column, self.op, self.value = column, op, value
+
+    def __repr__(self) -> str:
+        return f"({self.column} {self.op} {self.value!r})"
+
+    def test(self, v: object) -> bool:
+        """SQL semantics: a null matches nothing."""
+        if v is None:
+            return False
+        op, x = self.op, self.value
+        if op == "=":
+            return v == x
+        if op == "!=":
+            return v != x
+        if op == "in":
+            return v in x  # type: ignore[operator]
+        if op == "not null":
+            return True
+        try:
+            if op == "<":
+                return v < x  # type: ignore[operator]
+            if op == "<=":
+                return v <= x  # type: ignore[operator]
+            if op == ">":
+                return v > x  # type: ignore[operator]
+            return v >= x  # type: ignore[operator]
+        except TypeError:
+            return False
+
+    def mask(self, arr: pa.Array) -> pa.Array:
+        op, x = self.op, self.value
+        if op == "not null":
+            return pc.is_valid(arr)
+        if self.column == "request_time":  # the column holds microseconds, the bound nanoseconds
+            arr = pc.cast(arr, pa.int64())
+            if op == "in":
+                x = [v // 1000 for v in x if v % 1000 == 0]  # type: ignore[union-attr]
+            elif op in ("=", "!=") and x % 1000:  # type: ignore[operator]
+                return pc.is_valid(arr) if op == "!=" else pc.and_(pc.is_valid(arr), pa.scalar(False))
+            else:  # t_us * 1000 < x  <=>  t_us < ceil(x / 1000), and so on
+                x = -(-x // 1000) if op in ("<", ">=") else x // 1000  # type: ignore[operator]
+        if op == "in":
+            return pc.is_in(arr, value_set=pa.array(x, type=arr.type))
+        scalar = pa.scalar(x, type=arr.type)
+        return {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
+                ">=": pc.greater_equal}[op](arr, scalar)
+
+
+def _ns(v: object) -> int:
+    """A time bound as nanoseconds since the epoch: datetime (naive means UTC), or a number of ns."""
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        delta = v - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    raise ValueError(f"filter on request_time: {v!r} is not a datetime")
+
+
+class Predicate:
+    """A conjunction of conditions; empty means everything."""
+
+    def __init__(self, conditions: Iterable[Condition] = ()):
+        self.conditions = list(conditions)
+        self.by_column: dict[str, list[Condition]] = {}
+        for c in self.conditions:
+            self.by_column.setdefault(c.column, []).append(c)
+        self.early = [c for c in self.conditions if c.column in EARLY]
+
+    def __bool__(self) -> bool:
+        return bool(self.conditions)
+
+    def __repr__(self) -> str:
+        return " and ".join(map(repr, self.conditions)) or "true"
+
+    @classmethod
+    def parse(cls, filters: Iterable[tuple] | None) -> "Predicate":
+        """``[(column, op, value), ...]`` (op one of OPS; 'not null' takes no value)."""
+        out = []
+        for f in filters or ():
+            if not isinstance(f, (tuple, list)) or len(f) not in (2, 3):
+                raise ValueError(f"filter {f!r}: give (column, op, value)")
+            out.append(Condition(f[0], f[1], f[2] if len(f) == 3 else None))
+        return cls(out)
+
+    def for_shape(self, columns: Iterable[str]) -> "Predicate":
+        names = set(columns)
+        missing = sorted({c.column for c in self.conditions} - names)
+        if missing:
+            raise ValueError(f"filter on {', '.join(missing)}: not a column of these rows")
+        return self
+
+    # -- early checks ----------------------------------------------------------------------------
+    def file_ok(self, path: str) -> bool:
+        return all(c.test(path) for c in self.by_column.get("capture_file", ()))
+
+    def request_ok(self, values: dict) -> bool:
+        """Could a row with these header values pass? (values: column -> value, for EARLY columns)"""
+        for c in self.early:
+            if c.column in values and not c.test(values[c.column]):
+                return False
+        return True
+
+    # -- rows --------------------------------------------------------------------------------------
+    def filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.conditions or not batch.num_rows:
+            return batch
+        mask = None
+        for c in self.conditions:
+            m = c.mask(batch.column(c.column))
+            mask = m if mask is None else pc.and_kleene(mask, m)
+        return batch.filter(mask, null_selection_behavior="drop")
+
+
+def from_spark(filters: list, columns: Iterable[str]) -> tuple[Predicate, list]:
+    """Spark's pushed filters -> (the predicate of those taken, those left for Spark)."""
+    from pyspark.sql import datasource as ds
+
+    names = set(columns)
+    taken, left = [], []
+    for f in filters:
+        cond = None
+        col = getattr(f, "attribute", None)
+        name = col[0] if isinstance(col, tuple) and len(col) == 1 else None
+        if isinstance(f, ds.Not) and isinstance(f.child, ds.EqualTo):
+            col = f.child.attribute
+            name = col[0] if isinstance(col, tuple) and len(col) == 1 else None
+            op, value = "!=", f.child.value
+        else:
+            op, value = {ds.EqualTo: ("=", getattr(f, "value", None)), ds.LessThan: ("<", getattr(f, "value", None)),
+                         ds.LessThanOrEqual: ("<=", getattr(f, "value", None)),
+                         ds.GreaterThan: (">", getattr(f, "value", None)),
+                         ds.GreaterThanOrEqual: (">=", getattr(f, "value", None)),
+                         ds.In: ("in", getattr(f, "value", None)),
+                         ds.IsNotNull: ("not null", None)}.get(type(f), (None, None))
+        if name in PUSHABLE and name in names and op is not None and _literal_ok(name, op, value):
+            try:
+                cond = Condition(name, op, value)
+            except ValueError:
+                cond = None
+        if cond is None:
+            left.append(f)
+        else:
+            taken.append(cond)
+    return Predicate(taken), left
+
+
+def _literal_ok(name: str, op: str, value: object) -> bool:
+    """Literal types the row filter compares exactly as Spark would."""
+    vals = list(value) if op == "in" else [value] if op != "not null" else []
+    if any(v is None for v in vals):
+        return False
+    if name == "request_time":
+        return all(isinstance(v, dt.datetime) for v in vals)
+    if name in ("api_key", "api_version", "client_port", "broker_port"):
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
+    return all(isinstance(v, str) for v in vals)
+
+
+@lru_cache(maxsize=None)
+def names_topic_ids(api_key: int, version: int) -> bool:
+    """Does this response's layout hold a struct with a TopicId beside a topic name? Such bodies
+    teach the decoder topic id -> name, which other exchanges' ``topics`` depend on."""
+    from .body import schemas
+
+    s = schemas()
+    entry = s.messages.get((api_key, version, False))
+    if entry is None:
+        return api_key in (3, 19, 20, 75)  # read with a newer layout: be safe
+    seen: set[int] = set()
+
+    def visit(sid: int) -> bool:
+        if sid in seen:
+            return False
+        seen.add(sid)
+        regular, tagged = s.structs[sid]
+        fields = regular + list(tagged.values())
+        names = {f.name for f in fields}
+        if "TopicId" in names and names & {"Name", "TopicName", "Topic"}:
+            return True
+        return any(f.type == "struct" and visit(f.sub) for f in fields)
+
+    return visit(entry[0])
+
+
+def always_decode(api_key: int, version: int, request: bool) -> bool:
+    """Bodies decoded whatever the filter: state that other rows depend on."""
+    if request:
+        return api_key == API_VERSIONS
+    return names_topic_ids(api_key, version)
+
+
+def api_name(api_key: int) -> str | None:
+    return protocol.API_NAMES.get(api_key)
