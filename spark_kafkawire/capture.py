@@ -17,6 +17,8 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, NamedTuple
 
+from .fs import open_binary
+
 MAX_RECORD = 1 << 26  # 64 MiB: far above any real snaplen; bounds what one bad length can allocate
 
 PCAP_MAGICS = {
@@ -57,25 +59,24 @@ class Packet(NamedTuple):
     wire_len: int  # original length on the wire
 
 
-def _open(path: str) -> BinaryIO:
-    f = open(path, "rb")
-    if f.read(2) == GZIP_MAGIC:
-        f.close()
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    f.seek(0)
+def _open(path: str, endpoint: str | None = None) -> BinaryIO:
+    f = open_binary(path, endpoint)
+    if f.peek(2)[:2] == GZIP_MAGIC:  # type: ignore[attr-defined]
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     return f
 
 
 class CaptureReader:
     """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, endpoint: str | None = None):
+        self.path = path  # a local path or a URI (see fs.py)
+        self.endpoint = endpoint
         self.damage: Damage | None = None
         self.format = ""
 
     def __iter__(self) -> Iterator[Packet]:
-        with _open(self.path) as f:
+        with _open(self.path, self.endpoint) as f:
             try:
                 head = f.read(4)
             except (OSError, EOFError) as e:  # broken gzip stream

@@ -46,7 +46,7 @@ class KafkaWireReader(DataSourceReader):
         paths = _paths_option(options)
         if not paths:
             raise ValueError("kafkawire: give the capture files to load(), e.g. load('captures/')")
-        self.files = list_files(paths, self.options.path_glob_filter)
+        self.files = list_files(paths, self.options.path_glob_filter, self.options.endpoint_url)
         self.predicate = Predicate()
 
     def partitions(self) -> list[InputPartition]:

@@ -20,6 +20,7 @@ from .body import RecordOptions
 from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
 from .exchanges import Decoder
 from .frames import DEFAULT_MAX_FRAME
+from .fs import is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED
@@ -42,6 +43,7 @@ class Options:
     maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes)
     pathglobfilter  comma-separated file name patterns a directory listing picks up
     batchsize       rows per Arrow record batch (default 8192)
+    endpointurl     S3 endpoint (e.g. http://localhost:9000) for s3:// paths; default: AWS_ENDPOINT_URL
     mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
                     are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
     """
@@ -54,12 +56,13 @@ class Options:
     path_glob_filter: str = DEFAULT_GLOB
     batch_size: int = 8192
     mode: str = "PERMISSIVE"
+    endpoint_url: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
         o = {str(k).lower().replace("_", ""): v for k, v in (options or {}).items()}
         known = {"rows", "includerecords", "maxdecompressedbytes", "ports", "maxframebytes", "pathglobfilter",
-                 "batchsize", "mode", "path", "paths"}
+                 "batchsize", "mode", "endpointurl", "path", "paths"}
         unknown = sorted(set(o) - known)
         if unknown:
             raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)}")
@@ -85,6 +88,7 @@ class Options:
             path_glob_filter=str(o.get("pathglobfilter", DEFAULT_GLOB)),
             batch_size=max(1, int(o.get("batchsize", 8192))),
             mode=mode,
+            endpoint_url=str(o["endpointurl"]) if o.get("endpointurl") else None,
         )
 
 
@@ -120,18 +124,21 @@ def _paths_option(options: Mapping[str, object]) -> list[str]:
     return out
 
 
-def _is_capture(path: str) -> bool:
-    with open(path, "rb") as f:
+def _is_capture(path: str, endpoint: str | None = None) -> bool:
+    with open_binary(path, endpoint) as f:
         head = f.read(4)
     return head in PCAP_MAGICS or head == PCAPNG_SHB or head[:2] == GZIP_MAGIC
 
 
-def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB) -> list[str]:
+def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB,
+               endpoint: str | None = None) -> list[str]:
     """Expand files, directories (recursively) and globs into a sorted list of capture files.
 
     Files named directly or matched by a glob are always read; a directory contributes the files
     whose names match ``path_glob_filter`` (hidden files and those starting with '_' skipped, as
-    Spark's file sources do). A named file that is not a capture raises ``CaptureError``.
+    Spark's file sources do). A named file that is not a capture raises ``CaptureError``. URIs
+    (``s3://bucket/dir``, ``gs://``, ``abfs://``, ``hdfs://``) are listed through pyarrow.fs
+    (see fs.py); ``file:`` URIs are local paths.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -139,9 +146,11 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
     found: list[str] = []
     for p in paths:
         p = os.fspath(p)
-        if p.startswith("file:"):
-            p = p[5:].lstrip("/")
-            p = "/" + p
+        local = local_path(p)
+        if local is None:
+            found.extend(list_uri(p, patterns, endpoint))
+            continue
+        p = local
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
@@ -158,9 +167,9 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
                 raise FileNotFoundError(f"kafkawire: path does not exist: {p}")
             for m in matches:
                 found.extend(list_files(m, path_glob_filter) if os.path.isdir(m) else [m])
-    out = sorted(dict.fromkeys(os.path.abspath(f) for f in found))
+    out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
     for f in out:
-        if not _is_capture(f):
+        if not _is_capture(f, endpoint):
             raise CaptureError(f"{f}: not a pcap or pcapng capture file")
     return out
 
@@ -180,7 +189,7 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
                       predicate=predicate, decode_bodies=opts.rows != "connections")
     rows.topic_ids = decoder.topic_ids
     reasm = Reassembler(decoder, ports=opts.ports)
-    reader = CaptureReader(path)
+    reader = CaptureReader(path, opts.endpoint_url)
     limit = opts.batch_size
     feed = reasm.feed
     keep = predicate.filter if predicate else None
@@ -216,6 +225,6 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     early: files by name, request bodies (and their responses) by header."""
     opts = Options.parse(options)
     pred = Predicate.parse(filters).for_shape(n for n, _ in COLUMNS[opts.rows])
-    files = [f for f in list_files(path, opts.path_glob_filter) if pred.file_ok(f)]
+    files = [f for f in list_files(path, opts.path_glob_filter, opts.endpoint_url) if pred.file_ok(f)]
     batches = [b for f in files for b in iter_batches(f, opts, pred)]
     return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))

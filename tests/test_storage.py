@@ -1,0 +1,123 @@
+"""Captures on object storage: a real S3-compatible server (moto's server mode) on localhost,
+reached through pyarrow.fs with AWS_ENDPOINT_URL, as a user's S3, MinIO or Ceph would be."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SAMPLES
+from spark_kafkawire import read_capture
+from spark_kafkawire.fs import StorageError
+
+NAMES = ["mock-kcat.pcap", "tansu-aiokafka-any.pcap", "mock-confluent-group.pcapng"]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server with bucket 'caps' holding three sample captures (one gzip-compressed)."""
+    port = _free_port()
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                             "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED")}
+    os.environ.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                      AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    import gzip
+
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=url)
+    client.create_bucket(Bucket="caps")
+    for n in NAMES:
+        client.put_object(Bucket="caps", Key=f"run1/{n}", Body=(SAMPLES / n).read_bytes())
+    client.put_object(Bucket="caps", Key="run2/kcat.pcap.gz", Body=gzip.compress((SAMPLES / NAMES[0]).read_bytes()))
+    client.put_object(Bucket="caps", Key="run1/notes.txt", Body=b"not a capture")
+    client.put_object(Bucket="caps", Key="run1/_tmp/skip.pcap", Body=b"hidden")
+    yield url
+    proc.terminate()
+    proc.wait(10)
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _local(names):
+    return read_capture([SAMPLES / n for n in names])
+
+
+def _same(a, b):
+    drop = ["capture_file"]
+    return a.drop_columns(drop).to_pylist() == b.drop_columns(drop).to_pylist()
+
+
+def test_list_and_read_a_prefix(s3):
+    got = read_capture("s3://caps/run1/")
+    assert sorted(set(got.column("capture_file").to_pylist())) == sorted(f"s3://caps/run1/{n}" for n in NAMES)
+    assert _same(got, _local(sorted(NAMES)))
+
+
+def test_glob_and_gzip_and_endpoint_option(s3):
+    got = read_capture("s3://caps/run*/*kcat*")
+    assert got.column("capture_file").unique().to_pylist() == ["s3://caps/run1/mock-kcat.pcap",
+                                                               "s3://caps/run2/kcat.pcap.gz"]
+    # the endpoint as an option instead of the environment
+    url = os.environ.pop("AWS_ENDPOINT_URL")
+    try:
+        from spark_kafkawire import fs
+        fs._filesystem.cache_clear()
+        one = read_capture("s3://caps/run2/kcat.pcap.gz", endpointUrl=url)
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = url
+        fs._filesystem.cache_clear()
+    assert _same(one, _local(NAMES[:1]))
+
+
+def test_missing_bucket_key_and_non_capture_are_named(s3):
+    with pytest.raises(StorageError, match="s3://nobucket/x.pcap.*bucket does not exist|s3://nobucket"):
+        read_capture("s3://nobucket/x.pcap")
+    with pytest.raises((StorageError, FileNotFoundError), match="s3://caps/run1/missing.pcap"):
+        read_capture("s3://caps/run1/missing.pcap")
+    with pytest.raises(Exception, match="s3://caps/run1/notes.txt"):
+        read_capture("s3://caps/run1/notes.txt")
+
+
+def test_file_uris(tmp_path):
+    p = SAMPLES / NAMES[0]
+    for uri in (f"file://{p}", f"file://localhost{p}", f"file:{p}"):
+        assert _same(read_capture(uri), _local(NAMES[:1]))
+
+
+SPARK_S3 = """
+import sys, spark_kafkawire
+spark = spark_kafkawire.spark_session("s3", master="local[2]")
+df = spark.read.format("kafkawire").load("s3://caps/run1/")
+print(df.count(), df.select("capture_file").distinct().count())
+"""
+
+
+def test_spark_reads_s3(s3):
+    """A user's Spark session: credentials and endpoint in the environment Spark starts with."""
+    out = subprocess.run([sys.executable, "-c", SPARK_S3], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-2:] == [str(_local(NAMES).num_rows), "3"]
