@@ -22,10 +22,24 @@ import zlib
 from struct import Struct
 from typing import Iterator, NamedTuple
 
-try:
-    from crc32c import crc32c as _crc32c
-except ImportError:  # pragma: no cover - crc32c is a dependency
-    _crc32c = None
+
+def _require(module: str, package: str):
+    """Import a compiled dependency, or fail naming it: without it CRCs and records would silently
+    go missing (a Spark executor whose Python lacks it must fail its task, not give other data)."""
+    import importlib
+    import sys
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"kafkawire needs the Python package {package!r} (pip install {package}), which "
+                          f"{sys.executable} cannot import: {e}") from None
+
+
+_crc32c = _require("crc32c", "crc32c").crc32c
+cramjam = _require("cramjam", "cramjam")
+zstandard = _require("zstandard", "zstandard")
+lz4_frame = _require("lz4.frame", "lz4")
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: control record types (key: version int16, type int16), as Kafka's ControlRecordType names them
@@ -100,8 +114,7 @@ def summarize(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> 
                 batch["Length"] = n - pos
                 out.append(batch)
                 break
-            if _crc32c is not None:
-                batch["CrcValid"] = _crc32c(data[pos + 21 : pos + size]) == crc
+            batch["CrcValid"] = _crc32c(data[pos + 21 : pos + size]) == crc
             if attrs & 32 and not attrs & 7:
                 batch["ControlType"] = _control_type(data, pos + 61, pos + size)
             out.append(batch)
@@ -207,8 +220,6 @@ def _gzip(data: bytes, cap: int) -> bytes:
 
 
 def _snappy(data: bytes, cap: int) -> bytes:
-    import cramjam
-
     raw = cramjam.snappy
     if bytes(data[:8]) != XERIAL_MAGIC:
         if raw.decompress_raw_len(bytes(data)) > cap:
@@ -236,8 +247,6 @@ def _snappy(data: bytes, cap: int) -> bytes:
 def _lz4(data: bytes, cap: int) -> bytes:
     """An LZ4 frame, read block by block. The header checksum is not checked: Kafka clients before
     0.10 (magic 0) computed it over the wrong bytes (KAFKA-3160)."""
-    import cramjam
-
     n = len(data)
     if n < 7 or bytes(data[:4]) != LZ4_MAGIC:
         raise RecordError("lz4: not an LZ4 frame")
@@ -275,15 +284,11 @@ def _lz4(data: bytes, cap: int) -> bytes:
 
 
 def _lz4_linked(data: bytes, cap: int) -> bytes:
-    import lz4.frame
-
-    return _bounded(lz4.frame.LZ4FrameDecompressor(), data, cap, "lz4")
+    return _bounded(lz4_frame.LZ4FrameDecompressor(), data, cap, "lz4")
 
 
 def _zstd(data: bytes, cap: int) -> bytes:
     import io
-
-    import zstandard
 
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
     parts: list[bytes] = []
@@ -348,7 +353,7 @@ def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
      count) = _V2.unpack_from(data, pos)
     codec = _codec(attrs)
     end = pos + size
-    if _crc32c is not None and _crc32c(data[pos + 21 : end]) != crc:
+    if _crc32c(data[pos + 21 : end]) != crc:
         yield _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
         return
     payload: bytes | memoryview = memoryview(data)[pos + 61 : end]

@@ -257,3 +257,17 @@ def test_producer_sequence_wraps_after_int_max(tmp_path):
     rows = decoded_rows(tmp_path, c.fin().packets, rows="records", includeRecords="true")
     assert [(r["key"], r["sequence"], r["status"]) for r in rows] == [
         (b"k0", 2147483647, "ok"), (b"k1", 0, "ok"), (b"k2", 1, "ok")]
+
+
+@pytest.mark.parametrize("module,package", [("crc32c", "crc32c"), ("cramjam", "cramjam"), ("zstandard", "zstandard"),
+                                            ("lz4.frame", "lz4")])
+def test_a_missing_compiled_dependency_fails_naming_it(module, package):
+    """An executor whose Python lacks a codec or CRC library must fail, never give rows without
+    CRC checks or records (a clean executor once did)."""
+    import subprocess
+
+    code = (f"import sys; sys.modules[{module!r}] = None\n"
+            f"from spark_kafkawire import read_capture\nread_capture({str(SAMPLES / 'mock-kcat.pcap')!r})")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert f"needs the Python package {package!r}" in r.stderr.strip().splitlines()[-1]
