@@ -64,8 +64,27 @@ class BodyError(ValueError):
         self.offset = offset
 
 
+#: what a field tells the headline columns (see Facts), decided once per field from its name and type
+HL_ERROR, HL_TOPIC, HL_NAME, HL_TOPIC_ID, HL_TOPIC_NAMES, HL_PARTITIONS, HL_RECORDS = range(1, 8)
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def _headline_kind(name: str, typ: str, array: bool) -> int:
+    if array:
+        if name == "TopicNames" and typ == "string":
+            return HL_TOPIC_NAMES
+        return HL_PARTITIONS if name.startswith("Partition") else 0
+    if name.endswith("ErrorCode") and typ in ("int8", "int16", "int32"):
+        return HL_ERROR
+    if typ == "string":
+        return HL_TOPIC if name in ("Topic", "TopicName") else HL_NAME if name == "Name" else 0
+    if name == "TopicId" and typ == "uuid":
+        return HL_TOPIC_ID
+    return HL_RECORDS if name == "Records" and typ == "records" else 0
+
+
 class Field:
-    __slots__ = ("name", "type", "fixed", "nullable", "array", "error", "tag", "sub")
+    __slots__ = ("name", "type", "fixed", "nullable", "array", "error", "tag", "sub", "hl", "topic_array")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
@@ -76,6 +95,34 @@ class Field:
         self.error = bool(flags & ERROR_CODE)
         self.tag = tag
         self.sub = sub
+        self.hl = _headline_kind(name, typ, self.array)
+        self.topic_array = self.array and "Topic" in name  # its elements' Name is a topic name
+
+
+class Facts:
+    """What the headline columns need from a body, gathered while it is decoded, so that the
+    decoded value is never walked again. The rules are headline.py's (its walkers are the
+    reference the tests compare with):
+
+    error          the top-level ErrorCode if non-zero, else the first non-zero ``*ErrorCode`` in
+                   breadth-first order (the shallowest, and the first at that depth), else 0
+    topics         topic names in order, and ("id", uuid) for a TopicId without a name beside it
+    partitions     entries of the outermost Partition* arrays (None: there are none)
+    records, record_bytes   totals of the complete batches of ``Records`` fields
+    topic_ids      (TopicId, name) pairs the body states
+    """
+
+    __slots__ = ("error", "error_level", "topics", "partitions", "records", "record_bytes", "topic_ids",
+                 "in_partitions")
+
+    def __init__(self, error: int = 0):
+        self.error = error
+        self.error_level = 1 << 30
+        self.topics: list = []
+        self.partitions: int | None = None
+        self.records = self.record_bytes = 0
+        self.topic_ids: list[tuple[str, str]] = []
+        self.in_partitions = 0
 
 
 class Schemas:
@@ -83,9 +130,11 @@ class Schemas:
 
     def __init__(self, data: dict):
         self.structs: list[tuple[list[Field], dict[int, Field]]] = []
+        self.has_topic_id: list[bool] = []
         for fields in data["structs"]:
             fl = [Field(*f) for f in fields]
             self.structs.append(([f for f in fl if f.tag < 0], {f.tag: f for f in fl if f.tag >= 0}))
+            self.has_topic_id.append(any(f.hl == HL_TOPIC_ID for f in fl))
         self.messages: dict[tuple[int, int, bool], tuple[int, bool]] = {}
         for key, kinds in data["messages"].items():
             for kind, versions in kinds.items():
@@ -107,14 +156,17 @@ def schemas() -> Schemas:
 
 
 class _Reader:
-    __slots__ = ("buf", "end", "flex", "s", "opts")
+    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth")
 
-    def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions"):
+    def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
+                 facts: Facts | None = None, depth: int = 0):
         self.buf = buf
         self.end = end
         self.flex = flexible
         self.s = s
         self.opts = opts
+        self.facts = facts if facts is not None else Facts()
+        self.depth = depth  # nesting as a breadth-first walk counts it: a struct 1, an array 1
 
     def uvarint(self, pos: int) -> tuple[int, int]:
         buf, end = self.buf, self.end
@@ -181,7 +233,7 @@ class _Reader:
                 if buf[pos] == 0xFF:
                     return None, pos + 1
                 pos += 1
-            return self.struct(f.sub, pos)
+            return self.struct(f.sub, pos, True, f.topic_array)
         raise BodyError(f"unknown type {t}", pos)
 
     def field(self, f: Field, pos: int):
@@ -192,17 +244,34 @@ class _Reader:
             return None, pos
         if n > self.end - pos:  # every element takes at least one byte
             raise BodyError(f"{f.name}: {n} elements cannot fit in {self.end - pos} bytes", pos)
+        facts = self.facts
+        partitions = f.hl == HL_PARTITIONS
+        if partitions:
+            if not facts.in_partitions:
+                facts.partitions = (facts.partitions or 0) + n
+            facts.in_partitions += 1
+        self.depth += 1
         out = []
+        value = self.value
         for _ in range(n):
-            v, pos = self.value(f, pos)
+            v, pos = value(f, pos)
             out.append(v)
+        self.depth -= 1
+        if partitions:
+            facts.in_partitions -= 1
         return out, pos
 
-    def struct(self, sid: int, pos: int, tags: bool = True) -> tuple[dict, int]:
+    def struct(self, sid: int, pos: int, tags: bool = True, in_topic: bool = False) -> tuple[dict, int]:
         regular, tagged = self.s.structs[sid]
+        self.depth += 1
         out: dict = {}
+        tid_at = -1
+        field = self.field
         for f in regular:
-            out[f.name], pos = self.field(f, pos)
+            v, pos = field(f, pos)
+            out[f.name] = v
+            if f.hl:
+                tid_at = self._fact(f, v, in_topic, tid_at)
         if self.flex and tags:
             count, pos = self.uvarint(pos)
             for _ in range(count):
@@ -215,10 +284,50 @@ class _Reader:
                     out.setdefault("_unknown_tagged_fields", []).append(
                         {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
                 else:
-                    sub = _Reader(self.buf, pos + size, True, self.s, self.opts)
+                    sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth)
                     out[f.name], _ = sub.field(f, pos)
+                    if f.hl:
+                        tid_at = self._fact(f, out[f.name], in_topic, tid_at)
                 pos += size
+        if tid_at >= 0:
+            self._topic_id(out, tid_at)
+        self.depth -= 1
         return out, pos
+
+    def _fact(self, f: Field, v, in_topic: bool, tid_at: int) -> int:
+        """Note what a decoded field tells the headline columns; returns where a TopicId waits."""
+        facts = self.facts
+        hl = f.hl
+        if hl == HL_ERROR:
+            if v:
+                level = 0 if self.depth == 1 and f.name == "ErrorCode" else self.depth
+                if level < facts.error_level:
+                    facts.error, facts.error_level = v, level
+        elif hl == HL_TOPIC or (hl == HL_NAME and in_topic):
+            if v is not None:
+                facts.topics.append(v)
+        elif hl == HL_TOPIC_ID:
+            if v is not None and v != ZERO_UUID:
+                facts.topics.append(("id", v))
+                return len(facts.topics) - 1
+        elif hl == HL_TOPIC_NAMES:
+            if v:
+                facts.topics.extend(t for t in v if t is not None)
+        elif hl == HL_RECORDS:
+            if v:
+                c, b = rec.totals(v)
+                facts.records += c
+                facts.record_bytes += b
+        return tid_at
+
+    def _topic_id(self, out: dict, at: int) -> None:
+        """A struct with a TopicId: a name beside it makes it a (TopicId, name) pair, and the id
+        is not a topic of its own; without one the id stands for the topic."""
+        name = out.get("Name") or out.get("TopicName") or out.get("Topic")
+        if name:
+            self.facts.topics[at] = None
+            if isinstance(name, str):
+                self.facts.topic_ids.append((out["TopicId"], name))
 
 
 def redact(name: str, data: bytes) -> dict:
@@ -251,29 +360,41 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int
 
     Raises KeyError when no schema is known, BodyError when the bytes do not fit the schema.
     """
+    value, version, _facts = decode_with_facts(api_key, version, request, data, pos, opts)
+    return value, version
+
+
+def decode_with_facts(api_key: int, version: int, request: bool, data: bytes, pos: int,
+                      opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
+    """:func:`decode_body`, and the :class:`Facts` the headline columns take from the body."""
     s = schemas()
     if not request and api_key == API_VERSIONS and len(data) >= pos + 2 and \
             _I16.unpack_from(data, pos)[0] == UNSUPPORTED_VERSION:
         # the broker does not support the requested version and answers with a v0-shaped body;
         # if even that does not fit (librdkafka's mock cluster), the error code is all there is
         try:
-            return _decode(s, API_VERSIONS, 0, False, data, pos, opts), 0
+            return _with_version(_decode(s, API_VERSIONS, 0, False, data, pos, opts), 0)
         except BodyError:
-            return {"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0
+            return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
+                    Facts(UNSUPPORTED_VERSION))
     if (api_key, version, request) not in s.messages:
         older = s.newest.get((api_key, request))
         if older is None or older >= version:
             raise KeyError((api_key, version, request))
-        value = _decode(s, api_key, older, request, data, pos, opts)
+        value, facts = _decode(s, api_key, older, request, data, pos, opts)
         if "_trailing_bytes" in value:
             raise BodyError(f"no schema for version {version}, and version {older}'s does not fit", pos)
         value["_decoded_as_version"] = older
-        return value, older
-    return _decode(s, api_key, version, request, data, pos, opts), version
+        return value, older, facts
+    return _with_version(_decode(s, api_key, version, request, data, pos, opts), version)
+
+
+def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int, Facts]:
+    return decoded[0], version, decoded[1]
 
 
 def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int,
-            opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> dict:
+            opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, Facts]:
     sid, flex = s.messages[(api_key, version, request)]
     reader = _Reader(data, len(data), flex, s, opts)
     try:
@@ -283,6 +404,7 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
         # 0.5) leave it out after an empty array. Kept, and said so; anything else stays an error.
         if not flex:
             raise
+        reader = _Reader(data, len(data), flex, s, opts)
         try:
             value, end = reader.struct(sid, pos, tags=False)
         except BodyError:
@@ -292,7 +414,7 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
         value["_missing_tagged_fields"] = True
     if end != len(data):
         value["_trailing_bytes"] = _b64(data[end:])
-    return value
+    return value, reader.facts
 
 
 def _b64(data: bytes) -> str:

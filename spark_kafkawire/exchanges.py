@@ -37,8 +37,8 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
-from .body import DEFAULT_RECORD_OPTIONS, BodyError, RecordOptions, decode_body
-from .headline import headline, learn_topic_ids
+from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts
+from .headline import headline_from_facts
 from .frames import (
     ALIGNED_ONLY,
     DEFAULT_MAX_FRAME,
@@ -88,6 +88,7 @@ class Request(NamedTuple):
     body: dict | None = None
     error: str | None = None  # why the body could not be decoded
     skip: bool = False  # a filter rules out its rows: neither it nor its response is decoded or shown
+    facts: Facts | None = None  # what the headline columns take from the body
 
 
 class Response(NamedTuple):
@@ -96,6 +97,7 @@ class Response(NamedTuple):
     header_version: int | None
     body: dict | None = None
     error: str | None = None
+    facts: Facts | None = None
 
 
 class Endpoints(NamedTuple):
@@ -131,17 +133,18 @@ class _ConnState:
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
-            opts: RecordOptions) -> tuple[dict | None, str | None]:
-    """Decode a body; returns (value, None) or (None, why not)."""
+            opts: RecordOptions) -> tuple[dict | None, str | None, Facts | None]:
+    """Decode a body; returns (value, None, facts) or (None, why not, None)."""
     if not frame.complete:
-        return None, None
+        return None, None, None
     try:
-        return decode_body(api_key, version, request, frame.data, pos, opts)[0], None
+        value, _v, facts = decode_with_facts(api_key, version, request, frame.data, pos, opts)
+        return value, None, facts
     except KeyError:
         kind = "request" if request else "response"
-        return None, f"no schema for api key {api_key} version {version} {kind}"
+        return None, f"no schema for api key {api_key} version {version} {kind}", None
     except BodyError as e:
-        return None, f"{'request' if request else 'response'} body: {e}"
+        return None, f"{'request' if request else 'response'} body: {e}", None
 
 
 class Decoder:
@@ -319,15 +322,15 @@ class Decoder:
         skip = self.predicate is not None and not self._wanted(st, h, frame)
         if h.header_version is None or not self.decode_bodies or \
                 (skip and not always_decode(h.api_key, h.api_version, True)):
-            body, err = None, None
+            body, err, facts = None, None, None
         else:
-            body, err = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
+            body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
         if h.api_key == SASL_HANDSHAKE and h.api_version == 0:
             st.sasl_raw = True
-        req = Request(frame, h, acks, body, err, skip)
+        req = Request(frame, h, acks, body, err, skip, facts)
         pending = st.pending
         old = pending.pop(h.correlation_id, None)
         if old is not None:
@@ -359,18 +362,19 @@ class Decoder:
         h = req.header
         hv = protocol.response_header_version(h.api_key, h.api_version)
         status, detail = COMPLETE, None
-        body = err = None
+        body = err = facts = None
         try:
             _corr, pos = parse_response_header(frame.data, hv)
             if hv is not None and self.decode_bodies and \
                     (not req.skip or always_decode(h.api_key, h.api_version, False)):
-                body, err = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options)
-                learn_topic_ids(body, self.topic_ids)
+                body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options)
+                if facts is not None:
+                    self.topic_ids.update(facts.topic_ids)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"
         if req.skip:
             return
-        resp = Response(frame, corr, hv, body, err)
+        resp = Response(frame, corr, hv, body, err, facts)
         if req.error or err:
             status, detail = UNDECODED, "; ".join(x for x in (req.error, err) if x)
         if h.header_version is None:
@@ -394,8 +398,7 @@ class Decoder:
             elif req.error:
                 status, detail = UNDECODED, req.error
         h = req.header if req is not None else None
-        extra = headline(h.api_key if h else None, req.body if req else None, resp.body if resp else None,
-                         self.topic_ids)
+        extra = headline_from_facts(h.api_key if h else None, req, resp, self.topic_ids)
         extra["client_software_name"], extra["client_software_version"] = st.software
         self.rows.exchange(st.endpoints, req, resp, status, detail, extra)
 

@@ -120,3 +120,44 @@ def test_topic_ids_resolved_from_metadata():
     learn_topic_ids(decode_body(3, 12, False, write(meta), 0)[0], ids)
     assert headline(1, got, None, ids)["topics"] == ["orders"]
     assert headline(1, got, None, {})["topics"] == [str(tid)]
+
+
+def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
+    """The headline columns come from facts noted while each body is decoded (one pass); the
+    walkers over the decoded values (headline.headline) are the reference: every exchange of
+    every sample and public capture must agree, column for column."""
+    from conftest import PUBLIC
+    from spark_kafkawire.exchanges import Decoder
+    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.headline import headline, headline_from_facts
+    from spark_kafkawire.packets import decode
+    from spark_kafkawire.tcp import Reassembler
+
+    class Both:
+        def __init__(self):
+            self.pairs = 0
+
+        def exchange(self, ep, req, resp, status, detail, extra):
+            if extra is None:
+                return
+            h = req.header if req is not None else None
+            key = h.api_key if h else None
+            ids = dict(decoder.topic_ids)
+            walked = headline(key, req.body if req else None, resp.body if resp else None, ids)
+            noted = headline_from_facts(key, req, resp, ids)
+            assert noted == walked, (key, noted, walked)
+            self.pairs += 1
+
+    total = 0
+    paths = sorted(p for d in (SAMPLES, PUBLIC) for p in d.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    for path in paths:
+        sink = Both()
+        decoder = Decoder(sink)
+        reasm = Reassembler(decoder)
+        for pkt in CaptureReader(str(path)):
+            seg = decode(pkt)
+            if seg is not None:
+                reasm.feed(seg)
+        reasm.close()
+        total += sink.pairs
+    assert total > 600

@@ -62,13 +62,13 @@ def test_capture_file_filter_skips_files():
 
 def test_excluded_frames_are_not_body_decoded(monkeypatch):
     calls = []
-    real = body.decode_body
+    real = body.decode_with_facts
 
     def counting(api_key, version, request, *a, **k):
         calls.append((api_key, request))
         return real(api_key, version, request, *a, **k)
 
-    monkeypatch.setattr("spark_kafkawire.exchanges.decode_body", counting)
+    monkeypatch.setattr("spark_kafkawire.exchanges.decode_with_facts", counting)
     path = SAMPLES / "tansu-confluent-codecs.pcap"
     read_capture(path)
     everything = len(calls)
@@ -83,7 +83,7 @@ def test_excluded_frames_are_not_body_decoded(monkeypatch):
 
 def test_connections_rows_decode_no_body(monkeypatch):
     calls = []
-    monkeypatch.setattr("spark_kafkawire.exchanges.decode_body", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("spark_kafkawire.exchanges.decode_with_facts", lambda *a, **k: calls.append(a))
     assert read_capture(SAMPLES / "mock-kcat.pcap", rows="connections").num_rows
     assert calls == []
 

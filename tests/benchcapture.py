@@ -1,0 +1,113 @@
+"""The benchmark's capture: real clients against a real broker, captured by tcpdump.
+
+    python tests/benchcapture.py OUT.pcap [SCALE]       (needs root: network namespaces, tcpdump)
+
+A Tansu broker and confluent-kafka clients in two network namespaces joined by a veth pair with
+segmentation offloads off, so segments are MTU-sized as on a real network. The traffic:
+
+- one producer per codec (none, gzip, snappy, lz4, zstd) writing JSON events of 0.3-2 KB with keys
+  (large Produce requests, many segments each);
+- a consumer group reading them all back (large Fetch responses), committing offsets, with
+  heartbeats, JoinGroup/SyncGroup and OffsetFetch;
+- many small exchanges: Metadata from an admin client and ListOffsets.
+
+With SCALE 1 the capture is about 100 MB. It is not committed; `make bench` makes it once in
+out/bench/.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "sample_pcaps"))
+from make_samples import capture, tansu  # noqa: E402  (the sample captures' broker and tcpdump)
+
+NS_B, NS_C = "kwb-broker", "kwb-client"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+CLIENT = r"""
+import json, random, sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap, n, codecs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+rnd = random.Random(7)
+admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "bench-admin"})
+for f in admin.create_topics([NewTopic(f"events-{c}", 3, 1) for c in codecs]).values():
+    f.result(30)
+
+def event(i):
+    return json.dumps({"id": i, "user": f"user-{rnd.randrange(50000)}", "ts": 1_700_000_000_000 + i * 7,
+                       "kind": rnd.choice(["view", "click", "buy", "search"]),
+                       "scores": [round(rnd.random(), 6) for _ in range(rnd.randrange(10, 120))],
+                       "note": "".join(rnd.choice("abcdefghij klmnop") for _ in range(rnd.randrange(50, 600)))}).encode()
+
+delivered = {}
+for c in codecs:
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": f"bench-producer-{c}", "compression.type": c,
+                  "linger.ms": 10, "batch.size": 262144})
+    for i in range(n):
+        p.produce(f"events-{c}", key=b"k%d" % i, value=event(i))
+        p.poll(0)
+        if i % 2000 == 0:
+            admin.list_topics(timeout=10)  # small exchanges in between
+    assert p.flush(60) == 0
+    delivered[c] = n
+# one consumer group reads every topic back (Tansu makes each JoinGroup wait for stragglers)
+cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-group", "client.id": "bench-consumer",
+                 "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 100,
+                 "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 524288})
+cons.subscribe([f"events-{c}" for c in codecs])
+consumed, deadline = {c: 0 for c in codecs}, time.time() + 600
+while sum(consumed.values()) < n * len(codecs) and time.time() < deadline:
+    for m in cons.consume(500, 1.0):
+        if m.error() is None:
+            consumed[m.topic()[len("events-"):]] += 1
+cons.commit(asynchronous=False)
+for c in codecs:
+    for p in range(3):
+        cons.get_watermark_offsets(TopicPartition(f"events-{c}", p), timeout=10)  # ListOffsets
+cons.close()
+for _ in range(300):
+    admin.list_topics(timeout=10)
+print(json.dumps({"delivered": delivered, "consumed": consumed}))
+"""
+
+
+def build(out: Path, scale: float = 1.0) -> dict:
+    """Make the capture at ``out``; returns the clients' own account and the broker port."""
+    sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731
+    for ns in (NS_B, NS_C):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    sh("ip", "netns", "add", NS_B)
+    sh("ip", "netns", "add", NS_C)
+    try:
+        sh("ip", "link", "add", "kwb-b", "netns", NS_B, "type", "veth", "peer", "name", "kwb-c", "netns", NS_C)
+        for ns, dev, addr in ((NS_B, "kwb-b", "10.232.0.1/30"), (NS_C, "kwb-c", "10.232.0.2/30")):
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", addr, "dev", dev)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tansu(host="10.232.0.1", netns=NS_B) as (bootstrap, port), \
+                capture(out, [port], iface="kwb-b", netns=NS_B):
+            r = subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-c", CLIENT, bootstrap,
+                                str(int(20000 * scale)), ",".join(CODECS)],
+                               capture_output=True, text=True, timeout=1800)
+            if r.returncode:
+                raise RuntimeError(f"bench clients failed: {r.stderr[-2000:]}")
+            account = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        for ns in (NS_B, NS_C):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    account["broker_port"] = port
+    (out.with_suffix(".json")).write_text(json.dumps(account, indent=1))
+    return account
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 1.0))
