@@ -19,6 +19,7 @@ from typing import BinaryIO, Iterator, NamedTuple
 
 from .fs import open_binary
 
+READ_CHUNK = 1 << 20  # bytes read at a time
 MAX_RECORD = 1 << 26  # 64 MiB: far above any real snaplen; bounds what one bad length can allocate
 
 PCAP_MAGICS = {
@@ -117,24 +118,38 @@ class CaptureReader:
         limit = max(snaplen, 262144) if snaplen else MAX_RECORD
         limit = min(limit, MAX_RECORD)
         read = self._read
+        unpack = rec.unpack_from
+        chunk = READ_CHUNK
+        buf = b""  # bytes read ahead (records are cut from it: one read per chunk, not two per record)
+        pos = 0
         while True:
-            hdr = read(f, 16)
+            if len(buf) - pos < 16:
+                more = read(f, chunk)
+                buf = buf[pos:] + more
+                pos = 0
             number += 1
-            if not hdr:
+            n = len(buf) - pos
+            if not n:
                 return
-            if len(hdr) < 16:
+            if n < 16:
                 self._damaged(number, offset, "file ends inside a record header")
                 return
-            sec, frac, incl, orig = rec.unpack(hdr)
+            sec, frac, incl, orig = unpack(buf, pos)
             if incl > limit:
                 self._damaged(number, offset, f"corrupt record header (captured length {incl})")
                 return
-            data = read(f, incl)
-            if len(data) < incl:
-                self._damaged(number, offset, "file ends inside a packet")
-                return
-            yield Packet(number, sec * 1_000_000_000 + frac * ns_per_tick, linktype, data, orig)
+            end = pos + 16 + incl
+            if end > len(buf):
+                more = read(f, max(chunk, end - len(buf)))
+                buf = buf[pos:] + more
+                end -= pos
+                pos = 0
+                if end > len(buf):
+                    self._damaged(number, offset, "file ends inside a packet")
+                    return
+            yield Packet(number, sec * 1_000_000_000 + frac * ns_per_tick, linktype, buf[pos + 16 : end], orig)
             offset += 16 + incl
+            pos = end
 
     # -- pcapng ------------------------------------------------------------------------------
     def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet]:

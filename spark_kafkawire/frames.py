@@ -276,7 +276,7 @@ class Framer:
                 return
             # continue the frame in progress
             take = min(self.target - len(buf), n - pos)
-            buf += chunk[pos : pos + take]
+            buf += chunk if take == n else chunk[pos : pos + take]
             pos += take
             if len(buf) < self.target:
                 return

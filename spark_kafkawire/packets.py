@@ -99,9 +99,28 @@ def _network(linktype: int, d: bytes) -> tuple[int, int]:
 _IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options
 
 
+_ETH_IPV4_TCP = Struct("!12xH2xH2xHxB2x4s4sHHIIBB")  # Ethernet, IPv4 (20 bytes), TCP: the common case
+
+
 def decode(pkt: Packet) -> Segment | None:
     """The TCP segment a packet carries, or None if it carries none we can use."""
     d = pkt.data
+    if pkt.linktype == LINKTYPE_ETHERNET and len(d) >= 54 and d[14] == 0x45:
+        # untagged Ethernet, IPv4 without options: one unpack for both headers
+        et, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = _ETH_IPV4_TCP.unpack_from(d)
+        if et == ETH_IPV4 and proto == 6 and not frag & 0x3FFF and doff >= 0x50:
+            doff = (doff >> 4) * 4
+            start = 34 + doff
+            if total:
+                wire_len = total - 20 - doff
+                if wire_len < 0:
+                    return None
+                end = 14 + total
+                payload = d[start:end] if end < len(d) else d[start:]
+            else:  # TCP segmentation offload: trust the captured length
+                payload = d[start:]
+                wire_len = len(payload)
+            return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len)
     et, off = _network(pkt.linktype, d)
     if et == ETH_IPV4:
         if len(d) < off + 20 or d[off] >> 4 != 4:

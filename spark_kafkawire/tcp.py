@@ -87,6 +87,11 @@ class HalfStream:
         if self.base is None:
             self.base = seq
         self.last_ts = ts
+        if not self.pending and (seq - self.base - self.nxt) & MASK32 == 0 and wire_len == len(payload):
+            self.captured += wire_len  # the common case: the next bytes, in order, all captured
+            self.sink.data(payload, ts, number)
+            self.nxt += wire_len
+            return
         off = self.offset(seq)
         end = off + wire_len
         if off < self.nxt:  # bytes already delivered, or late copies of bytes in a hole
