@@ -20,6 +20,7 @@ import uuid
 from functools import lru_cache
 from importlib import resources
 from struct import Struct
+from struct import error as struct_error
 from typing import NamedTuple
 
 from . import records as rec
@@ -31,6 +32,8 @@ NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
 SECRET_FIELDS = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
+#: decode with the readers codegen.py generates from the same layouts (False: interpret only)
+GENERATED = True
 
 _FIXED = {
     "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
@@ -273,26 +276,32 @@ class _Reader:
             if f.hl:
                 tid_at = self._fact(f, v, in_topic, tid_at)
         if self.flex and tags:
-            count, pos = self.uvarint(pos)
-            for _ in range(count):
-                tag, pos = self.uvarint(pos)
-                size, pos = self.uvarint(pos)
-                if pos + size > self.end:
-                    raise BodyError(f"tagged field {tag} runs past the end", pos)
-                f = tagged.get(tag)
-                if f is None:
-                    out.setdefault("_unknown_tagged_fields", []).append(
-                        {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
-                else:
-                    sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth)
-                    out[f.name], _ = sub.field(f, pos)
-                    if f.hl:
-                        tid_at = self._fact(f, out[f.name], in_topic, tid_at)
-                pos += size
+            pos, tid_at = self.tagged_fields(tagged, out, pos, in_topic, tid_at)
         if tid_at >= 0:
             self._topic_id(out, tid_at)
         self.depth -= 1
         return out, pos
+
+    def tagged_fields(self, tagged: dict[int, Field], out: dict, pos: int, in_topic: bool,
+                      tid_at: int) -> tuple[int, int]:
+        """A flexible struct's tagged fields, into ``out``; returns (position after, TopicId index)."""
+        count, pos = self.uvarint(pos)
+        for _ in range(count):
+            tag, pos = self.uvarint(pos)
+            size, pos = self.uvarint(pos)
+            if pos + size > self.end:
+                raise BodyError(f"tagged field {tag} runs past the end", pos)
+            f = tagged.get(tag)
+            if f is None:
+                out.setdefault("_unknown_tagged_fields", []).append(
+                    {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
+            else:
+                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth)
+                out[f.name], _ = sub.field(f, pos)
+                if f.hl:
+                    tid_at = self._fact(f, out[f.name], in_topic, tid_at)
+            pos += size
+        return pos, tid_at
 
     def _fact(self, f: Field, v, in_topic: bool, tid_at: int) -> int:
         """Note what a decoded field tells the headline columns; returns where a TopicId waits."""
@@ -396,6 +405,18 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
 def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int,
             opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, Facts]:
     sid, flex = s.messages[(api_key, version, request)]
+    if GENERATED:
+        from . import codegen
+
+        reader = _Reader(data, len(data), flex, s, opts)
+        try:
+            value, end = codegen.reader(s, sid, flex)(data, pos, reader, False)
+        except (codegen.Slow, BodyError, struct_error, IndexError, ValueError):
+            pass  # left to the interpreter, from scratch
+        else:
+            if end != len(data):
+                value["_trailing_bytes"] = _b64(data[end:])
+            return value, reader.facts
     reader = _Reader(data, len(data), flex, s, opts)
     try:
         value, end = reader.struct(sid, pos)
