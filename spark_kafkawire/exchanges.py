@@ -402,6 +402,27 @@ class Decoder:
         extra["client_software_name"], extra["client_software_version"] = st.software
         self.rows.exchange(st.endpoints, req, resp, status, detail, extra)
 
+    def settled(self, conns, t_ns: int) -> bool:
+        """Is everything that started at or before ``t_ns`` decided? No request of that time waits
+        for its response or its role decision, and no frame, scan or out-of-order segment of that
+        time is still being put together, on any open connection."""
+        t_ns += 999 - t_ns % 1000  # request_time holds microseconds: all of t's microsecond counts
+        for conn in conns:
+            st: _ConnState = conn.state  # type: ignore[assignment]
+            if st is None:
+                continue
+            if any(f.ts_ns <= t_ns for _d, f in st.queue):
+                return False
+            if any(not r.skip and r.frame.ts_ns <= t_ns for r in st.pending.values()):
+                return False
+            for fr in st.framers:
+                if fr.buf and fr.f_ts <= t_ns or any(m[1] <= t_ns for m in fr.scan_marks):
+                    return False
+            for half in conn.halves:
+                if any(p[4] <= t_ns for p in half.pending):
+                    return False
+        return True
+
     def _wanted(self, st: _ConnState, h: RequestHeader, frame: Frame) -> bool:
         """Could the rows of this request pass the filter? Asked before its body is decoded."""
         ep = st.endpoints

@@ -207,6 +207,11 @@ class Framer:
 
     def data(self, chunk: bytes, ts: int, number: int) -> None:
         n = len(chunk)
+        buf = self.buf
+        if buf and n < self.target - len(buf) and self.target > 4:  # inside a large frame: keep it
+            buf += chunk
+            self.pos += n
+            return
         base = self.pos
         self.pos += n
         if self.first:

@@ -151,6 +151,16 @@ class Predicate:
                 return False
         return True
 
+    def time_upper(self) -> int | None:
+        """The latest request_time (ns) a row may have, if the conditions bound it."""
+        bounds = []
+        for c in self.by_column.get("request_time", ()):
+            if c.op in ("<", "<=", "="):
+                bounds.append(c.value)
+            elif c.op == "in" and c.value:
+                bounds.append(max(c.value))  # type: ignore[arg-type]
+        return min(bounds) if bounds else None  # type: ignore[type-var]
+
     # -- rows --------------------------------------------------------------------------------------
     def filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not self.conditions or not batch.num_rows:

@@ -29,6 +29,7 @@ from .tcp import Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+TIME_ORDER_MARGIN_NS = 60 * 10**9  # packets may be this much out of time order (merged captures)
 DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
 
 
@@ -193,6 +194,11 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
     limit = opts.batch_size
     feed = reasm.feed
     keep = predicate.filter if predicate else None
+    # a bound on request_time: past it (and a margin for packets a little out of time order),
+    # reading stops as soon as every exchange that started in time is settled
+    until = predicate.time_upper() if predicate else None
+    stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
+    checks = 0
     for pkt in reader:
         seg = decode(pkt)
         if seg is not None:
@@ -203,6 +209,10 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
                     batch = keep(batch)
                 if batch.num_rows:
                     yield batch
+        if stop_from is not None and pkt.ts_ns > stop_from:
+            checks += 1
+            if checks % 512 == 1 and decoder.settled(reasm.open_connections(), until):
+                break
     decoder.ending = True
     reasm.close()
     if reader.damage is not None:

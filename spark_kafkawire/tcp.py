@@ -290,8 +290,20 @@ class Reassembler:
             return
         key = (seg.src, seg.sport, seg.dst, seg.dport)
         flags = seg.flags
-        syn = flags & TCP_SYN
         hit = self.table.get(key)
+        if hit is not None and not flags & (TCP_SYN | TCP_FIN | TCP_RST):  # the common case, in short
+            conn, d = hit
+            if not conn.done and not conn.self_connected:
+                conn.last_ts = seg.ts_ns
+                wire_len = seg.wire_len
+                if wire_len:
+                    if flags & TCP_ACK:
+                        other = conn.halves[1 - d]
+                        if other.pending:
+                            other.acked(seg.ack)
+                    conn.halves[d].feed(seg.seq, seg.payload, wire_len, seg.ts_ns, seg.number)
+                return
+        syn = flags & TCP_SYN
         if hit is not None:
             conn, d = hit
             if conn.self_connected:
@@ -376,6 +388,9 @@ class Reassembler:
             del self.table[k]
         self.ended = sum(1 for c, d in self.table.values() if c.done and d == 0)
         self.prune_at = max(1024, 2 * self.ended)  # amortised: many recent ones, look less often
+
+    def open_connections(self):
+        return [c for c, d in self.table.values() if d == 0 and not c.done]
 
     def close(self) -> None:
         """End of capture: flush every open connection."""

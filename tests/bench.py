@@ -1,73 +1,100 @@
-"""Benchmark: decode time against tshark on the same capture, in the same run.
+"""Benchmark: kafkawire against tshark on the same capture, in the same run, as ratios.
 
-    make bench
+    make bench          (needs root once, to capture the benchmark's traffic)
 
-Builds a larger capture from a real sample (each copy of its connections moved to other client
-ports and later in time), then times, each as a fresh process and best of 3:
-  - kafkawire: read_capture(file) -> Arrow table of exchanges
-  - tshark:    tshark -r file -d tcp.port==P,kafka -T fields -e kafka.api_key ... (header fields only)
-  - tshark -V: the same file fully dissected, every field printed (closer to what we decode)
-and prints the ratio. Spark is not involved (its start-up would dominate).
+The input is made by tests/benchcapture.py from real clients and a real broker (about 160 MB,
+MTU-sized segments, Produce and Fetch in every codec, consumer-group and metadata traffic) and
+kept in out/bench/. Every timing is the best of three fresh processes. Printed:
+
+- per-core speed: tshark -T fields with the kafka dissector (api key and version, correlation id,
+  client id) against read_capture for rows=exchanges (every column, every body decoded, every
+  CRC checked), rows=messages and rows=connections; the ratio is tshark's time over ours;
+- filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
+  read without it;
+- Spark: the capture as a directory of 4 files, read by Spark local[1] and local[2] (scaling
+  efficiency), and local[1] against read_capture on the same files;
+- memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
+  for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import dpkt
-
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "sample_pcaps" / "tansu-confluent-codecs.pcap"
+OUT = ROOT / "out" / "bench"
+sys.path.insert(0, str(ROOT / "tests"))
 
 
-def build(out: Path, copies: int) -> tuple[int, int]:
-    from spark_kafkawire.capture import CaptureReader
+def realistic() -> tuple[Path, int]:
+    path = OUT / "realistic.pcap"
+    info = path.with_suffix(".json")
+    if not path.exists() or not info.exists():
+        from benchcapture import build
 
-    broker = json.loads((ROOT / "sample_pcaps" / "manifest.json").read_text())[SOURCE.name]["broker_ports"][0]
-    pkts = list(CaptureReader(str(SOURCE)))
-    span = pkts[-1].ts_ns - pkts[0].ts_ns + 1_000_000
-    n = 0
-    with open(out, "wb") as f:
-        w = dpkt.pcap.Writer(f, linktype=1, nano=True, snaplen=262144)
-        def moved(port: int, i: int) -> int:
-            """Copy i's client port: never the broker's (that would make a self-connection)."""
-            port = (port + 7 * i) % 64000 + 1024
-            return port + 1 if port == broker else port
-
-        for i in range(copies):
-            for p in pkts:
-                d = bytearray(p.data)
-                tcp = 14 + (d[14] & 0x0F) * 4  # Ethernet + IPv4
-                sport, dport = struct.unpack_from("!HH", d, tcp)
-                if sport != broker:
-                    struct.pack_into("!H", d, tcp, moved(sport, i))
-                if dport != broker:
-                    struct.pack_into("!H", d, tcp + 2, moved(dport, i))
-                w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
-                n += 1
-    return n, broker
+        print("making the benchmark capture (real clients and broker, about 2 minutes)...", flush=True)
+        build(path)
+    return path, json.loads(info.read_text())["broker_port"]
 
 
-def best_of(cmd: list[str], runs: int = 3, keep_output: bool = False) -> tuple[float, str]:
-    """Best wall time of ``runs`` runs, and (with keep_output) what the last run printed.
-
-    Output not kept goes to /dev/null, so that a peer printing a lot is not slowed by a pipe.
-    """
-    best, out = float("inf"), ""
+def best_of(cmd: list[str], runs: int = 3) -> float:
+    best = float("inf")
     for _ in range(runs):
         t = time.perf_counter()
-        r = subprocess.run(cmd, check=True, stdout=subprocess.PIPE if keep_output else subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, text=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         best = min(best, time.perf_counter() - t)
-        out = (r.stdout or "").strip()
-    return best, out
+    return best
 
 
+def ours(path: Path, rows: str = "exchanges", filters: list | None = None) -> list[str]:
+    return [sys.executable, "-c", "import spark_kafkawire as k; "
+            f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r})"]
+
+
+def tshark_fields(path: Path, port: int) -> list[str]:
+    return ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "fields", "-e", "kafka.api_key",
+            "-e", "kafka.api_version", "-e", "kafka.correlation_id", "-e", "kafka.client_id"]
+
+
+def split_into(path: Path, parts: int) -> Path:
+    """The capture as a directory of ``parts`` files (editcap, as a rotating tcpdump would)."""
+    out = OUT / f"parts{parts}"
+    if not out.exists():
+        out.mkdir()
+        total = int(subprocess.run(["capinfos", "-c", "-M", "-T", str(path)], capture_output=True, text=True,
+                                   check=True).stdout.strip().splitlines()[-1].split("\t")[-1])
+        subprocess.run(["editcap", "-c", str(-(-total // parts)), str(path), str(out / "part.pcap")], check=True)
+    return out
+
+
+SPARK_TIMED = """
+import sys, time, spark_kafkawire
+spark = spark_kafkawire.spark_session("bench", master=sys.argv[1])
+df = spark.read.format("kafkawire").load(sys.argv[2])
+df.write.format("noop").mode("overwrite").save()   # warm-up: workers started, files cached
+best = 1e9
+for _ in range(3):
+    t = time.perf_counter()
+    spark.read.format("kafkawire").load(sys.argv[2]).write.format("noop").mode("overwrite").save()
+    best = min(best, time.perf_counter() - t)
+print(best)
+"""
+INPROCESS_TIMED = """
+import sys, time, spark_kafkawire
+spark_kafkawire.read_capture(sys.argv[1])
+best = 1e9
+for _ in range(3):
+    t = time.perf_counter()
+    spark_kafkawire.read_capture(sys.argv[1])
+    best = min(best, time.perf_counter() - t)
+print(best)
+"""
 PEAK_OURS = """
 import resource, sys
 from spark_kafkawire.reader import iter_batches
@@ -81,41 +108,76 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """
 
 
-def peak_memory(path: Path, broker: int) -> tuple[int, int]:
-    """Peak resident memory (KiB) decoding ``path``: kafkawire streaming one file, and tshark -V."""
-    ours = subprocess.run([sys.executable, "-c", PEAK_OURS, str(path)], check=True, capture_output=True, text=True)
-    peer = subprocess.run([sys.executable, "-c", PEAK_CHILD, "tshark", "-r", str(path), "-d",
-                           f"tcp.port=={broker},kafka", "-V"], check=True, capture_output=True, text=True)
-    return int(ours.stdout.split()[1]), int(peer.stdout.strip())
+def copies(path: Path, broker: int, n: int) -> Path:
+    """A large capture: ``n`` copies of ``path``, each on other client ports and later in time."""
+    out = OUT / f"copies{n}.pcap"
+    if out.exists():
+        return out
+    from spark_kafkawire.capture import CaptureReader
+
+    import dpkt
+
+    pkts = list(CaptureReader(str(path)))
+    span = pkts[-1].ts_ns - pkts[0].ts_ns + 1_000_000_000
+    with open(out, "wb") as f:
+        w = dpkt.pcap.Writer(f, linktype=1, nano=True, snaplen=262144)
+        for i in range(n):
+            for p in pkts:
+                d = bytearray(p.data)
+                tcp = 14 + (d[14] & 0x0F) * 4
+                for at in (tcp, tcp + 2):
+                    port = struct.unpack_from("!H", d, at)[0]
+                    if port != broker:  # client ports move; never onto the broker's
+                        moved = (port - 1024 + 97 * i) % 64000 + 1024
+                        struct.pack_into("!H", d, at, moved + 1 if moved == broker else moved)
+                w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
+    return out
 
 
 def main() -> None:
-    copies = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    out_dir = ROOT / "out" / "bench"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "bench.pcap"
-    packets, broker = build(path, copies)
-    ours, rows = best_of([sys.executable, "-c",
-                          f"import spark_kafkawire as k; print(k.read_capture({str(path)!r}).num_rows)"],
-                         keep_output=True)
-    tshark, _ = best_of(["tshark", "-r", str(path), "-d", f"tcp.port=={broker},kafka", "-T", "fields",
-                      "-e", "kafka.api_key", "-e", "kafka.api_version", "-e", "kafka.correlation_id",
-                      "-e", "kafka.client_id"])
-    tshark_v, _ = best_of(["tshark", "-r", str(path), "-d", f"tcp.port=={broker},kafka", "-V"])
-    size = path.stat().st_size / 1e6
-    print(f"input: {packets} packets, {size:.1f} MB, {rows} exchanges ({copies} copies of {SOURCE.name})")
-    print(f"kafkawire read_capture: {ours:6.2f} s  ({packets / ours:,.0f} packets/s)")
-    print(f"tshark header fields:   {tshark:6.2f} s  ({packets / tshark:,.0f} packets/s)")
-    print(f"tshark full dissection: {tshark_v:6.2f} s  ({packets / tshark_v:,.0f} packets/s)")
-    print(f"ratio kafkawire/tshark header fields: {ours / tshark:.2f}; kafkawire/tshark -V: {ours / tshark_v:.2f}"
-          "  (below 1: faster than tshark)")
-    # memory: the same decode on this file and on one five times larger
-    big = out_dir / "bench-x5.pcap"
-    big_packets, _ = build(big, copies * 5)
-    for label, p, n in (("1x", path, packets), ("5x", big, big_packets)):
-        mine, peer = peak_memory(p, broker)
-        print(f"peak memory {label} ({n} packets, {p.stat().st_size / 1e6:.0f} MB): kafkawire {mine / 1024:.0f} MiB, "
-              f"tshark -V {peer / 1024:.0f} MiB, ratio {mine / peer:.2f}")
+    path, port = realistic()
+    size = path.stat().st_size
+    env_note = f"{os.cpu_count()} cores"
+    print(f"input: {path.name}, {size / 1e6:.0f} MB ({env_note}); every time the best of 3 fresh processes")
+
+    peer = best_of(tshark_fields(path, port))
+    print(f"tshark -T fields (kafka dissector):      {peer:6.2f} s")
+    for rows in ("exchanges", "messages", "connections"):
+        t = best_of(ours(path, rows))
+        print(f"kafkawire read_capture rows={rows:<11} {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x"
+              f"  ({size / t / 1e6:.0f} MB/s)")
+
+    full = best_of(ours(path))
+    selective = best_of(ours(path, filters=[("api_key", "=", 3)]))
+    print(f"filter api_key = 3 (Metadata): {selective:.2f} s against {full:.2f} s unfiltered: "
+          f"{full / selective:.2f}x faster")
+    from spark_kafkawire.capture import CaptureReader
+
+    stamps = [p.ts_ns for p in CaptureReader(str(path))]
+    until = stamps[0] + (stamps[-1] - stamps[0]) // 5
+    window = best_of(ours(path, filters=[("request_time", "<", until)]))
+    print(f"filter request_time in the first fifth of the capture: {window:.2f} s: {full / window:.2f}x faster")
+
+    parts = split_into(path, 4)
+    one = float(subprocess.run([sys.executable, "-c", SPARK_TIMED, "local[1]", str(parts)], capture_output=True,
+                               text=True, check=True).stdout.split()[-1])
+    two = float(subprocess.run([sys.executable, "-c", SPARK_TIMED, "local[2]", str(parts)], capture_output=True,
+                               text=True, check=True).stdout.split()[-1])
+    plain = float(subprocess.run([sys.executable, "-c", INPROCESS_TIMED, str(parts)], capture_output=True,
+                                 text=True, check=True).stdout.split()[-1])
+    print(f"Spark on 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
+          f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}")
+
+    big = copies(path, port, max(1, -(-2_000_000_000 // size)))
+    for label, p in (("capture", path), ("2 GB", big)):
+        r = subprocess.run([sys.executable, "-c", PEAK_OURS, str(p)], check=True, capture_output=True, text=True)
+        rows, kib = r.stdout.split()
+        line = f"peak memory, {label} ({p.stat().st_size / 1e9:.2f} GB, {rows} rows): kafkawire {int(kib) / 1024:.0f} MiB"
+        if p == path:
+            t = subprocess.run([sys.executable, "-c", PEAK_CHILD, "tshark", "-r", str(p), "-d",
+                                f"tcp.port=={port},kafka", "-V"], check=True, capture_output=True, text=True)
+            line += f", tshark -V {int(t.stdout) / 1024:.0f} MiB"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -127,3 +127,31 @@ def test_spark_pushdown_equals_filter_after_read(spark):
             spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         assert got == expected and expected, cond
     assert df.filter(F.col("api_key") == 3).count() == read_capture(SAMPLES, filters=[("api_key", "=", 3)]).num_rows
+
+
+def test_time_bound_stops_reading_once_settled(monkeypatch):
+    """With an upper bound on request_time, reading stops past it once every exchange that began in
+    time is settled (here with no margin for out-of-order packets, so that the small samples stop
+    early); the rows are still exactly those of the filter applied after a full read."""
+    from spark_kafkawire import reader
+    from spark_kafkawire.exchanges import Decoder
+
+    monkeypatch.setattr(reader, "TIME_ORDER_MARGIN_NS", 0)
+    stops = []
+    real = Decoder.settled
+
+    def settled(self, conns, t):
+        ok = real(self, conns, t)
+        stops.append(ok)
+        return ok
+
+    monkeypatch.setattr(Decoder, "settled", settled)
+    for name in ("tansu-admin-txn.pcap", "veth-confluent-mtu.pcap", "mock-confluent-group.pcapng"):
+        whole = read_capture(SAMPLES / name).to_pylist()
+        times = sorted(r["request_time"] for r in whole if r["request_time"] is not None)
+        for q in (0.2, 0.5, 0.8):
+            t = times[int(len(times) * q)]
+            for op in ("<", "<="):
+                got = read_capture(SAMPLES / name, filters=[("request_time", op, t)]).to_pylist()
+                assert got == python_filter(whole, [("request_time", op, t)]), (name, q, op)
+    assert True in stops  # reading did stop early
