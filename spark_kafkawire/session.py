@@ -12,19 +12,23 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
     package. Under spark-submit the master comes from spark-submit; otherwise it is local[*].
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    submitted = _submitted()
+    if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted:
+        builder = builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        builder
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
         # filters on headers and endpoints are applied while decoding (DataSourceReader.pushFilters)
         .config("spark.sql.python.filterPushdown.enabled", "true")
     )
-    if master or "spark.master" not in _submit_conf():
+    if master or not submitted:
         builder = builder.master(master or "local[*]")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -34,9 +38,6 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
     return spark
 
 
-def _submit_conf() -> dict:
-    """spark-submit passes its settings to the driver through PYSPARK_SUBMIT_ARGS / spark conf."""
-    conf = {}
-    if os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"):
-        conf["spark.master"] = "from spark-submit"
-    return conf
+def _submitted() -> bool:
+    """Is this driver started by spark-submit (whose settings then decide)?"""
+    return bool(os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"))

@@ -90,3 +90,45 @@ def test_job_on_a_standalone_cluster(cluster):
             if e.get("Event") == "SparkListenerTaskEnd":
                 executors.add(e["Task Info"]["Executor ID"])
     assert len(executors - {"driver"}) == 2, executors
+
+
+def test_job_with_a_packed_environment(cluster, tmp_path):
+    """The package shipped to executors as a packed virtual environment (venv-pack) with
+    --archives: a fresh venv holding only this package and its dependencies (pyspark comes from
+    Spark's own pyspark.zip on the executors). The driver's planning workers run the same
+    interpreter, unpacked beside the job."""
+    master, env, _tmp = cluster
+    slim = tmp_path / "slim"
+    subprocess.run([sys.executable, "-m", "venv", str(slim)], check=True)
+    subprocess.run([str(slim / "bin" / "pip"), "install", "-q", str(ROOT)], check=True, capture_output=True)
+    packed = tmp_path / "env.tar.gz"
+    subprocess.run([str(Path(sys.executable).parent / "venv-pack"), "-p", str(slim), "-o", str(packed), "-q"],
+                   check=True)
+    work = tmp_path / "driver"
+    (work / "environment").mkdir(parents=True)
+    subprocess.run(["tar", "-xzf", str(packed), "-C", str(work / "environment")], check=True)
+    out = tmp_path / "exchanges"
+    submit = Path(sys.executable).parent / "spark-submit"
+    job_env = {k: v for k, v in env.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    job_env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # runs the job script; pyspark is there
+    events = tmp_path / "events"
+    events.mkdir()
+    r = subprocess.run([str(submit), "--master", master, "--archives", f"{packed}#environment",
+                        "--conf", "spark.pyspark.python=./environment/bin/python",
+                        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
+                        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+                        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                        "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
+                        "--executor-memory", "1g",
+                        str(ROOT / "jobs" / "exchange_summary.py"), str(SAMPLES), "--out", str(out)],
+                       env=job_env, cwd=work, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert pq.read_table(out).num_rows == read_capture(SAMPLES).num_rows
+    # the executors ran the packed interpreter: the setting reached the application unchanged
+    settings = {}
+    for log in (p for p in events.rglob("*") if p.is_file()):
+        for line in log.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("Event") == "SparkListenerEnvironmentUpdate":
+                settings.update(e["Spark Properties"])
+    assert settings.get("spark.pyspark.python") == "./environment/bin/python"
