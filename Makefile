@@ -17,7 +17,7 @@ $(VENV)/.installed: $(SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules
-	$(PY) -m pip install -q ".[spark,test]"
+	$(PY) -m pip install -q ".[spark,test,cli]"
 	touch $@
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures)

@@ -1,10 +1,11 @@
 """spark_kafkawire: Kafka wire-protocol captures as Arrow tables and a Spark data source."""
 
 from .capture import CaptureError
-from .reader import Options, iter_batches, list_files, read_capture
+from .reader import Options, iter_batches, list_files, read_capture, read_pandas
 
 __version__ = "0.1.0"
-__all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_capture", "register", "spark_session",
+__all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_capture", "read_pandas", "register",
+           "spark_session",
            "__version__"]
 
 

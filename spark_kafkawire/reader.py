@@ -238,3 +238,15 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     files = [f for f in list_files(path, opts.path_glob_filter, opts.endpoint_url) if pred.file_ok(f)]
     batches = [b for f in files for b in iter_batches(f, opts, pred)]
     return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))
+
+
+def read_pandas(path: str | os.PathLike | Iterable[str | os.PathLike], filters: Iterable[tuple] | None = None,
+                **options: object):
+    """:func:`read_capture` as a pandas DataFrame whose integer, boolean and string columns are
+    pandas' nullable types: a missing api_version stays <NA> instead of turning the column into
+    floats (3.0). Timestamps are UTC."""
+    import pandas as pd
+
+    nullable = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+                pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype(), pa.string(): pd.StringDtype()}
+    return read_capture(path, filters, **options).to_pandas(types_mapper=nullable.get)

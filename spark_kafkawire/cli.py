@@ -1,0 +1,273 @@
+"""The command line: a first look at captures without Spark.
+
+    kafkawire summary CAPTURE...                  exchanges per api, client and broker; errors,
+                                                  latency, unanswered requests; capture health
+    kafkawire show CAPTURE... [--rows SHAPE] [--where SQL] [--columns A,B] [--limit N]
+                              [--format table|csv|json]
+    kafkawire convert CAPTURE... --to OUT.parquet|OUT.csv [--rows SHAPE]
+
+A thin layer over :func:`spark_kafkawire.read_capture`: every reader option is
+``--option name=value``. ``--where`` is a SQL condition on any column, run by DuckDB over the
+Arrow rows (``pip install duckdb``). Errors are one line naming the file or option; the exit
+status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Sequence
+
+import pyarrow as pa
+
+from .capture import CaptureError
+from .fs import StorageError
+from .reader import Options, iter_batches, list_files
+from .table import COLUMNS, arrow_schema
+
+
+class Progress:
+    """Files, megabytes and rows on stderr, when it is a terminal and the work takes a while."""
+
+    def __init__(self, files: list[str]):
+        self.on = sys.stderr.isatty()
+        self.files, self.start, self.rows, self.done, self.shown = files, time.monotonic(), 0, 0, False
+        self.total = sum(os.path.getsize(f) for f in files if os.path.exists(f))
+
+    def update(self, rows: int, file_done: bool = False) -> None:
+        self.rows += rows
+        self.done += file_done
+        if self.on and time.monotonic() - self.start > 1.0:
+            self.shown = True
+            print(f"\r{self.done}/{len(self.files)} files of {self.total / 1e6:.0f} MB, {self.rows:,} rows",
+                  end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.shown:
+            print(file=sys.stderr)
+
+
+def read(captures: Sequence[str], options: dict) -> pa.Table:
+    opts = Options.parse(options)
+    files = list_files(list(captures), opts.path_glob_filter, opts.endpoint_url)
+    if not files:
+        raise CaptureError(f"no capture file in {', '.join(captures)} (pathGlobFilter {opts.path_glob_filter})")
+    progress = Progress(files)
+    batches = []
+    for f in files:
+        for b in iter_batches(f, opts):
+            batches.append(b)
+            progress.update(b.num_rows)
+        progress.update(0, file_done=True)
+    progress.close()
+    return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))
+
+
+def where(table: pa.Table, condition: str | None, columns: list[str] | None, limit: int | None) -> pa.Table:
+    if columns:
+        unknown = [c for c in columns if c not in table.column_names]
+        if unknown:
+            raise ValueError(f"--columns: no column {', '.join(unknown)} (columns: {', '.join(table.column_names)})")
+    if condition:
+        try:
+            import duckdb
+        except ImportError:
+            raise ValueError("--where needs DuckDB: pip install duckdb") from None
+        rows = table  # noqa: F841 - DuckDB reads the Arrow table by its Python name
+        select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
+        sql = f"SELECT {select} FROM rows WHERE {condition}" + (f" LIMIT {int(limit)}" if limit is not None else "")
+        try:
+            return duckdb.sql(sql).to_arrow_table()
+        except duckdb.Error as e:
+            raise ValueError(f"--where {condition!r}: {str(e).splitlines()[0]}") from None
+    if columns:
+        table = table.select(columns)
+    return table.slice(0, limit) if limit is not None else table
+
+
+def _text(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
+    if isinstance(v, bytes):
+        return v.hex()
+    return str(v)
+
+
+def print_table(table: pa.Table, out=sys.stdout, width: int = 60) -> None:
+    names = table.column_names
+    rows = [[_text(v)[:width] for v in r.values()] for r in table.to_pylist()]
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    print("  ".join(n.ljust(w) for n, w in zip(names, widths)), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)), file=out)
+
+
+def _flat(table: pa.Table) -> pa.Table:
+    """Lists and structs as JSON text, binary as hex: what CSV can hold."""
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        t = col.type
+        if pa.types.is_list(t) or pa.types.is_struct(t):
+            col = pa.array([None if v is None else json.dumps(v, default=lambda b: b.hex()) for v in col.to_pylist()],
+                           pa.string())
+        elif pa.types.is_binary(t):
+            col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)
+
+
+def write(table: pa.Table, fmt: str, out) -> None:
+    if fmt == "json":
+        for r in table.to_pylist():
+            out.write(json.dumps(r, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)) + "\n")
+    elif fmt == "csv":
+        import pyarrow.csv as pacsv
+
+        buf = pa.BufferOutputStream()
+        pacsv.write_csv(_flat(table), buf)
+        out.write(buf.getvalue().to_pybytes().decode())
+    else:
+        print_table(table, out)
+
+
+# -- summary -----------------------------------------------------------------------------------------
+def _quantile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (as numpy's default and DuckDB's quantile_cont)."""
+    if not values:
+        return None
+    values = sorted(values)
+    pos = (len(values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return round(values[lo] + (values[hi] - values[lo]) * (pos - lo), 3)
+
+
+def summary(table: pa.Table, health: pa.Table) -> dict[str, pa.Table]:
+    """Per api, client and broker: exchanges, errors, p50/p99 latency (ms), unanswered; errors by
+    name; statuses; then per file the capture's health. Like tshark's -z statistics."""
+    groups: dict[tuple, list] = {}
+    errors: dict[tuple, int] = {}
+    statuses: dict[str, int] = {}
+    for r in table.select(["api_name", "client_id", "broker_ip", "broker_port", "error_code", "error_name",
+                           "latency_ms", "status"]).to_pylist():
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        if r["api_name"] is None:
+            continue
+        key = (r["api_name"], r["client_id"], f"{r['broker_ip']}:{r['broker_port']}")
+        g = groups.setdefault(key, [0, 0, [], 0])
+        g[0] += 1
+        if r["error_code"]:
+            g[1] += 1
+            errors[(r["api_name"], r["error_name"])] = errors.get((r["api_name"], r["error_name"]), 0) + 1
+        if r["latency_ms"] is not None:
+            g[2].append(r["latency_ms"])
+        g[3] += r["status"] == "no_response"
+    order = sorted(groups.items(), key=lambda kv: (-kv[1][0], kv[0][0], kv[0][1] or ""))
+    by_api = pa.table({
+        "api_name": [k[0] for k, _ in order], "client_id": [k[1] for k, _ in order],
+        "broker": [k[2] for k, _ in order], "exchanges": [g[0] for _, g in order],
+        "errors": [g[1] for _, g in order], "p50_ms": [_quantile(g[2], 0.5) for _, g in order],
+        "p99_ms": [_quantile(g[2], 0.99) for _, g in order], "unanswered": [g[3] for _, g in order]})
+    err = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
+    by_error = pa.table({"api_name": [k[0] for k, _ in err], "error_name": [k[1] for k, _ in err],
+                         "exchanges": [n for _, n in err]})
+    st = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))
+    by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
+    files: dict[str, list] = {}
+    for r in health.to_pylist():
+        f = files.setdefault(r["capture_file"], [0, 0, 0, 0, 0, None])
+        if r["status"] == "capture_damaged":
+            f[5] = r["detail"]
+            continue
+        f[0] += 1
+        f[1] += r["client_bytes"] + r["broker_bytes"]
+        f[2] += r["client_gap_bytes"] + r["broker_gap_bytes"]
+        f[3] += r["client_skipped_bytes"] + r["broker_skipped_bytes"]
+        f[4] += r["client_resyncs"] + r["broker_resyncs"]
+    names = sorted(files)
+    by_file = pa.table({"capture_file": names, **{
+        col: [files[n][i] for n in names]
+        for i, col in enumerate(("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs", "damaged"))}})
+    return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
+            "capture health": by_file}
+
+
+# -- main --------------------------------------------------------------------------------------------
+def _options(pairs: list[str] | None) -> dict:
+    out = {}
+    for p in pairs or ():
+        if "=" not in p:
+            raise ValueError(f"--option {p!r}: give name=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kafkawire", description="Kafka traffic in pcap/pcapng captures, decoded.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
+        p.add_argument("-o", "--option", action="append", metavar="NAME=VALUE",
+                       help="a reader option (ports, maxFrameBytes, mode, ...), repeatable")
+        return p
+
+    common(sub.add_parser("summary", help="exchanges per api, client and broker; errors; capture health"))
+    show = common(sub.add_parser("show", help="rows on the terminal"))
+    show.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
+    show.add_argument("--where", help="SQL condition on any column, e.g. \"api_name = 'Fetch' and latency_ms > 100\"")
+    show.add_argument("--columns", help="comma-separated columns to show")
+    show.add_argument("--limit", type=int, help="at most this many rows")
+    show.add_argument("--format", default="table", choices=["table", "csv", "json"])
+    conv = common(sub.add_parser("convert", help="rows to a Parquet or CSV file"))
+    conv.add_argument("--to", required=True, help="output file: .parquet or .csv")
+    conv.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        options = _options(args.option)
+        if args.command == "summary":
+            table = read(args.captures, {**options, "rows": "exchanges"})
+            health = read(args.captures, {**options, "rows": "connections"})
+            for title, t in summary(table, health).items():
+                print(f"\n{title}")
+                print_table(t)
+        elif args.command == "show":
+            table = read(args.captures, {**options, "rows": args.rows})
+            columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
+            write(where(table, args.where, columns, args.limit), args.format, sys.stdout)
+        else:
+            if not args.to.endswith((".parquet", ".csv")):
+                raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
+            table = read(args.captures, {**options, "rows": args.rows})
+            if args.to.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                pq.write_table(table, args.to)
+            else:
+                import pyarrow.csv as pacsv
+
+                pacsv.write_csv(_flat(table), args.to)
+            print(f"{table.num_rows} {args.rows} rows written to {args.to}", file=sys.stderr)
+    except (ValueError, CaptureError, StorageError, FileNotFoundError, OSError) as e:
+        print(f"kafkawire: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

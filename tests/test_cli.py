@@ -1,0 +1,97 @@
+"""The command line, run through the installed `kafkawire` script, checked against tshark's
+decoding of the same captures and against read_capture's own files."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import SAMPLES
+from spark_kafkawire import read_capture
+from test_tshark import MANIFEST, tshark_pdus
+
+SCRIPT = Path(sys.executable).parent / "kafkawire"
+CAPTURE = SAMPLES / "tansu-admin-txn.pcap"
+PORTS = tuple(MANIFEST[CAPTURE.name]["broker_ports"])
+
+
+def run(*args, check=True):
+    assert SCRIPT.exists(), "the package installs the kafkawire script"
+    r = subprocess.run([str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_show_json_counts_the_requests_tshark_decodes():
+    """Every request tshark finds (by client port and correlation id) is one row of `show`, with
+    the same api key and version."""
+    pdus = tshark_pdus(CAPTURE, PORTS)
+    theirs = {(c, corr): (k, v) for (c, _b, d, corr), (k, v, _cid) in pdus.items() if d == "request" and k is not None}
+    rows = [json.loads(line) for line in run("show", CAPTURE, "--format", "json").stdout.splitlines()]
+    ours = {(r["client_port"], r["correlation_id"]): (r["api_key"], r["api_version"]) for r in rows}
+    assert len(theirs) > 50
+    assert {k: ours.get(k) for k in theirs} == theirs
+
+
+def test_where_columns_limit_and_csv():
+    pdus = tshark_pdus(CAPTURE, PORTS)
+    produce = sum(1 for (_c, _b, d, _corr), (k, _v, _cid) in pdus.items() if d == "request" and k == 0)
+    out = run("show", CAPTURE, "--where", "api_name = 'Produce'", "--columns", "api_key,client_id",
+              "--format", "csv").stdout.splitlines()
+    assert out[0] == '"api_key","client_id"' and len(out) - 1 == produce > 0
+    assert len(run("show", CAPTURE, "--limit", "3", "--format", "json").stdout.splitlines()) == 3
+    table = run("show", CAPTURE, "--rows", "connections", "--columns", "client_port,broker_port").stdout
+    assert table.splitlines()[0].split() == ["client_port", "broker_port"]
+
+
+def test_summary_counts_per_api_equal_tshark():
+    pdus = tshark_pdus(CAPTURE, PORTS)
+    names = {r["api_key"]: r["api_name"] for r in read_capture(CAPTURE).to_pylist() if r["api_key"] is not None}
+    theirs = Counter(names[k] for (_c, _b, d, _corr), (k, _v, _cid) in pdus.items() if d == "request" and k in names)
+    out = run("summary", CAPTURE).stdout
+    section = out.split("exchanges by api, client and broker\n")[1].split("\n\nerrors")[0].splitlines()
+    header = section[0]
+    at = header.index("exchanges")  # columns are padded to the header's positions
+    ours = Counter()
+    for line in section[2:]:
+        ours[line.split()[0]] += int(line[at:].split()[0])
+    assert ours == theirs
+    assert "capture health" in out and CAPTURE.name in out
+
+
+def test_convert_writes_what_read_capture_reads(tmp_path):
+    run("convert", SAMPLES, "--to", tmp_path / "x.parquet")
+    assert pq.read_table(tmp_path / "x.parquet").to_pylist() == read_capture(SAMPLES).to_pylist()
+    run("convert", CAPTURE, "--rows", "partitions", "--to", tmp_path / "p.csv")
+    assert pacsv.read_csv(tmp_path / "p.csv").num_rows == read_capture(CAPTURE, rows="partitions").num_rows
+
+
+def test_errors_are_one_line_naming_the_problem(tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    for args, needle in ((("show", tmp_path / "missing.pcap"), "missing.pcap"),
+                         (("show", tmp_path / "notes.txt"), "notes.txt"),
+                         (("show", CAPTURE, "-o", "mode=LENIENT"), "mode"),
+                         (("show", CAPTURE, "--where", "no_such_column = 1"), "no_such_column"),
+                         (("convert", CAPTURE, "--to", tmp_path / "x.xlsx"), "x.xlsx")):
+        r = run(*args, check=False)
+        assert r.returncode == 1 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_python_dash_m():
+    r = subprocess.run([sys.executable, "-m", "spark_kafkawire", "show", CAPTURE, "--limit", "1", "--format", "json"],
+                       capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["capture_file"] == str(CAPTURE)
+
+
+def test_read_pandas_keeps_integers_nullable():
+    pdf = __import__("spark_kafkawire").read_pandas(SAMPLES / "mock-kcat.pcap")
+    assert str(pdf["api_version"].dtype) == "Int16" and str(pdf["correlation_id"].dtype) == "Int32"
+    assert pdf["api_version"].dropna().tolist() == [int(v) for v in pdf["api_version"].dropna()]
