@@ -37,6 +37,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", default="out/exchanges", help="Parquet output directory (overwritten)")
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
     args = ap.parse_args(argv)
+    # paths and options are checked before Spark starts: one line, not a Java stack trace
+    options = {"ports": args.ports} if args.ports else {}
+    try:
+        spark_kafkawire.list_files(args.captures, spark_kafkawire.Options.parse(options).path_glob_filter)
+    except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
+        print(f"exchange_summary: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        return 1
 
     spark = spark_kafkawire.spark_session("kafkawire-exchange-summary")
     reader = spark.read.format("kafkawire")

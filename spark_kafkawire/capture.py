@@ -88,6 +88,9 @@ class CaptureReader:
             elif head == PCAPNG_SHB:
                 self.format = "pcapng"
                 yield from self._pcapng(f, head)
+            elif len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_SHB)):
+                # empty, or cut inside the magic: a file still being written (tcpdump -C/-G rotation)
+                self._damaged(1, 0, "file ends inside the capture file header")
             else:
                 raise CaptureError(
                     f"{self.path}: not a pcap or pcapng capture (starts with {head.hex() or 'nothing'})"
@@ -108,8 +111,9 @@ class CaptureReader:
     def _pcap(self, f: BinaryIO, magic: bytes) -> Iterator[Packet]:
         endian, ns_per_tick = PCAP_MAGICS[magic]
         rest = self._read(f, 20)
-        if len(rest) < 20:
-            raise CaptureError(f"{self.path}: pcap file header is cut short")
+        if len(rest) < 20:  # a file still being written: damage, not a different format
+            self._damaged(1, 0, "file ends inside the pcap file header")
+            return
         _vmaj, _vmin, _zone, _sigfigs, snaplen, network = struct.unpack(endian + "HHiIII", rest)
         linktype = network & 0x0FFFFFFF
         rec = struct.Struct(endian + "IIII")
@@ -172,8 +176,6 @@ class CaptureReader:
                 lenraw = read(f, 4)
                 bom = read(f, 4)
                 if len(bom) < 4:
-                    if offset == 0:
-                        raise CaptureError(f"{self.path}: pcapng section header is cut short")
                     self._damaged(number + 1, offset, "file ends inside a section header")
                     return
                 if bom == b"\x4d\x3c\x2b\x1a":

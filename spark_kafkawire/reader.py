@@ -37,13 +37,14 @@ DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pc
 class Options:
     """Reader options. Names are case-insensitive; values may be strings, as Spark passes them.
 
-    rows            'exchanges' (default), 'messages', 'partitions' or 'records'
+    rows            'exchanges' (default), 'messages', 'partitions', 'records' or 'connections'
     includerecords  'true' to allow rows=records (record keys and values are payload: opt-in)
-    maxdecompressedbytes  cap on one record batch's decompressed size (default 67108864)
-    ports           comma-separated TCP ports: decode only connections with one of them
-    maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes)
+    maxdecompressedbytes  cap on one record batch's decompressed size (default 67108864, at least 65536)
+    ports           comma-separated TCP ports (1-65535): decode only connections with one of them
+    maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes;
+                    at least 65536: a frame holds at least the largest request header)
     pathglobfilter  comma-separated file name patterns a directory listing picks up
-    batchsize       rows per Arrow record batch (default 8192)
+    batchsize       rows per Arrow record batch (default 8192; 1 to 10,000,000)
     endpointurl     S3 endpoint (e.g. http://localhost:9000) for s3:// paths; default: AWS_ENDPOINT_URL
     mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
                     are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
@@ -62,54 +63,93 @@ class Options:
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
         o = {str(k).lower().replace("_", ""): v for k, v in (options or {}).items()}
-        known = {"rows", "includerecords", "maxdecompressedbytes", "ports", "maxframebytes", "pathglobfilter",
-                 "batchsize", "mode", "endpointurl", "path", "paths"}
-        unknown = sorted(set(o) - known)
+        unknown = sorted(set(o) - set(_RULES) - {"path", "paths"})
         if unknown:
-            raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)}")
-        rows = str(o.get("rows", "exchanges")).lower()
-        if rows not in ROW_SHAPES:
-            raise ValueError(f"option rows must be one of {', '.join(ROW_SHAPES)}, not {rows!r}")
-        mode = str(o.get("mode", "PERMISSIVE")).upper()
-        if mode not in MODES:
-            raise ValueError(f"option mode must be one of {', '.join(MODES)}, not {mode!r}")
-        include = _bool(o.get("includerecords", False), "includeRecords")
-        if rows == "records" and not include:
+            raise ValueError(f"unknown kafkawire option(s): {', '.join(unknown)} "
+                             f"(options: {', '.join(r[0] for r in _RULES.values())})")
+        values = {}
+        for key, (name, field, default, rule) in _RULES.items():
+            raw = o.get(key)
+            values[field] = default if raw is None else rule(name, raw)
+        if values["rows"] == "records" and not values["include_records"]:
             raise ValueError("rows=records shows record keys and values (payload): set option includeRecords=true")
-        ports = o.get("ports")
-        if ports is not None and not isinstance(ports, (set, frozenset, list, tuple)):
-            ports = [p for p in str(ports).replace(" ", "").split(",") if p]
-        port_set = frozenset(int(p) for p in ports) if ports is not None else None
-        return cls(
-            rows=rows,
-            include_records=include,
-            max_decompressed_bytes=_positive(o.get("maxdecompressedbytes", DEFAULT_MAX_DECOMPRESSED), "maxDecompressedBytes"),
-            ports=port_set,
-            max_frame_bytes=int(o.get("maxframebytes", DEFAULT_MAX_FRAME)),
-            path_glob_filter=str(o.get("pathglobfilter", DEFAULT_GLOB)),
-            batch_size=max(1, int(o.get("batchsize", 8192))),
-            mode=mode,
-            endpoint_url=str(o["endpointurl"]) if o.get("endpointurl") else None,
-        )
+        return cls(**values)
 
 
-def _bool(v: object, name: str) -> bool:
+def _bad(name: str, value: object, allowed: str) -> ValueError:
+    return ValueError(f"option {name}: {value!r} is not allowed; {allowed}")
+
+
+def _choice(values: tuple[str, ...], upper: bool = False):
+    def rule(name: str, v: object) -> str:
+        text = str(v).strip()
+        text = text.upper() if upper else text.lower()
+        if text not in values:
+            raise _bad(name, v, f"one of {', '.join(values)}")
+        return text
+    return rule
+
+
+def _bool(name: str, v: object) -> bool:
     if isinstance(v, bool):
         return v
     text = str(v).strip().lower()
     if text not in ("true", "false"):
-        raise ValueError(f"option {name} must be true or false, not {v!r}")
+        raise _bad(name, v, "true or false")
     return text == "true"
 
 
-def _positive(v: object, name: str) -> int:
+def _whole(low: int, high: int, unit: str = ""):
+    def rule(name: str, v: object) -> int:
+        try:
+            n = int(str(v).strip()) if not isinstance(v, int) or isinstance(v, bool) else v
+        except ValueError:
+            n = None
+        if n is None or isinstance(v, bool) or not low <= n <= high:
+            raise _bad(name, v, f"a whole number{unit} from {low:,} to {high:,}")
+        return n
+    return rule
+
+
+def _ports(name: str, v: object) -> frozenset[int]:
+    items = list(v) if isinstance(v, (set, frozenset, list, tuple)) else str(v).replace(" ", "").split(",")
     try:
-        n = int(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"option {name} must be a whole number of bytes, not {v!r}") from None
-    if n <= 0:
-        raise ValueError(f"option {name} must be positive, not {n}")
-    return n
+        ports = frozenset(int(p) for p in items if str(p) != "")
+    except ValueError:
+        ports = frozenset({0})
+    if not ports or not all(1 <= p <= 65535 for p in ports):
+        raise _bad(name, v, "comma-separated TCP ports from 1 to 65535")
+    return ports
+
+
+def _patterns(name: str, v: object) -> str:
+    text = str(v).strip()
+    if not [p for p in text.split(",") if p.strip()]:
+        raise _bad(name, v, "comma-separated file name patterns such as *.pcap,*.pcapng")
+    return text
+
+
+def _url(name: str, v: object) -> str:
+    text = str(v).strip()
+    if not text.startswith(("http://", "https://")):
+        raise _bad(name, v, "an http:// or https:// URL")
+    return text
+
+
+#: one rule per option: option name -> (name as documented, Options field, default, check)
+_RULES = {
+    "rows": ("rows", "rows", "exchanges", _choice(ROW_SHAPES)),
+    "includerecords": ("includeRecords", "include_records", False, _bool),
+    "maxdecompressedbytes": ("maxDecompressedBytes", "max_decompressed_bytes", DEFAULT_MAX_DECOMPRESSED,
+                             _whole(1 << 16, 1 << 40, " of bytes")),
+    "ports": ("ports", "ports", None, _ports),
+    # a frame must at least hold the largest request header (a 32767-byte client_id and more)
+    "maxframebytes": ("maxFrameBytes", "max_frame_bytes", DEFAULT_MAX_FRAME, _whole(1 << 16, (1 << 31) - 1, " of bytes")),
+    "pathglobfilter": ("pathGlobFilter", "path_glob_filter", DEFAULT_GLOB, _patterns),
+    "batchsize": ("batchSize", "batch_size", 8192, _whole(1, 10_000_000)),
+    "mode": ("mode", "mode", "PERMISSIVE", _choice(MODES, upper=True)),
+    "endpointurl": ("endpointUrl", "endpoint_url", None, _url),
+}
 
 
 def _paths_option(options: Mapping[str, object]) -> list[str]:
@@ -126,9 +166,12 @@ def _paths_option(options: Mapping[str, object]) -> list[str]:
 
 
 def _is_capture(path: str, endpoint: str | None = None) -> bool:
+    """Starts like a capture, or is too short to tell (a rotated file tcpdump has just opened:
+    read as a damaged capture, not refused)."""
     with open_binary(path, endpoint) as f:
         head = f.read(4)
-    return head in PCAP_MAGICS or head == PCAPNG_SHB or head[:2] == GZIP_MAGIC
+    return head in PCAP_MAGICS or head == PCAPNG_SHB or head[:2] == GZIP_MAGIC or \
+        (len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_SHB)))
 
 
 def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB,
@@ -169,6 +212,9 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
             for m in matches:
                 found.extend(list_files(m, path_glob_filter) if os.path.isdir(m) else [m])
     out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
+    if not out:
+        named = ", ".join(os.fspath(p) for p in paths)
+        raise CaptureError(f"kafkawire: no capture file in {named} (pathGlobFilter {path_glob_filter})")
     for f in out:
         if not _is_capture(f, endpoint):
             raise CaptureError(f"{f}: not a pcap or pcapng capture file")

@@ -1,0 +1,70 @@
+"""Careless inputs get a clear error or a status, never a silently wrong or empty answer: option
+values, loads that find no capture, and rotation directories whose newest file is still empty."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SAMPLES
+from spark_kafkawire import CaptureError, read_capture
+from spark_kafkawire.capture import MalformedCaptureError
+
+CAPTURE = SAMPLES / "mock-kcat.pcap"
+BAD = [("maxFrameBytes", -1), ("maxFrameBytes", 0), ("maxFrameBytes", 10), ("maxFrameBytes", "abc"),
+       ("ports", "99999"), ("ports", ""), ("ports", "abc"), ("ports", "0"), ("batchSize", 0), ("batchSize", -5),
+       ("maxDecompressedBytes", "1e9"), ("mode", "lenient"), ("includeRecords", "yes"), ("rows", "packets"),
+       ("pathGlobFilter", " , "), ("endpointUrl", "localhost:9000")]
+
+
+@pytest.mark.parametrize("name,value", BAD, ids=[f"{n}={v}" for n, v in BAD])
+def test_bad_option_values_are_named(name, value):
+    with pytest.raises(ValueError) as e:
+        read_capture(CAPTURE, **{name: value})
+    assert f"option {name}" in str(e.value) and repr(value if isinstance(value, str) else value) in str(e.value)
+
+
+def test_good_option_values_still_work():
+    whole = read_capture(CAPTURE).to_pylist()
+    got = read_capture(CAPTURE, ports=" 43395 , 44379", batchSize="7", maxFrameBytes="65536", mode="failfast")
+    assert got.to_pylist() == [r for r in whole if r["broker_port"] in (43395, 44379)]
+
+
+def test_nothing_found_is_an_error(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("not a capture")
+    (other / "meta.json").write_text("{}")
+    for d in (empty, other):
+        with pytest.raises(CaptureError, match=rf"no capture file in {d}.*pathGlobFilter"):
+            read_capture(d)
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "exchange_summary.py"), str(empty)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "no capture file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_rotation_directory_with_a_file_still_being_written(tmp_path):
+    """tcpdump -C/-G: the newest file is empty or its header is cut short. It is a damaged capture
+    (a row saying so in PERMISSIVE, nothing in DROPMALFORMED, an error naming it in FAILFAST); the
+    other files are read."""
+    d = tmp_path / "rot"
+    d.mkdir()
+    shutil.copy(CAPTURE, d / "cap.pcap0")
+    shutil.copy(SAMPLES / "tansu-aiokafka-any.pcap", d / "cap.pcap1")
+    (d / "cap.pcap2").write_bytes(b"")
+    (d / "cap.pcap3").write_bytes(CAPTURE.read_bytes()[:20])
+    good = read_capture([d / "cap.pcap0", d / "cap.pcap1"]).num_rows
+    rows = read_capture(d).to_pylist()
+    damaged = {r["capture_file"].rsplit("/", 1)[-1]: r["detail"] for r in rows if r["status"] == "capture_damaged"}
+    assert set(damaged) == {"cap.pcap2", "cap.pcap3"} and all("header" in v for v in damaged.values())
+    assert len(rows) - len(damaged) == good
+    assert read_capture(d, mode="DROPMALFORMED").num_rows == good
+    with pytest.raises(MalformedCaptureError, match="cap.pcap2"):
+        read_capture(d, mode="FAILFAST")
+    # a file named like a capture whose bytes are another format is still refused
+    (d / "cap.pcap4").write_text("GET / HTTP/1.1\r\n")
+    with pytest.raises(CaptureError, match="cap.pcap4"):
+        read_capture(d)
