@@ -264,22 +264,32 @@ def tansu_aiokafka(out: Path) -> dict:
                            "captured with 'tcpdump -i any' (Linux cooked SLL2)."}
 
 
+def veth_pair(ns_b: str, ns_c: str, dev_b: str, dev_c: str, net: str) -> None:
+    """Two network namespaces joined by a veth pair (net.1 and net.2 /30), segmentation offloads
+    off so that segments are MTU-sized as on a real network. Raises when namespaces are unavailable."""
+    sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731
+    remove_namespaces(ns_b, ns_c)
+    sh("ip", "netns", "add", ns_b)
+    sh("ip", "netns", "add", ns_c)
+    sh("ip", "link", "add", dev_b, "netns", ns_b, "type", "veth", "peer", "name", dev_c, "netns", ns_c)
+    for ns, dev, addr in ((ns_b, dev_b, f"{net}.1/30"), (ns_c, dev_c, f"{net}.2/30")):
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", addr, "dev", dev)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+
+
+def remove_namespaces(*names: str) -> None:
+    for ns in names:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def veth_mtu(out: Path) -> dict | None:
     """Broker and client in two network namespaces over a veth pair: MTU-sized segments."""
 
     ns_b, ns_c = "kw-broker", "kw-client"
-    sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731
-    for ns in (ns_b, ns_c):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     try:
-        sh("ip", "netns", "add", ns_b)
-        sh("ip", "netns", "add", ns_c)
-        sh("ip", "link", "add", "kw-vb", "netns", ns_b, "type", "veth", "peer", "name", "kw-vc", "netns", ns_c)
-        for ns, dev, addr in ((ns_b, "kw-vb", "10.231.0.1/30"), (ns_c, "kw-vc", "10.231.0.2/30")):
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", addr, "dev", dev)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+        veth_pair(ns_b, ns_c, "kw-vb", "kw-vc", "10.231.0")
     except (subprocess.CalledProcessError, FileNotFoundError) as e:
         print(f"  skipped: network namespaces unavailable ({e})", file=sys.stderr)
         return None
@@ -301,8 +311,7 @@ def veth_mtu(out: Path) -> dict | None:
                                timeout=60, check=True)
             counts = json.loads(r.stdout.decode().strip().splitlines()[-1])
     finally:
-        for ns in (ns_b, ns_c):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        remove_namespaces(ns_b, ns_c)
     return {"broker": "tansu", "broker_ports": [port],
             "clients": [{"software": "confluent-kafka", "client_id": "ck-big", "delivered": counts}],
             "description": "confluent-kafka producing 20 KB messages to Tansu across a veth pair between two "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "sample_pcaps"))
-from make_samples import capture, tansu  # noqa: E402  (the sample captures' broker and tcpdump)
+from make_samples import capture, remove_namespaces, tansu, veth_pair  # noqa: E402  (as the samples are made)
 
 NS_B, NS_C = "kwb-broker", "kwb-client"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -80,18 +80,8 @@ print(json.dumps({"delivered": delivered, "consumed": consumed}))
 
 def build(out: Path, scale: float = 1.0) -> dict:
     """Make the capture at ``out``; returns the clients' own account and the broker port."""
-    sh = lambda *a: subprocess.run(list(a), check=True, capture_output=True)  # noqa: E731
-    for ns in (NS_B, NS_C):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "netns", "add", NS_C)
     try:
-        sh("ip", "link", "add", "kwb-b", "netns", NS_B, "type", "veth", "peer", "name", "kwb-c", "netns", NS_C)
-        for ns, dev, addr in ((NS_B, "kwb-b", "10.232.0.1/30"), (NS_C, "kwb-c", "10.232.0.2/30")):
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", addr, "dev", dev)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", dev, "up")
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-            sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+        veth_pair(NS_B, NS_C, "kwb-b", "kwb-c", "10.232.0")
         out.parent.mkdir(parents=True, exist_ok=True)
         with tansu(host="10.232.0.1", netns=NS_B) as (bootstrap, port), \
                 capture(out, [port], iface="kwb-b", netns=NS_B):
@@ -102,8 +92,7 @@ def build(out: Path, scale: float = 1.0) -> dict:
                 raise RuntimeError(f"bench clients failed: {r.stderr[-2000:]}")
             account = json.loads(r.stdout.strip().splitlines()[-1])
     finally:
-        for ns in (NS_B, NS_C):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        remove_namespaces(NS_B, NS_C)
     account["broker_port"] = port
     (out.with_suffix(".json")).write_text(json.dumps(account, indent=1))
     return account

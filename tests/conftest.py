@@ -1,4 +1,5 @@
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -10,6 +11,13 @@ PUBLIC = ROOT.parent / "shared" / "public-captures"
 FINDINGS = ROOT.parent / "shared" / "fuzz-findings"  # hostile inputs found by attacks on the decoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def free_port() -> int:
+    """A TCP port free on localhost, for a server a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

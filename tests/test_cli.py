@@ -2,8 +2,6 @@
 decoding of the same captures and against read_capture's own files."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -11,7 +9,6 @@ from pathlib import Path
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-import pytest
 
 from conftest import SAMPLES
 from spark_kafkawire import read_capture

@@ -4,7 +4,6 @@ rows equal to read_capture's."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, SAMPLES
+from conftest import ROOT, SAMPLES, free_port
 from spark_kafkawire import read_capture
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +24,14 @@ def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOG_DIR=str(tmp / "logs"), SPARK_PID_DIR=str(tmp / "pids"),
                SPARK_WORKER_DIR=str(tmp / "work"), PYSPARK_PYTHON=sys.executable, SPARK_IDENT_STRING="kafkawire-test")
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     daemon = str(home / "sbin" / "spark-daemon.sh")
     master = f"spark://127.0.0.1:{port}"
     subprocess.run([daemon, "start", "org.apache.spark.deploy.master.Master", "1", "--host", "127.0.0.1",
                     "--port", str(port), "--webui-port", str(ui)], env=env, check=True, capture_output=True)
     for n in (1, 2):
         subprocess.run([daemon, "start", "org.apache.spark.deploy.worker.Worker", str(n), "--cores", "1",
-                        "--memory", "1g", "--webui-port", str(_free_port()), master],
+                        "--memory", "1g", "--webui-port", str(free_port()), master],
                        env=env, check=True, capture_output=True)
     # the master's JSON page lists the workers once they have registered
     deadline = time.time() + 120
@@ -61,6 +54,18 @@ def cluster(tmp_path_factory):
     subprocess.run([daemon, "stop", "org.apache.spark.deploy.master.Master", "1"], env=env, capture_output=True)
 
 
+def events_of(directory: Path, kind: str) -> list[dict]:
+    """Spark's event log (spark.eventLog.dir) entries of one kind."""
+    out = []
+    for log in (p for p in directory.rglob("*") if p.is_file()):
+        out += [e for e in map(json.loads, log.read_text().splitlines()) if e.get("Event") == kind]
+    return out
+
+
+EVENT_LOG = ["--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.compress=false",
+             "--conf", "spark.eventLog.rolling.enabled=false"]
+
+
 def test_job_on_a_standalone_cluster(cluster):
     master, env, tmp = cluster
     out, events = tmp / "exchanges", tmp / "events"
@@ -68,8 +73,7 @@ def test_job_on_a_standalone_cluster(cluster):
     submit = Path(sys.executable).parent / "spark-submit"
     r = subprocess.run([str(submit), "--master", master,
                         "--conf", f"spark.pyspark.python={sys.executable}",
-                        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-                        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+                        *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
                         # start the job only when both executors are there
                         "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                         "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
@@ -83,12 +87,7 @@ def test_job_on_a_standalone_cluster(cluster):
     key = lambda x: (x["capture_file"], x["client_port"], x["correlation_id"], x["status"], x["request"])  # noqa: E731
     assert sorted(map(key, got)) == sorted(map(key, want))
     # tasks ran on both executors (the event log records each task's executor)
-    executors = set()
-    for log in (p for p in events.rglob("*") if p.is_file()):
-        for line in log.read_text().splitlines():
-            e = json.loads(line)
-            if e.get("Event") == "SparkListenerTaskEnd":
-                executors.add(e["Task Info"]["Executor ID"])
+    executors = {e["Task Info"]["Executor ID"] for e in events_of(events, "SparkListenerTaskEnd")}
     assert len(executors - {"driver"}) == 2, executors
 
 
@@ -115,8 +114,7 @@ def test_job_with_a_packed_environment(cluster, tmp_path):
     events.mkdir()
     r = subprocess.run([str(submit), "--master", master, "--archives", f"{packed}#environment",
                         "--conf", "spark.pyspark.python=./environment/bin/python",
-                        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-                        "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+                        *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
                         "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                         "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
                         "--executor-memory", "1g",
@@ -126,9 +124,6 @@ def test_job_with_a_packed_environment(cluster, tmp_path):
     assert pq.read_table(out).num_rows == read_capture(SAMPLES).num_rows
     # the executors ran the packed interpreter: the setting reached the application unchanged
     settings = {}
-    for log in (p for p in events.rglob("*") if p.is_file()):
-        for line in log.read_text().splitlines():
-            e = json.loads(line)
-            if e.get("Event") == "SparkListenerEnvironmentUpdate":
-                settings.update(e["Spark Properties"])
+    for e in events_of(events, "SparkListenerEnvironmentUpdate"):
+        settings.update(e["Spark Properties"])
     assert settings.get("spark.pyspark.python") == "./environment/bin/python"

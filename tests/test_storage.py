@@ -9,23 +9,17 @@ import time
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, free_port
 from spark_kafkawire import read_capture
 from spark_kafkawire.fs import StorageError
 
 NAMES = ["mock-kcat.pcap", "tansu-aiokafka-any.pcap", "mock-confluent-group.pcapng"]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server with bucket 'caps' holding three sample captures (one gzip-compressed)."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
