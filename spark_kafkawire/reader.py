@@ -278,7 +278,11 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     ``filters``: ``[(column, op, value), ...]``, all of which a row must pass (op one of
     ``= != < <= > >= in``, or ``'not null'`` without a value), on capture_file, the endpoint
     columns, api_key, api_name, api_version, client_id, request_time or status. Work is skipped
-    early: files by name, request bodies (and their responses) by header."""
+    early: files by name, request bodies (and their responses) by header.
+
+    ``options`` (names case-insensitive, values checked as the table in README says):
+    rows, includeRecords, maxDecompressedBytes, ports, maxFrameBytes, pathGlobFilter, batchSize,
+    mode, endpointUrl; see :class:`Options`."""
     opts = Options.parse(options)
     pred = Predicate.parse(filters).for_shape(n for n, _ in COLUMNS[opts.rows])
     files = [f for f in list_files(path, opts.path_glob_filter, opts.endpoint_url) if pred.file_ok(f)]
