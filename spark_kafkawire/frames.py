@@ -174,7 +174,7 @@ class Framer:
     __slots__ = (
         "on_frame", "max_frame", "synced", "plausible", "acct", "at_start", "resyncs", "disabled",
         "on_first", "first", "pos", "buf", "target", "f_ts", "f_num", "f_off",
-        "scan", "scan_base", "scan_marks", "scan_from",
+        "scan", "scan_base", "scan_marks", "scan_from", "rest_to",
     )
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
@@ -198,6 +198,7 @@ class Framer:
         self.scan_base = 0  # stream offset of scan[0]
         self.scan_marks: list[tuple[int, int, int]] = []  # (index in scan, ts, packet number) per chunk
         self.scan_from = 0  # first index of scan not yet ruled out
+        self.rest_to = 0  # bytes before this stream offset belong to a frame cut by a gap (reported)
 
     # -- Sink interface ------------------------------------------------------------------------
     def start(self) -> None:
@@ -207,6 +208,17 @@ class Framer:
 
     def data(self, chunk: bytes, ts: int, number: int) -> None:
         n = len(chunk)
+        if self.rest_to:  # the rest of a frame a gap cut: its bytes go to that partial frame
+            take = min(n, self.rest_to - self.pos)
+            self.acct.partial_bytes += take
+            self.pos += take
+            if take == n:
+                if self.pos == self.rest_to:
+                    self.rest_to = 0
+                return
+            self.rest_to = 0
+            chunk = chunk[take:]
+            n -= take
         buf = self.buf
         if buf and n < self.target - len(buf) and self.target > 4:  # inside a large frame: keep it
             buf += chunk
@@ -228,6 +240,16 @@ class Framer:
     def gap(self, nbytes: int, ts: int, number: int) -> None:
         self.acct.gap_bytes += nbytes
         self.acct.gaps += 1
+        # inside a frame whose size field was captured, the next frame's start is known exactly:
+        # the rest of this frame is passed over and framing resumes at its end, with no scan
+        end = self.rest_to or (self.f_off + self.target if self.synced and self.buf and self.target > 4 else 0)
+        if end and self.pos + nbytes <= end and not self.disabled:
+            self._flush_partial()
+            self.pos += nbytes
+            self.rest_to = end if self.pos < end else 0
+            self.at_start = False
+            return
+        self.rest_to = 0
         if not self.synced and self.scan and not self.disabled:
             self._find_boundary(final=True)  # a frame the gap cuts short still shows its header
         self._flush_partial()

@@ -101,8 +101,10 @@ def tcp_packet(src, dst, seq: int, payload: bytes = b"", flags: int = dpkt.tcp.T
 class Conversation:
     """Builds the packets of one TCP connection between CLIENT and BROKER."""
 
-    def __init__(self, client=CLIENT, broker=BROKER, isn_c: int = 1000, isn_b: int = 5000, v6: bool = False):
+    def __init__(self, client=CLIENT, broker=BROKER, isn_c: int = 1000, isn_b: int = 5000, v6: bool = False,
+                 acks: bool = True):
         self.client, self.broker, self.v6 = client, broker, v6
+        self.acks = acks  # data segments acknowledge what the other side sent (False: ack 0)
         self.isn = {"c": isn_c, "b": isn_b}
         self.seq = {"c": isn_c + 1, "b": isn_b + 1}
         self.packets: list[bytes] = []
@@ -115,10 +117,12 @@ class Conversation:
 
     def send(self, side: str, data: bytes, mss: int | None = None) -> list[bytes]:
         src, dst = (self.client, self.broker) if side == "c" else (self.broker, self.client)
+        ack = self.seq["b" if side == "c" else "c"] if self.acks else 0  # all the other side sent, as TCP does
         out = []
         for i in range(0, len(data), mss or max(len(data), 1)):
             chunk = data[i : i + (mss or len(data))]
-            out.append(tcp_packet(src, dst, self.seq[side], chunk, flags=dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, v6=self.v6))
+            out.append(tcp_packet(src, dst, self.seq[side], chunk, flags=dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH, ack=ack,
+                                  v6=self.v6))
             self.seq[side] += len(chunk)
         self.packets.extend(out)
         return out

@@ -251,3 +251,47 @@ def test_mode_option_is_validated():
     with pytest.raises(ValueError, match="mode"):
         read_capture(SAMPLES / "mock-kcat.pcap", mode="LENIENT")
     assert read_capture(SAMPLES / "mock-kcat.pcap", mode="failfast").num_rows > 0
+
+
+def test_lost_segment_inside_a_large_frame_resumes_at_its_end(tmp_path):
+    """A segment lost in the middle of a large frame whose size field was captured: framing resumes
+    exactly where that frame ends, so every frame after it decodes as in the undamaged stream, in
+    both directions (before, scanning could take the wrong bytes for the next frame's size)."""
+    import struct
+
+    from pcapgen import Conversation, produce_request, request, response, write_pcap
+    from test_records import _record, batch
+
+    big_records = batch([_record(i, b"k%d" % i, bytes(range(256)) * 8) for i in range(40)])
+    big_response_body = struct.pack("!i", 0) + b"\x00" * 3 + b"\x7f" * 60_000  # framed, not decodable
+
+    def conversation(drop: bool):
+        c = Conversation().handshake()
+        c.send("c", produce_request(9, 1, "big", big_records), mss=1448)
+        c.send("c", request(3, 1, 2, "small", body=b"\x00\x00\x00\x00"))
+        c.send("b", response(1, 0, 9))
+        c.send("b", response(2, 3, 1))
+        c.send("c", request(18, 3, 3, "small"))
+        segs = c.send("b", struct.pack("!i", len(big_response_body) + 4) + struct.pack("!i", 3) + big_response_body,
+                      mss=1448)
+        for corr in (4, 5):
+            c.send("c", request(3, 1, corr, "after", body=b"\x00\x00\x00\x00"))
+            c.send("b", response(corr, 3, 1))
+        packets = c.fin().packets
+        if drop:
+            produce_segments = [p for p in packets if len(p) > 1400][:20]
+            lost = [produce_segments[10], segs[20]]  # inside the Produce request, inside the big response
+            packets = [p for p in packets if p not in lost]
+        return packets
+
+    whole, damaged = conversation(False), conversation(True)
+    write_pcap(tmp_path / "whole.pcap", whole)
+    write_pcap(tmp_path / "damaged.pcap", damaged)
+    src = {r["correlation_id"]: r for r in exchanges(tmp_path / "whole.pcap")}
+    got = {r["correlation_id"]: r for r in exchanges(tmp_path / "damaged.pcap")}
+    assert set(got) == set(src) == {1, 2, 3, 4, 5}
+    assert got[1]["status"] == "truncated" and got[3]["status"] == "truncated"
+    for corr in (2, 4, 5):  # whole frames after the losses, both directions: as in the source
+        assert key(got[corr]) == key(src[corr]) and got[corr]["status"] == "complete"
+    conns = _check_accounting(tmp_path / "damaged.pcap")
+    assert conns[0]["client_resyncs"] == conns[0]["broker_resyncs"] == 0  # no scanning was needed

@@ -89,7 +89,9 @@ def test_pending_queue_is_bounded():
 
 
 def test_reordered_and_duplicated_packets_decode_like_the_clean_stream(tmp_path):
-    c = Conversation().handshake()
+    # shuffled across directions, a response's acknowledgement could overtake the request it
+    # acknowledges, which a capture never shows: no acknowledgement numbers here
+    c = Conversation(acks=False).handshake()
     for corr in range(1, 6):
         c.send("c", produce_request(7, corr, "consumer", b"F" * 3000), mss=500)
         c.send("b", response(corr, 0, 7), mss=7)
