@@ -15,7 +15,8 @@ from . import protocol
 from . import records as rec
 from .body import RawRecords
 from .capture import MalformedCaptureError
-from .exchanges import DAMAGE, Endpoints, Request, Response
+from .exchanges import (CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED,
+                        UNDECODED, UNKNOWN_API, Endpoints, Request, Response)
 from .headline import error_name
 from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 
@@ -100,6 +101,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("size", "int"),
         ("status", "string"),
         ("detail", "string"),
+        ("exchange_status", "string"),
         ("packet", "bigint"),
         ("body", "string"),
     ] + _HEADLINE,
@@ -267,6 +269,14 @@ class RowBuilder:
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: dict | None = None) -> None:
+        if self.shape == "messages":  # each frame's row has a status of its own
+            for direction, msg in (("request", req), ("response", resp)):
+                if msg is not None:
+                    self._message(ep, direction, req, resp if direction == "response" else None, status, detail,
+                                  extra)
+            if req is None and resp is None:
+                self._message(ep, None, None, None, status, detail, extra)
+            return
         if status in DAMAGE:
             frame = req.frame if req is not None else resp.frame if resp is not None else None
             if not self._damage(ep, frame, status, detail):
@@ -279,14 +289,6 @@ class RowBuilder:
             return self._partitions(ep, req, resp, status, detail, extra)
         if self.shape == "records":
             return self._records(ep, req, resp, status, detail)
-        if self.shape == "messages":
-            if req is not None:
-                self._message(ep, "request", req, None, status, detail, extra)
-            if resp is not None:
-                self._message(ep, "response", req, resp, status, detail, extra)
-            if req is None and resp is None:
-                self._message(ep, None, None, None, status, detail, extra)
-            return
         c = self.cols
         self._endpoints(ep)
         h = req.header if req is not None else None
@@ -315,6 +317,11 @@ class RowBuilder:
 
     def _message(self, ep: Endpoints | None, direction: str | None, req: Request | None,
                  resp: Response | None, status: str, detail: str | None, extra: dict | None) -> None:
+        own, own_detail = frame_status(direction, req, resp, status, detail)
+        if own in DAMAGE:
+            frame = resp.frame if resp is not None else req.frame if req is not None else None
+            if not self._damage(ep, frame, own, own_detail):
+                return
         c = self.cols
         self._endpoints(ep)
         h = req.header if req is not None else None
@@ -332,8 +339,9 @@ class RowBuilder:
             c["correlation_id"].append(h.correlation_id if h else None)
         c["client_id"].append(h.client_id if h else None)
         c["size"].append(frame.size if frame else None)
-        c["status"].append(status)
-        c["detail"].append(detail)
+        c["status"].append(own)
+        c["detail"].append(own_detail)
+        c["exchange_status"].append(status)
         c["packet"].append(frame.number if frame else None)
         msg = resp if resp is not None else req
         c["body"].append(_json(msg.body) if msg is not None else None)
@@ -429,6 +437,27 @@ class RowBuilder:
                 c["status"].append(r.status)
                 c["detail"].append(r.detail)
                 self.count += 1
+
+
+def frame_status(direction: str | None, req: Request | None, resp: Response | None, status: str,
+                 detail: str | None) -> tuple[str, str | None]:
+    """The status of one frame of an exchange (rows=messages): ``complete`` when the frame and its
+    body decoded, whatever became of the exchange (its status is ``exchange_status``)."""
+    if direction is None or status in (SASL_TOKEN, TLS, CAPTURE_DAMAGED):
+        return status, detail
+    msg = req if direction == "request" else resp
+    if not msg.frame.complete:
+        return TRUNCATED, "cut short by a gap in the capture or its end"
+    h = req.header if req is not None else None
+    if h is None:  # a request header that did not parse; a response without its request
+        return (MALFORMED, detail) if direction == "request" else (status, detail)
+    if direction == "response" and status == MALFORMED:  # the response header did not parse
+        return MALFORMED, detail
+    if h.header_version is None:
+        return UNKNOWN_API, f"api key {h.api_key} version {h.api_version} is not defined"
+    if msg.error:
+        return UNDECODED, msg.error
+    return COMPLETE, None
 
 
 def _json(body: dict | None) -> str | None:

@@ -171,3 +171,22 @@ def test_bad_options():
         Options.parse({"rows": "packets"})
     with pytest.raises(ValueError, match="unknown"):
         Options.parse({"colour": "blue"})
+
+
+def test_message_rows_have_the_status_of_their_own_frame(tmp_path):
+    """rows=messages: a request whose body decoded is `complete` even when the broker's answer
+    does not fit its schema; the exchange's status is in exchange_status."""
+    from pcapgen import Conversation, decoded_rows, request, response
+
+    c = Conversation().handshake()
+    c.send("c", request(3, 1, 1, "cli", body=b"\x00\x00\x00\x00"))
+    c.send("b", response(1, 3, 1, body=b"\x00\x00\x00\x05\xff"))  # 5 brokers promised, one byte follows
+    c.send("c", request(3, 1, 2, "cli", body=b"\x00\x00\x00\x00"))  # never answered
+    rows = decoded_rows(tmp_path, c.packets, rows="messages")
+    got = [(r["correlation_id"], r["direction"], r["status"], r["exchange_status"]) for r in rows]
+    assert got == [(1, "request", "complete", "undecoded"), (1, "response", "undecoded", "undecoded"),
+                   (2, "request", "complete", "no_response")]
+    assert rows[1]["detail"].startswith("response body") and rows[0]["detail"] is None
+    # DROPMALFORMED drops the frame that did not decode, not its well-formed request
+    kept = decoded_rows(tmp_path, c.packets, rows="messages", mode="DROPMALFORMED")
+    assert [(r["correlation_id"], r["direction"]) for r in kept] == [(1, "request"), (2, "request")]
