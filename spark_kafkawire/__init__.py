@@ -10,9 +10,12 @@ __all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_captur
 
 
 def register(spark) -> None:
-    """Register the 'kafkawire' data source with a SparkSession."""
+    """Register the 'kafkawire' data source with a SparkSession, after checking that Spark's Python
+    workers can import this package and pyarrow (else one line says which interpreter they run)."""
     from .datasource import KafkaWireDataSource
+    from .session import check_workers
 
+    check_workers(spark)
     spark.dataSource.register(KafkaWireDataSource)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None):
@@ -20,7 +21,9 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
 
     builder = SparkSession.builder.appName(app_name)
     if not submitted:
-        builder = builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = (builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
     builder = (
         builder
         .config("spark.sql.session.timeZone", "UTC")
@@ -34,8 +37,44 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
     spark.sparkContext.setLogLevel("ERROR")
     from . import register
 
-    register(spark)  # explicit, in case the installed auto-registration is not visible
+    register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
     return spark
+
+
+_checked: set[int] = set()
+
+
+def check_workers(spark) -> None:
+    """Fail in one line if Spark's Python workers cannot import pyarrow and this package: the
+    alternative is [DATA_SOURCE_NOT_FOUND] or a task failure under a page of Java."""
+    sc = spark.sparkContext
+    if id(sc) in _checked:
+        return
+    exe = sc.getConf().get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+    def probe(_):
+        import importlib
+
+        missing = []
+        for name in ("pyarrow", "spark_kafkawire"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                missing.append(name)
+        return missing
+
+    try:
+        missing = sc.parallelize([0], 1).map(probe).collect()[0]
+    except Exception as e:  # the worker did not even start
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise RuntimeError(f"kafkawire: Spark's Python workers ({exe}) failed to start ({first}); set "
+                           f"PYSPARK_PYTHON or spark.pyspark.python to an interpreter with pyarrow and "
+                           f"spark_kafkawire, e.g. {sys.executable}") from None
+    if missing:
+        raise RuntimeError(f"kafkawire: Spark's Python workers run {exe}, which cannot import "
+                           f"{' and '.join(missing)}; set PYSPARK_PYTHON or spark.pyspark.python to an "
+                           f"interpreter that has them, e.g. {sys.executable}")
+    _checked.add(id(sc))
 
 
 def _submitted() -> bool:

@@ -122,3 +122,21 @@ def test_job_with_spark_submit(tmp_path):
     mine = [x for x in rows if x["api_name"] == "Metadata" and x["client_id"] == "rdkafka"]
     assert int(cells[2]) == len(mine)
     assert int(cells[5]) == sum(1 for x in mine if x["status"] == "no_response")
+
+
+def test_workers_without_the_package_fail_in_one_line(tmp_path):
+    """A session whose Python workers run an interpreter without pyarrow and this package fails at
+    once, in one line naming that interpreter, instead of [DATA_SOURCE_NOT_FOUND] under a page of
+    Java at the first query."""
+    import subprocess
+    import sys
+
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    code = "import spark_kafkawire; spark_kafkawire.spark_session('bare', master='local[1]')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**__import__("os").environ, "PYSPARK_PYTHON": str(bare / "bin" / "python")})
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert f"workers run {bare / 'bin' / 'python'}, which cannot import pyarrow and spark_kafkawire" in last
+    assert sys.executable in last
