@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2
 
-.PHONY: setup demo test bench sample-pcaps system-deps clean schemas
+.PHONY: setup demo test bench fuzz sample-pcaps system-deps clean schemas
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,11 @@ test: setup system-deps
 
 bench: setup system-deps
 	$(PY) tests/bench.py
+
+# a long fuzzing campaign (not in CI): FUZZ_INPUTS mutated inputs over two processes
+FUZZ_INPUTS ?= 100000
+fuzz: setup
+	$(PY) tests/fuzz_campaign.py $(FUZZ_INPUTS)
 
 sample-pcaps: setup system-deps
 	$(PY) sample_pcaps/make_samples.py

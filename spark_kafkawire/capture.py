@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, NamedTuple
 
@@ -73,15 +74,16 @@ class CaptureReader:
     def __init__(self, path: str, endpoint: str | None = None):
         self.path = path  # a local path or a URI (see fs.py)
         self.endpoint = endpoint
+        self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
         self.format = ""
 
     def __iter__(self) -> Iterator[Packet]:
         with _open(self.path, self.endpoint) as f:
-            try:
-                head = f.read(4)
-            except (OSError, EOFError) as e:  # broken gzip stream
-                raise CaptureError(f"{self.path}: not a readable capture file ({e})") from None
+            head = self._read(f, 4)
+            if self.stream_error:  # a gzip file whose stream breaks before the first record
+                self._damaged(1, 0, "file header unreadable")
+                return
             if head in PCAP_MAGICS:
                 self.format = "pcap"
                 yield from self._pcap(f, head)
@@ -98,13 +100,15 @@ class CaptureReader:
 
     # -- helpers -----------------------------------------------------------------------------
     def _damaged(self, number: int, offset: int, reason: str) -> None:
+        if self.stream_error:
+            reason = f"{reason} ({self.stream_error})"
         self.damage = Damage(number, offset, reason)
 
-    @staticmethod
-    def _read(f: BinaryIO, n: int) -> bytes:
+    def _read(self, f: BinaryIO, n: int) -> bytes:
         try:
             return f.read(n)
-        except (OSError, EOFError):  # gzip stream cut short or corrupt
+        except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
+            self.stream_error = f"compressed stream unreadable: {e}"
             return b""
 
     # -- classic pcap ------------------------------------------------------------------------
@@ -134,6 +138,8 @@ class CaptureReader:
             number += 1
             n = len(buf) - pos
             if not n:
+                if self.stream_error:
+                    self._damaged(number, offset, "file ends")
                 return
             if n < 16:
                 self._damaged(number, offset, "file ends inside a record header")
@@ -168,6 +174,8 @@ class CaptureReader:
             btype_raw = pending_type if pending_type is not None else read(f, 4)
             pending_type = None
             if not btype_raw:
+                if self.stream_error:
+                    self._damaged(number + 1, offset, "file ends")
                 return
             if len(btype_raw) < 4:
                 self._damaged(number + 1, offset, "file ends inside a block header")

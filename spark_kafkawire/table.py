@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import protocol
 from . import records as rec
@@ -165,6 +166,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 ROW_SHAPES = tuple(COLUMNS)
 MAX_TIMESTAMP_MS = 253402300800000  # 10000-01-01: later record timestamps are not dates
+MIN_TIME_US, MAX_TIME_US = -62135596800 * 10**6, 253402300799 * 10**6 + 999999  # years 1 to 9999, as Spark
 
 
 def ddl(rows: str) -> str:
@@ -200,14 +202,47 @@ class RowBuilder:
     def flush(self) -> pa.RecordBatch:
         cols = self.cols
         arrays = []
+        bad: dict[int, list[str]] = {}  # row -> columns whose value did not fit
         for field in self.schema:
             values = cols[field.name]
             if field.type == _ARROW["timestamp"]:
                 values = [None if v is None else v // 1000 for v in values]  # ns -> us
-            arrays.append(pa.array(values, type=field.type))
+            arrays.append(self._array(field, values, bad))
+        if bad and "detail" in cols:
+            details = arrays[self.names.index("detail")].to_pylist()
+            for row, names in bad.items():
+                note = f"out of range, left null: {', '.join(names)}"
+                details[row] = f"{details[row]}; {note}" if details[row] else note
+            arrays[self.names.index("detail")] = pa.array(details, pa.string())
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._reset()
         return batch
+
+    @staticmethod
+    def _array(field: pa.Field, values: list, bad: dict[int, list[str]]) -> pa.Array:
+        """The column as Arrow; a value beyond its type's range (a time outside years 1-9999, an
+        int32 column given 2**31, ...) becomes null and is named in the row's detail."""
+        timestamp = field.type == _ARROW["timestamp"]
+        try:
+            arr = pa.array(values, type=field.type)
+            if not timestamp or not len(arr) or arr.null_count == len(arr):
+                return arr
+            ints = arr.cast(pa.int64())
+            if MIN_TIME_US <= pc.min(ints).as_py() and pc.max(ints).as_py() <= MAX_TIME_US:
+                return arr
+        except (pa.ArrowInvalid, OverflowError, TypeError):
+            pass
+        kept = []
+        for row, v in enumerate(values):
+            try:
+                if v is not None and timestamp and not MIN_TIME_US <= v <= MAX_TIME_US:
+                    raise OverflowError
+                pa.array([v], type=field.type)
+                kept.append(v)
+            except (pa.ArrowInvalid, OverflowError, TypeError):
+                kept.append(None)
+                bad.setdefault(row, []).append(field.name)
+        return pa.array(kept, type=field.type)
 
     def _endpoints(self, ep: Endpoints | None) -> None:
         c = self.cols

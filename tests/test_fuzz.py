@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SAMPLES
+from conftest import FINDINGS, SAMPLES
 from pcapgen import Conversation, request, write_pcap
 from spark_kafkawire import protocol, read_capture
 from spark_kafkawire.body import BodyError, decode_body, schemas
@@ -26,6 +26,7 @@ FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 TRIPLES = sorted(schemas().messages)
 SAMPLE = (SAMPLES / "mock-kcat.pcap").read_bytes()
+SAMPLE_NG = (SAMPLES / "mock-confluent-group.pcapng").read_bytes()
 
 
 def _keep(kind: str, data: bytes) -> None:
@@ -64,13 +65,15 @@ def check_stream(data: bytes, tmp: Path) -> None:
 
 
 def check_capture(data: bytes, tmp: Path) -> None:
-    path = tmp / "fuzz.pcap"
+    """A mutated capture (pcap, pcapng or gzip): rows in every shape, or a clear CaptureError."""
+    path = tmp / ("fuzz.pcap.gz" if data[:2] == b"\x1f\x8b" else "fuzz.pcap")
     path.write_bytes(data)
-    try:
-        t = read_capture(path, rows="exchanges")
-    except CaptureError:  # a clear error about the file (bad magic, unknown link type, ...)
-        return
-    assert t.num_rows < 10_000
+    for opts in ({"rows": "exchanges"}, {"rows": "connections"}, {"rows": "records", "includeRecords": "true"}):
+        try:
+            t = read_capture(path, **opts)
+        except CaptureError:  # a clear error about the file (bad magic, unknown link type, ...)
+            return
+        assert t.num_rows < 10_000
 
 
 def _guard(kind, fn, data, *args):
@@ -104,6 +107,74 @@ def test_fuzz_capture_reader(tmp_path_factory, flips, length):
         if at < len(data):
             data[at] = value
     _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("c"))
+
+
+def _interface_fields(data: bytes) -> list[int]:
+    """Offsets of the pcapng timestamp fields and interface-description options (if_tsresol,
+    if_tsoffset): what decides every packet's time."""
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        btype, blen = struct.unpack_from("<II", data, pos)
+        if blen < 12 or pos + blen > len(data):
+            break
+        if btype == 1:  # interface description: link type, snaplen, options
+            out += range(pos + 8, pos + blen - 4)
+        elif btype == 6:  # enhanced packet: interface id, timestamp high and low
+            out += range(pos + 8, pos + 20)
+        pos += blen
+    return out
+
+
+NG_FIELDS = _interface_fields(SAMPLE_NG)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(NG_FIELDS), st.integers(0, 255)), min_size=1, max_size=8))
+def test_fuzz_pcapng_times_and_interface_options(tmp_path_factory, flips):
+    data = bytearray(SAMPLE_NG)
+    for at, value in flips:
+        data[at] = value
+    _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("n"))
+
+
+GZ = __import__("gzip").compress(SAMPLE, mtime=0)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(10, len(GZ) - 1), st.integers(0, 255)), min_size=1, max_size=4),
+       st.integers(10, len(GZ)))
+def test_fuzz_gzip_streams(tmp_path_factory, flips, length):
+    data = bytearray(GZ[:length])
+    for at, value in flips:
+        if at < len(data):
+            data[at] = value
+    _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("g"))
+
+
+FOUND = [("pcapng-timestamp-out-of-range.pcapng", {}), ("corrupt-gzip-stream.pcap.gz", {}),
+         ("records-int32-overflow.pcap", {"rows": "records", "includeRecords": "true"}),
+         ("records-magic-int8-overflow.pcap", {"rows": "records", "includeRecords": "true"}),
+         ("records-offset-int64-overflow.pcap", {"rows": "records", "includeRecords": "true"})]
+
+
+@pytest.mark.parametrize("name,opts", FOUND, ids=[n for n, _ in FOUND])
+def test_findings_give_rows_not_exceptions(name, opts):
+    """The inputs an attack found escaping PERMISSIVE mode (../shared/fuzz-findings): rows, with
+    what could not be represented left null and named in the row's detail."""
+    shapes = [opts] if opts else [{"rows": r} for r in ("exchanges", "messages", "partitions", "connections")]
+    for shape in shapes:
+        rows = read_capture(FINDINGS / name, **shape).to_pylist()
+        assert rows
+        if name.startswith("pcapng"):
+            times = [k for k in ("request_time", "time", "first_time") if k in rows[0]]
+            assert any(r[times[0]] is None and "out of range" in (r["detail"] or "") for r in rows)
+        elif name.startswith("corrupt-gzip"):
+            assert [r["status"] for r in rows] == ["capture_damaged"] and "compressed stream" in rows[0]["detail"]
+        elif "magic" in name or "offset" in name:
+            column = "magic" if "magic" in name else "offset"
+            assert any(r[column] is None and column in (r["detail"] or "") for r in rows)
 
 
 # ---- hand-made hostile seeds and the regression corpus -------------------------------------------
