@@ -187,6 +187,13 @@ class Decoder:
 
     def closed(self, conn: Connection) -> None:
         st: _ConnState = conn.state  # type: ignore[assignment]
+        if st is None:  # no payload ever: only a connection row
+            connection = getattr(self.rows, "connection", None)
+            if connection is not None:
+                st = _ConnState(conn)
+                role = self._endpoints_guess(st)
+                connection(conn, st.endpoints, role, "unknown", None)
+            return
         if st.client_dir is None and st.queue:
             self._decide(st, force=True)
         if st.tls is not None:

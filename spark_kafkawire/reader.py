@@ -25,7 +25,7 @@ from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED
 from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
-from .tcp import Reassembler
+from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
@@ -45,6 +45,8 @@ class Options:
                     at least 65536: a frame holds at least the largest request header)
     pathglobfilter  comma-separated file name patterns a directory listing picks up
     batchsize       rows per Arrow record batch (default 8192; 1 to 10,000,000)
+    maxconnections  open TCP connections tracked at once (default 100000); past it the longest idle
+                    one is retired as if closed (its connection row says end_captured=evicted)
     endpointurl     S3 endpoint (e.g. http://localhost:9000) for s3:// paths; default: AWS_ENDPOINT_URL
     mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
                     are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
@@ -59,6 +61,7 @@ class Options:
     batch_size: int = 8192
     mode: str = "PERMISSIVE"
     endpoint_url: str | None = None
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -149,6 +152,7 @@ _RULES = {
     "batchsize": ("batchSize", "batch_size", 8192, _whole(1, 10_000_000)),
     "mode": ("mode", "mode", "PERMISSIVE", _choice(MODES, upper=True)),
     "endpointurl": ("endpointUrl", "endpoint_url", None, _url),
+    "maxconnections": ("maxConnections", "max_connections", DEFAULT_MAX_CONNECTIONS, _whole(1000, 10_000_000)),
 }
 
 
@@ -235,7 +239,7 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections")
     rows.topic_ids = decoder.topic_ids
-    reasm = Reassembler(decoder, ports=opts.ports)
+    reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     reader = CaptureReader(path, opts.endpoint_url)
     limit = opts.batch_size
     feed = reasm.feed

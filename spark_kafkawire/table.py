@@ -268,7 +268,9 @@ class RowBuilder:
         c["first_packet"].append(conn.first_number)
         c["start_captured"].append(conn.client is not None)
         halves = conn.halves
-        if conn.rst:
+        if conn.evicted:
+            end = "evicted"
+        elif conn.rst:
             end = "rst"
         elif halves and halves[0].fin and halves[1].fin:
             end = "fin"
@@ -280,12 +282,15 @@ class RowBuilder:
         c["protocol"].append(protocol_name)
         c["detail"].append(None)
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
-            f = framers[d]
-            a = f.acct
-            values = {"bytes": halves[d].captured, "frames": a.frames, "frame_bytes": a.frame_bytes,
-                      "partial_frames": a.partial_frames, "partial_bytes": a.partial_bytes,
-                      "skipped_bytes": a.skipped_bytes, "gap_bytes": a.gap_bytes, "gaps": a.gaps,
-                      "resyncs": f.resyncs}
+            if framers is None:  # the connection never carried payload
+                values = dict.fromkeys(_DIRECTION_COUNTS, 0)
+            else:
+                f = framers[d]
+                a = f.acct
+                values = {"bytes": halves[d].captured, "frames": a.frames, "frame_bytes": a.frame_bytes,
+                          "partial_frames": a.partial_frames, "partial_bytes": a.partial_bytes,
+                          "skipped_bytes": a.skipped_bytes, "gap_bytes": a.gap_bytes, "gaps": a.gaps,
+                          "resyncs": f.resyncs}
             for what in _DIRECTION_COUNTS:
                 c[f"{side}_{what}"].append(values[what])
         c["status"].append("connection")

@@ -23,6 +23,7 @@ whatever the sinks keep, never by the size of the file or of a connection.
 from __future__ import annotations
 
 from bisect import insort
+from collections import OrderedDict, deque
 from typing import Protocol
 
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
@@ -30,6 +31,7 @@ from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
 MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
+DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 
 
@@ -54,10 +56,11 @@ class HalfStream:
     """
 
     __slots__ = ("sink", "base", "nxt", "pending", "pending_bytes", "max_pending", "fin", "fin_off", "captured",
-                 "holes", "last_ts")
+                 "holes", "last_ts", "started")
 
-    def __init__(self, sink: Sink, max_pending: int):
-        self.sink = sink
+    def __init__(self, sink: Sink | None, max_pending: int):
+        self.sink = sink  # given when the connection first carries payload (see Reassembler._open)
+        self.started = False  # its SYN was seen
         self.base: int | None = None  # sequence number of stream offset 0
         self.nxt = 0  # stream offset of the next byte to deliver
         self.pending: list[tuple[int, int, bytes, int, int, int]] = []  # (off, order, data, wire, ts, n)
@@ -74,7 +77,9 @@ class HalfStream:
     def start(self, isn_next: int) -> None:
         if self.base is None:
             self.base = isn_next & MASK32
-            self.sink.start()
+            self.started = True
+            if self.sink is not None:
+                self.sink.start()
 
     def offset(self, seq: int) -> int:
         """Stream offset of a sequence number, taking the one nearest to what comes next."""
@@ -221,6 +226,8 @@ class HalfStream:
     def close(self) -> None:
         while self.pending:
             self._skip_hole()
+        if self.sink is None:
+            return
         if self.fin_off is not None and self.fin_off > self.nxt:  # a tail lost before the FIN
             self._gap_to(self.fin_off, self.last_ts, 0)
         self.sink.end()
@@ -235,7 +242,7 @@ class Connection:
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
     __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state",
-                 "self_connected")
+                 "self_connected", "opened", "evicted")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -250,6 +257,8 @@ class Connection:
         self.done = False
         self.state: object = None  # the listener's own state for this connection
         self.self_connected = False  # a == b: directions told apart by sequence numbers
+        self.opened = False  # the listener has been told (at the first payload: most scans carry none)
+        self.evicted = False  # retired to keep the table within maxConnections
 
     def self_direction(self, seg: Segment) -> int:
         """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
@@ -275,17 +284,20 @@ class Connection:
 class Reassembler:
     """Feed segments in capture order; the listener gets each connection's two byte streams."""
 
-    def __init__(self, listener: Listener, max_pending: int = DEFAULT_MAX_PENDING, ports: frozenset[int] | None = None):
+    def __init__(self, listener: Listener, max_pending: int = DEFAULT_MAX_PENDING, ports: frozenset[int] | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
         self.listener = listener
         self.max_pending = max_pending
         self.ports = ports
+        self.max_connections = max_connections
         self.table: dict[tuple, tuple[Connection, int]] = {}
-        self.ended = 0  # connections that ended and still have a table entry
-        self.prune_at = 1024
+        self.live: OrderedDict[Connection, None] = OrderedDict()  # open connections, least recently used first
+        self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
 
     def feed(self, seg: Segment) -> None:
-        if self.ended > self.prune_at:
-            self._forget_ended(seg.ts_ns)
+        ended = self.ended
+        if ended and (seg.ts_ns - ended[0].last_ts > LINGER_NS or len(ended) > self.max_connections):
+            self._forget(ended.popleft())
         if self.ports is not None and seg.sport not in self.ports and seg.dport not in self.ports:
             return
         key = (seg.src, seg.sport, seg.dst, seg.dport)
@@ -295,8 +307,11 @@ class Reassembler:
             conn, d = hit
             if not conn.done and not conn.self_connected:
                 conn.last_ts = seg.ts_ns
+                self.live.move_to_end(conn)
                 wire_len = seg.wire_len
                 if wire_len:
+                    if not conn.opened:
+                        self._open(conn)
                     if flags & TCP_ACK:
                         other = conn.halves[1 - d]
                         if other.pending:
@@ -331,10 +346,17 @@ class Reassembler:
                 conn.self_connected = True
             else:
                 self.table[rkey] = (conn, 1)
-            sinks = self.listener.opened(conn)
-            conn.halves = [HalfStream(sinks[0], self.max_pending), HalfStream(sinks[1], self.max_pending)]
+            conn.halves = [HalfStream(None, self.max_pending), HalfStream(None, self.max_pending)]
             if conn.self_connected:
                 d = conn.self_direction(seg)
+            self.live[conn] = None
+            if len(self.live) > self.max_connections:  # retire the longest idle, as if it had closed
+                oldest = next(iter(self.live))
+                oldest.evicted = True
+                self._finish(oldest)
+                self._forget(oldest)
+        else:
+            self.live.move_to_end(conn)
         conn.last_ts = seg.ts_ns
         half = conn.halves[d]
         seq = seg.seq
@@ -353,6 +375,8 @@ class Reassembler:
             if other.pending:
                 other.acked(seg.ack)
         if seg.wire_len:
+            if not conn.opened:
+                self._open(conn)
             half.feed(seq, seg.payload, seg.wire_len, seg.ts_ns, seg.number)
         if flags & TCP_FIN and half.base is not None:
             fin_off = half.offset(seq) + seg.wire_len
@@ -366,14 +390,32 @@ class Reassembler:
             if conn.finished():
                 self._finish(conn)
 
+    def _open(self, conn: Connection) -> None:
+        """The connection carries payload: now the listener makes its sinks."""
+        conn.opened = True
+        sinks = self.listener.opened(conn)
+        for h, sink in zip(conn.halves, sinks):
+            h.sink = sink
+            if h.started:
+                sink.start()
+
+    def _forget(self, conn: Connection) -> None:
+        """Drop a connection's table entries (an ended one past its linger, or one evicted)."""
+        for key in ((conn.a[0], conn.a[1], conn.b[0], conn.b[1]), (conn.b[0], conn.b[1], conn.a[0], conn.a[1])):
+            hit = self.table.get(key)
+            if hit is not None and hit[0] is conn:
+                del self.table[key]
+
     def _finish(self, conn: Connection) -> None:
         if conn.done:
             return
         conn.done = True
+        self.live.pop(conn, None)
         for h in conn.halves:
             h.close()
         self.listener.closed(conn)
-        self.ended += 1
+        if not conn.evicted:
+            self.ended.append(conn)
         # the table keeps the (now light) entry so that late retransmissions and ACKs are
         # recognised as belonging to a connection that has ended
         for h in conn.halves:
@@ -381,16 +423,8 @@ class Reassembler:
             h.pending = []
         conn.state = None
 
-    def _forget_ended(self, now: int) -> None:
-        """Drop ended connections quiet for LINGER_NS, so the table holds only recent ones."""
-        stale = [k for k, (c, _d) in self.table.items() if c.done and now - c.last_ts > LINGER_NS]
-        for k in stale:
-            del self.table[k]
-        self.ended = sum(1 for c, d in self.table.values() if c.done and d == 0)
-        self.prune_at = max(1024, 2 * self.ended)  # amortised: many recent ones, look less often
-
     def open_connections(self):
-        return [c for c, d in self.table.values() if d == 0 and not c.done]
+        return list(self.live)
 
     def close(self) -> None:
         """End of capture: flush every open connection."""

@@ -13,6 +13,8 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
   read without it;
 - Spark: the capture as a directory of 4 files, read by Spark local[1] and local[2] (scaling
   efficiency), and local[1] against read_capture on the same files;
+- a million connections: 10^6 SYN-only and 10^6 one-segment connections (rows=connections):
+  peak memory and time per packet against the real capture's;
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
   for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale.
 """
@@ -101,6 +103,13 @@ from spark_kafkawire.reader import iter_batches
 rows = sum(b.num_rows for b in iter_batches(sys.argv[1]))  # one file, streamed: what a Spark task does
 print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
+PEAK_TIMED = """
+import resource, sys, time
+from spark_kafkawire.reader import iter_batches
+t = time.perf_counter()
+rows = sum(b.num_rows for b in iter_batches(sys.argv[1], {"rows": "connections"}))
+print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t)
+"""
 PEAK_CHILD = """
 import resource, subprocess, sys
 subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
@@ -131,6 +140,26 @@ def copies(path: Path, broker: int, n: int) -> Path:
                         moved = (port - 1024 + 97 * i) % 64000 + 1024
                         struct.pack_into("!H", d, at, moved + 1 if moved == broker else moved)
                 w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
+    return out
+
+
+def many_connections(kind: str, n: int = 1_000_000) -> Path:
+    """``n`` TCP connections of one packet each: a SYN per port (a scan), or one 30-byte request
+    segment each (connections whose ends were not captured)."""
+    out = OUT / f"{kind}-{n}.pcap"
+    if out.exists():
+        return out
+    eth = b"\x04" * 6 + b"\x02" * 6 + b"\x08\x00"
+    body = b"" if kind == "syn" else struct.pack("!ihhi", 26, 3, 1, 7) + b"\x00\x03cli" + b"\x00" * 13
+    with open(out, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
+        for i in range(n):
+            src = bytes([10, 1 + i // 60000 % 250, 0, 1])
+            tcp = struct.pack("!HHIIBBHHH", 1024 + i % 60000, 9092, 1000, 0, 0x50, 0x02 if kind == "syn" else 0x18,
+                              65535, 0, 0)
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + len(body), 0, 0, 64, 6, 0, src, b"\x0a\x00\x00\x02")
+            pkt = eth + ip + tcp + body
+            f.write(struct.pack("<IIII", 1_700_000_000 + i // 10000, i % 10000 * 100, len(pkt), len(pkt)) + pkt)
     return out
 
 
@@ -167,6 +196,16 @@ def main() -> None:
                                  text=True, check=True).stdout.split()[-1])
     print(f"Spark on 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
           f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}")
+
+    ordinary = best_of(ours(path, "connections")) / 120_018
+    for kind in ("syn", "segment"):
+        many = many_connections(kind)
+        r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(many)], check=True, capture_output=True,
+                           text=True)
+        rows, kib, took = r.stdout.split()
+        per = float(took) / 1_000_000
+        print(f"10^6 one-packet connections ({kind}): {int(kib) / 1024:.0f} MiB peak, {per * 1e6:.1f} us/packet "
+              f"({per / ordinary:.2f}x the real capture's per packet), {rows} connection rows", flush=True)
 
     big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     for label, p in (("capture", path), ("2 GB", big)):

@@ -1,6 +1,7 @@
 """TCP reassembly: order, retransmissions, overlaps, wraparound, gaps, connection lifecycle."""
 
 import random
+from collections import Counter
 
 import dpkt
 
@@ -174,3 +175,40 @@ def test_self_connection_keeps_its_two_directions_apart(tmp_path):
     rows = decoded_rows(tmp_path, c.fin().packets)
     assert [(r["correlation_id"], r["api_name"], r["status"]) for r in rows] == [
         (1, "Metadata", "complete"), (2, "Metadata", "complete")]
+
+
+def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
+    """A port scan (SYN-only connections) and one-segment connections whose ends were not captured:
+    at most maxConnections are tracked at once, the longest idle retired as if closed, its row
+    saying end_captured=evicted; every connection still has exactly one row."""
+    from spark_kafkawire.exchanges import Decoder
+    from spark_kafkawire.packets import decode
+    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.table import RowBuilder
+    from spark_kafkawire.tcp import Reassembler
+    from pcapgen import write_pcap
+
+    packets = []
+    for i in range(3000):  # a scan: one SYN per port
+        packets.append(tcp_packet(("10.9.0.1", 50000), ("10.9.0.2", 1 + i), 1000, flags=dpkt.tcp.TH_SYN))
+    for i in range(2000):  # one data segment each, no SYN or FIN captured
+        packets.append(tcp_packet(("10.9.0.3", 20000 + i), BROKER, 5000, request(3, 1, 1, "one", body=b"\0\0\0\0")))
+    path = tmp_path / "many.pcap"
+    write_pcap(path, packets)
+    rows = RowBuilder("connections", str(path))
+    reasm = Reassembler(Decoder(rows), max_connections=1000)
+    most_live = most_table = 0
+    for pkt in CaptureReader(str(path)):
+        reasm.feed(decode(pkt))
+        most_live = max(most_live, len(reasm.live))
+        most_table = max(most_table, len(reasm.table))
+    reasm.close()
+    got = rows.flush().to_pylist()
+    assert most_live == 1000 and most_table <= 2 * 1000
+    assert len(got) == 5000
+    ends = Counter(r["end_captured"] for r in got)
+    assert ends == {"evicted": 4000, "open": 1000}
+    assert sum(r["client_frames"] for r in got) == 2000  # every one-segment request framed
+    # below the cap nothing changes
+    small = decoded_rows(tmp_path, packets[:600], rows="connections", maxConnections=1000)
+    assert len(small) == 600 and {r["end_captured"] for r in small} == {"open"}
