@@ -120,6 +120,9 @@ def summarize(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> 
             out.append(batch)
             pos += size
         elif magic in (0, 1):
+            if n - pos < _V01.size:  # the header itself is cut (its magic byte was the last there)
+                out.append({"Truncated": True, "Length": n - pos, "Magic": magic})
+                break
             off, msize, crc, _m, attrs = _V01.unpack_from(data, pos)
             size = 12 + msize
             batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": _codec(attrs),

@@ -42,7 +42,7 @@ def _one(kind: str, rnd: random.Random, tmp: Path) -> tuple[str, bytes, object]:
         for _ in range(rnd.randrange(1, 8)):
             data[rnd.choice(tf.NG_FIELDS)] = rnd.randrange(256)
     else:
-        data = bytearray(tf.GZ[: rnd.randrange(10, len(tf.GZ) + 1)])
+        data = bytearray(tf.GZ[: rnd.randrange(11, len(tf.GZ) + 1)])
         for _ in range(rnd.randrange(1, 4)):
             data[rnd.randrange(10, len(data))] = rnd.randrange(256)
     data = bytes(data)
