@@ -208,6 +208,7 @@ class Decoder:
         for req in st.pending.values():
             self._emit(st, req, None, NO_RESPONSE, why)
         st.pending.clear()
+        st.framers = []  # the framers' callbacks hold st: no cycle left for the garbage collector
 
     # -- roles ---------------------------------------------------------------------------------
     def _plausible(self, st: _ConnState, d: int, data: bytes, strict: bool) -> bool:
