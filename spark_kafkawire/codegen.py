@@ -98,39 +98,32 @@ class Compiler:
                     "    n -= 1"]
         return [f"n = U_int{32 if wide else 16}(buf, pos)[0]", f"pos += {4 if wide else 2}"]
 
+    def _sized(self, flex: bool, wide: bool, take: list[str]) -> list[str]:
+        """Code for a length-prefixed value (null when the length is -1): ``take`` reads
+        buf[pos:e] into v."""
+        return self._length(flex, wide) + [
+            "if n < 0:",
+            "    v = None",
+            "else:",
+            "    e = pos + n",
+            "    if e > len(buf):",
+            "        raise Slow",
+        ] + ["    " + x for x in take] + ["    pos = e"]
+
     def _value(self, f, flex: bool, key: str) -> list[str]:
         """Code that reads one value of the field's type into v."""
         t = f.type
         if t in _SIZES:
             return [f"v = U_{t}(buf, pos)[0]", f"pos += {_SIZES[t]}"]
         if t == "string":
-            return self._length(flex, False) + [
-                "if n < 0:",
-                "    v = None",
-                "else:",
-                "    e = pos + n",
-                "    if e > len(buf):",
-                "        raise Slow",
-                "    v = buf[pos:e].decode('utf-8', 'replace')",
-                "    pos = e",
-            ]
-        if t in ("bytes", "records"):
-            if t == "records":
-                take = ["    v = summarize(buf[pos:e], r.opts.max_decompressed)",
-                        "    if r.opts.keep_raw:",
-                        "        v = RawRecords(v, bytes(buf[pos:e]))"]
-            elif f.name in SECRET_FIELDS:
-                take = [f"    v = redact({f.name!r}, buf[pos:e])"]
-            else:
-                take = ["    v = b64(buf[pos:e]).decode()"]
-            return self._length(flex, True) + [
-                "if n < 0:",
-                "    v = None",
-                "else:",
-                "    e = pos + n",
-                "    if e > len(buf):",
-                "        raise Slow",
-            ] + take + ["    pos = e"]
+            return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')"])
+        if t == "records":
+            return self._sized(flex, True, ["v = summarize(buf[pos:e], r.opts.max_decompressed)",
+                                            "if r.opts.keep_raw:",
+                                            "    v = RawRecords(v, bytes(buf[pos:e]))"])
+        if t == "bytes":
+            take = f"v = redact({f.name!r}, buf[pos:e])" if f.name in SECRET_FIELDS else "v = b64(buf[pos:e]).decode()"
+            return self._sized(flex, True, [take])
         if t == "uuid":
             return ["e = pos + 16", "if e > len(buf):", "    raise Slow", "v = uuid_text(bytes(buf[pos:e]))",
                     "pos = e"]

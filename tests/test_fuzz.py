@@ -102,11 +102,15 @@ def test_fuzz_framer_and_decoder(tmp_path_factory, data):
 @given(st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), max_size=12),
        st.integers(24, len(SAMPLE)))
 def test_fuzz_capture_reader(tmp_path_factory, flips, length):
-    data = bytearray(SAMPLE[:length])
+    _guard("capture", check_capture, _flipped(SAMPLE[:length], flips), tmp_path_factory.mktemp("c"))
+
+
+def _flipped(data: bytes, flips) -> bytes:
+    out = bytearray(data)
     for at, value in flips:
-        if at < len(data):
-            data[at] = value
-    _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("c"))
+        if at < len(out):
+            out[at] = value
+    return bytes(out)
 
 
 def _interface_fields(data: bytes) -> list[int]:
@@ -128,29 +132,24 @@ def _interface_fields(data: bytes) -> list[int]:
 NG_FIELDS = _interface_fields(SAMPLE_NG)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SHORT = settings(max_examples=60, deadline=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@SHORT
 @given(st.lists(st.tuples(st.sampled_from(NG_FIELDS), st.integers(0, 255)), min_size=1, max_size=8))
 def test_fuzz_pcapng_times_and_interface_options(tmp_path_factory, flips):
-    data = bytearray(SAMPLE_NG)
-    for at, value in flips:
-        data[at] = value
-    _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("n"))
+    _guard("capture", check_capture, _flipped(SAMPLE_NG, flips), tmp_path_factory.mktemp("n"))
 
 
 GZ = __import__("gzip").compress(SAMPLE, mtime=0)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@SHORT
 @given(st.lists(st.tuples(st.integers(10, len(GZ) - 1), st.integers(0, 255)), min_size=1, max_size=4),
        st.integers(10, len(GZ)))
 def test_fuzz_gzip_streams(tmp_path_factory, flips, length):
-    data = bytearray(GZ[:length])
-    for at, value in flips:
-        if at < len(data):
-            data[at] = value
-    _guard("capture", check_capture, bytes(data), tmp_path_factory.mktemp("g"))
+    _guard("capture", check_capture, _flipped(GZ[:length], flips), tmp_path_factory.mktemp("g"))
 
 
 FOUND = [("pcapng-timestamp-out-of-range.pcapng", {}), ("corrupt-gzip-stream.pcap.gz", {}),
