@@ -162,11 +162,3 @@ class _Raw(io.RawIOBase):
     def close(self) -> None:
         self.f.close()
         super().close()
-
-
-def size(path: str, endpoint: str | None = None) -> int:
-    local = local_path(path)
-    if local is not None:
-        return os.path.getsize(local)
-    fs, p = resolve(path, endpoint)
-    return fs.get_file_info(p).size

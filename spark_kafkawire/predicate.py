@@ -25,7 +25,6 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import protocol
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not null")
 #: columns known from frame headers and endpoints, before any body is decoded
@@ -248,7 +247,3 @@ def always_decode(api_key: int, version: int, request: bool) -> bool:
     if request:
         return api_key == API_VERSIONS
     return names_topic_ids(api_key, version)
-
-
-def api_name(api_key: int) -> str | None:
-    return protocol.API_NAMES.get(api_key)
