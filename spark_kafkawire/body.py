@@ -31,6 +31,7 @@ NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
 #: request. Their values never leave the decoder; only a length (and a SASL user name) remain.
 SECRET_FIELDS = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
 UNSUPPORTED_VERSION = 35
 #: decode with the readers codegen.py generates from the same layouts (False: interpret only)
 GENERATED = True
@@ -146,6 +147,18 @@ class Schemas:
         self.newest: dict[tuple[int, bool], int] = {}
         for key, ver, req in self.messages:
             self.newest[(key, req)] = max(ver, self.newest.get((key, req), -1))
+        #: api keys with a secret field in some version and direction, and SaslHandshake: their
+        #: bodies are sealed (see seal())
+        self.secret_apis = {SASL_HANDSHAKE} | {key for (key, _v, _r), (sid, _f) in self.messages.items()
+                                               if self._holds_secret(sid, set())}
+
+    def _holds_secret(self, sid: int, seen: set[int]) -> bool:
+        seen.add(sid)
+        plain, tagged = self.structs[sid]
+        for f in plain + list(tagged.values()):
+            if f.name in SECRET_FIELDS or (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
+                return True
+        return False
 
     def has(self, api_key: int, version: int, request: bool) -> bool:
         return (api_key, version, request) in self.messages
@@ -159,10 +172,11 @@ def schemas() -> Schemas:
 
 
 class _Reader:
-    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth")
+    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth", "budget")
 
     def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
-                 facts: Facts | None = None, depth: int = 0):
+                 facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None):
+        self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
         self.buf = buf
         self.end = end
         self.flex = flexible
@@ -218,7 +232,7 @@ class _Reader:
             if pos + n > end:
                 raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
             if t == "records":
-                summary = rec.summarize(buf[pos : pos + n], self.opts.max_decompressed)
+                summary = rec.summarize(buf[pos : pos + n], self.budget)
                 if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
                     summary = RawRecords(summary, bytes(buf[pos : pos + n]))
                 return summary, pos + n
@@ -296,7 +310,7 @@ class _Reader:
                 out.setdefault("_unknown_tagged_fields", []).append(
                     {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
             else:
-                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth)
+                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget)
                 out[f.name], _ = sub.field(f, pos)
                 if f.hl:
                     tid_at = self._fact(f, out[f.name], in_topic, tid_at)
@@ -339,20 +353,80 @@ class _Reader:
                 self.facts.topic_ids.append((out["TopicId"], name))
 
 
+class Redacted(dict):
+    """A secret field as shown (length, user name). ``secrets``: the texts of it that must appear
+    nowhere else in the output (a PLAIN password, a SCRAM proof or signature, a bearer token, the
+    whole token), for :func:`seal`."""
+
+    __slots__ = ("secrets",)
+
+
 def redact(name: str, data: bytes) -> dict:
     """What may be said of a secret: its length, and the user name of a SASL PLAIN/SCRAM token."""
-    out: dict = {"redacted": True, "length": len(data)}
+    data = bytes(data)
+    out = Redacted(redacted=True, length=len(data))
+    secrets = [data.decode("utf-8", "replace"), _b64(data)]
     if name == "AuthBytes":
-        parts = bytes(data).split(b"\x00")
+        parts = data.split(b"\x00")
         if len(parts) == 3:  # PLAIN: authzid NUL user NUL password
             out["mechanism_hint"] = "PLAIN"
             out["user"] = parts[1].decode("utf-8", "replace")
+            secrets.append(parts[2].decode("utf-8", "replace"))
         elif data[:3] in (b"n,,", b"y,,", b"p=t") or data[:2] in (b"n,", b"y,"):  # SCRAM client-first
-            for attr in bytes(data).split(b","):
+            for attr in data.split(b","):
                 if attr.startswith(b"n=") and len(attr) > 2:
                     out["mechanism_hint"] = "SCRAM"
                     out["user"] = attr[2:].decode("utf-8", "replace")
+        # SCRAM proofs and signatures, OAUTHBEARER tokens
+        for attr in data.replace(b"\x01", b",").split(b","):
+            for prefix in (b"p=", b"v=", b"auth=Bearer ", b"auth="):
+                if attr.startswith(prefix) and len(attr) > len(prefix):
+                    secrets.append(attr[len(prefix):].decode("utf-8", "replace"))
+                    break
+    out.secrets = [x for x in secrets if x]
     return out
+
+
+def seal(value: dict, secrets: list[str]) -> dict:
+    """A body of a message with secret fields (SASL, delegation tokens, SCRAM credentials), made
+    safe to show: unknown tagged fields and trailing bytes (which could hold a token a length got
+    wrong) become their lengths, and any string that contains a secret of this body or of the
+    connection's earlier ones (``secrets``, added to) has it replaced by ``[redacted]``."""
+    _collect(value, secrets)
+    return _sealed(value, sorted(set(secrets), key=len, reverse=True))
+
+
+def _collect(value, secrets: list[str]) -> None:
+    if isinstance(value, Redacted):
+        secrets.extend(getattr(value, "secrets", ()))
+    elif isinstance(value, dict):
+        for v in value.values():
+            _collect(v, secrets)
+    elif isinstance(value, list):
+        for v in value:
+            _collect(v, secrets)
+
+
+def _sealed(value, secrets: list[str]):
+    if isinstance(value, Redacted):
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "_unknown_tagged_fields":
+                out[k] = [{"tag": t["tag"], "length": len(base64.b64decode(t["data"]))} for t in v]
+            elif k == "_trailing_bytes":
+                out[k] = {"redacted": True, "length": len(base64.b64decode(v))}
+            else:
+                out[k] = _sealed(v, secrets)
+        return out
+    if isinstance(value, list):
+        return [_sealed(v, secrets) for v in value]
+    if isinstance(value, str):
+        for x in secrets:
+            if x in value:
+                value = value.replace(x, "[redacted]")
+    return value
 
 
 def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int,

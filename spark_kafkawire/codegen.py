@@ -118,7 +118,7 @@ class Compiler:
         if t == "string":
             return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')"])
         if t == "records":
-            return self._sized(flex, True, ["v = summarize(buf[pos:e], r.opts.max_decompressed)",
+            return self._sized(flex, True, ["v = summarize(buf[pos:e], r.budget)",
                                             "if r.opts.keep_raw:",
                                             "    v = RawRecords(v, bytes(buf[pos:e]))"])
         if t == "bytes":

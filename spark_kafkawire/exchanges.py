@@ -37,7 +37,7 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
-from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts
+from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, schemas, seal
 from .headline import headline_from_facts
 from .frames import (
     ALIGNED_ONLY,
@@ -116,7 +116,7 @@ class RowSink(Protocol):
 
 class _ConnState:
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
-                 "tls", "framed", "sasl_raw")
+                 "tls", "framed", "sasl_raw", "secrets")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -130,15 +130,20 @@ class _ConnState:
         self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
         self.framed = False  # any Kafka frame seen
         self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
+        self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see seal)
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
-            opts: RecordOptions) -> tuple[dict | None, str | None, Facts | None]:
+            opts: RecordOptions, st: _ConnState) -> tuple[dict | None, str | None, Facts | None]:
     """Decode a body; returns (value, None, facts) or (None, why not, None)."""
     if not frame.complete:
         return None, None, None
     try:
         value, _v, facts = decode_with_facts(api_key, version, request, frame.data, pos, opts)
+        if api_key in schemas().secret_apis:
+            if st.secrets is None:
+                st.secrets = []
+            value = seal(value, st.secrets)
         return value, None, facts
     except KeyError:
         kind = "request" if request else "response"
@@ -332,7 +337,7 @@ class Decoder:
                 (skip and not always_decode(h.api_key, h.api_version, True)):
             body, err, facts = None, None, None
         else:
-            body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options)
+            body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
@@ -375,7 +380,7 @@ class Decoder:
             _corr, pos = parse_response_header(frame.data, hv)
             if hv is not None and self.decode_bodies and \
                     (not req.skip or always_decode(h.api_key, h.api_version, False)):
-                body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options)
+                body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
                 if facts is not None:
                     self.topic_ids.update(facts.topic_ids)
         except HeaderError as e:

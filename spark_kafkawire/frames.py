@@ -18,6 +18,7 @@ rules in :mod:`spark_kafkawire.protocol`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, NamedTuple
@@ -25,6 +26,7 @@ from typing import Callable, NamedTuple
 from . import protocol
 
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
+MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
 _REQ = Struct("!hhi")
 _I32 = Struct("!i")
 _I16 = Struct("!h")
@@ -157,6 +159,7 @@ def looks_like_request_loosely(data: bytes) -> bool:
 ALIGNED_ONLY = 2
 SCAN_WINDOW = 256 << 10  # bytes kept while looking for a frame boundary
 HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
+_NONZERO = re.compile(rb"[^\x00]")
 
 
 class Framer:
@@ -285,7 +288,7 @@ class Framer:
             if not buf:  # a frame starts at pos
                 if n - pos >= 4:
                     size = _I32.unpack_from(chunk, pos)[0]
-                    if not 0 <= size <= self.max_frame:
+                    if not MIN_FRAME <= size <= self.max_frame:
                         self._lose_sync([(chunk[pos:], ts, number, base + pos)])
                         return
                     end = pos + 4 + size
@@ -309,14 +312,13 @@ class Framer:
                 return
             if self.target == 4:  # its size field is now complete
                 size = _I32.unpack_from(buf)[0]
-                if not 0 <= size <= self.max_frame:
+                if not MIN_FRAME <= size <= self.max_frame:
                     held = bytes(buf)
                     buf.clear()
                     self._lose_sync([(held, self.f_ts, self.f_num, self.f_off), (chunk[pos:], ts, number, base + pos)])
                     return
                 self.target = 4 + size
-                if size:
-                    continue
+                continue
             acct.frames += 1
             acct.frame_bytes += self.target
             self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, self.target - 4, bytes(buf[4:]), True))
@@ -362,9 +364,17 @@ class Framer:
             if scan[i] > top:
                 i += 1
                 continue
+            if not scan[i]:  # a run of zeros holds no size field until its last three bytes
+                m = _NONZERO.search(scan, i)
+                j = m.start() if m else n
+                if j - i > 3:
+                    i = j - 3
+                    self.at_start = False
+                    if i + 8 > n:
+                        break
             size = _I32.unpack_from(scan, i)[0]
             at_start = self.at_start and i == 0
-            ok = 4 <= size <= max_frame and plausible(bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)]), not at_start)
+            ok = MIN_FRAME <= size <= max_frame and plausible(bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)]), not at_start)
             if ok == ALIGNED_ONLY and not at_start:
                 if starts is None:
                     starts = {m[0] for m in self.scan_marks}
@@ -387,7 +397,7 @@ class Framer:
                     continue
                 break  # wait for the bytes that confirm or refute it
             nsize = _I32.unpack_from(scan, end)[0]
-            if 4 <= nsize <= max_frame and plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
+            if MIN_FRAME <= nsize <= max_frame and plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
                 found = i
                 break
             i += 1

@@ -23,7 +23,7 @@ from .frames import DEFAULT_MAX_FRAME
 from .fs import is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
-from .records import DEFAULT_MAX_DECOMPRESSED
+from .records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
 from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
 from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
@@ -39,7 +39,10 @@ class Options:
 
     rows            'exchanges' (default), 'messages', 'partitions', 'records' or 'connections'
     includerecords  'true' to allow rows=records (record keys and values are payload: opt-in)
-    maxdecompressedbytes  cap on one record batch's decompressed size (default 67108864, at least 65536)
+    maxdecompressedbytes  cap on what the record batches of one request or response decompress to,
+                    all together (default 67108864, at least 65536)
+    maxrecordsperbatch  records read from one record batch in rows=records (default 1000000); the
+                    rest of the batch becomes one row with status over_cap
     ports           comma-separated TCP ports (1-65535): decode only connections with one of them
     maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes;
                     at least 65536: a frame holds at least the largest request header)
@@ -62,6 +65,7 @@ class Options:
     mode: str = "PERMISSIVE"
     endpoint_url: str | None = None
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -153,6 +157,8 @@ _RULES = {
     "mode": ("mode", "mode", "PERMISSIVE", _choice(MODES, upper=True)),
     "endpointurl": ("endpointUrl", "endpoint_url", None, _url),
     "maxconnections": ("maxConnections", "max_connections", DEFAULT_MAX_CONNECTIONS, _whole(1000, 10_000_000)),
+    "maxrecordsperbatch": ("maxRecordsPerBatch", "max_records_per_batch", DEFAULT_MAX_RECORDS,
+                           _whole(1, 1 << 31)),
 }
 
 
@@ -234,7 +240,7 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
     opts = options if isinstance(options, Options) else Options.parse(options)
     if predicate and not predicate.file_ok(path):
         return
-    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode)
+    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch)
     decoder = Decoder(rows, opts.max_frame_bytes,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections")
@@ -253,12 +259,8 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
         seg = decode(pkt)
         if seg is not None:
             feed(seg)
-            if rows.count >= limit:
-                batch = rows.flush()
-                if keep is not None:
-                    batch = keep(batch)
-                if batch.num_rows:
-                    yield batch
+            if rows.count >= limit or rows.backlog:
+                yield from _batches(rows, limit, keep, False)
         if stop_from is not None and pkt.ts_ns > stop_from:
             checks += 1
             if checks % 512 == 1 and decoder.settled(reasm.open_connections(), until):
@@ -267,7 +269,16 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
     reasm.close()
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
-    if rows.count:
+    yield from _batches(rows, limit, keep, True)
+
+
+def _batches(rows: RowBuilder, limit: int, keep, final: bool) -> Iterator[pa.RecordBatch]:
+    """Full batches of ``limit`` rows (all that is left when ``final``), taking rows from the
+    builder's backlog (the records of one frame can be millions) only as batches leave."""
+    while True:
+        rows.fill(limit)
+        if not rows.count or (rows.count < limit and not final):
+            return
         batch = rows.flush()
         if keep is not None:
             batch = keep(batch)

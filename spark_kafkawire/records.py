@@ -4,13 +4,15 @@
 offsets, record counts, timestamps, codec, producer id/epoch, transactional and control flags,
 the type of a control batch's marker (COMMIT/ABORT, ...), and a CRC check (CRC-32C over bytes
 21.. for magic 2, CRC-32 over the message for magic 0/1). A mismatch is reported in the batch,
-never fatal. Payload bytes never leave this function; only a magic 0/1 wrapper message is
-decompressed, to count the messages inside it.
+never fatal. Payload bytes never leave this function; only a magic 0/1 wrapper message whose
+CRC holds is decompressed, to count the messages inside it.
 
 ``iter_records(data)`` yields every record with its key, value and headers, decompressing
-batches (gzip, snappy raw or xerial-framed, lz4 frames, zstd). Decompressed bytes are capped per
-batch (``max_decompressed``, default 64 MiB); a batch past the cap, or one that does not
-decompress or parse, yields one :class:`Record` whose ``status`` says so, never an exception.
+batches (gzip, snappy raw or xerial-framed, lz4 frames, zstd). Decompressed bytes are capped
+(``max_decompressed``, default 64 MiB) by a :class:`Budget` that every batch of one request or
+response draws on, so many batches under the cap cannot add up past it; records read from one
+batch are capped too (``max_records``). A batch past a cap, or one that does not decompress or
+parse, yields one :class:`Record` whose ``status`` says so, never an exception.
 
 A Fetch response may end with a partial batch (the broker cuts at the fetch size): it is reported
 with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
@@ -46,6 +48,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
                  "KRAFT_VERSION", "KRAFT_VOTERS")
 DEFAULT_MAX_DECOMPRESSED = 64 << 20
+DEFAULT_MAX_RECORDS = 1_000_000  # records read from one batch; the rest become one status row
 MAX_NESTING = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka
 
 _V2 = Struct("!qiibIhiqqqhii")  # baseOffset .. recordsCount (61 bytes)
@@ -87,7 +90,8 @@ class Record(NamedTuple):
 
 
 # -- summaries (exchange rows: no payload) -------------------------------------------------------
-def summarize(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[dict]:
+def summarize(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED) -> list[dict]:
+    budget = _budget(budget)
     out: list[dict] = []
     pos, n = 0, len(data)
     while pos < n:
@@ -135,11 +139,14 @@ def summarize(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> 
                 batch["Length"] = n - pos
                 out.append(batch)
                 break
-            batch["CrcValid"] = zlib.crc32(data[pos + 16 : pos + size]) == crc
-            if attrs & 7:  # a wrapper: count the messages inside
+            batch["CrcValid"] = crc_ok = zlib.crc32(data[pos + 16 : pos + size]) == crc
+            if attrs & 7 and not crc_ok:
+                batch["RecordCount"] = None
+                batch["DecompressError"] = "not decompressed: the wrapper's CRC does not match"
+            elif attrs & 7:  # a wrapper: count the messages inside
                 try:
-                    inner = decompress(attrs & 7, _v01_key_value(data, pos, size, magic)[1] or b"", max_decompressed)
-                    batch["RecordCount"] = sum(1 for _ in _v01_messages(inner))
+                    inner = budget.decompress(attrs & 7, _v01_key_value(data, pos, size, magic)[1] or b"")
+                    batch["RecordCount"] = _count_messages(inner, DEFAULT_MAX_RECORDS)
                 except RecordError as e:
                     batch["RecordCount"] = None
                     batch["DecompressError"] = str(e)
@@ -202,6 +209,37 @@ def decompress(codec: int, data: bytes, cap: int = DEFAULT_MAX_DECOMPRESSED) -> 
     except Exception as e:  # the libraries' own errors: corrupt input
         raise RecordError(f"{CODECS[codec]}: {e}") from None
     raise RecordError(f"unknown codec {codec}")
+
+
+class Budget:
+    """What decompression may still produce for one request or response: every batch in it draws
+    on the same ``cap`` bytes (option maxDecompressedBytes)."""
+
+    __slots__ = ("cap", "left")
+
+    def __init__(self, cap: int = DEFAULT_MAX_DECOMPRESSED):
+        self.cap = self.left = cap
+
+    def decompress(self, codec: int, data: bytes) -> bytes:
+        if not self.left:
+            raise RecordError(f"{_codec(codec)}: not decompressed, the message's batches already took "
+                              f"maxDecompressedBytes ({self.cap})", "over_cap")
+        try:
+            out = decompress(codec, data, self.left)
+        except RecordError as e:
+            if e.status == "over_cap":
+                whole = self.left == self.cap
+                self.left = 0
+                if not whole:
+                    raise RecordError(f"{_codec(codec)}: the message's batches decompress to more than "
+                                      f"maxDecompressedBytes ({self.cap})", "over_cap") from None
+            raise
+        self.left -= len(out)
+        return out
+
+
+def _budget(b: Budget | int) -> Budget:
+    return b if isinstance(b, Budget) else Budget(b)
 
 
 def _over(cap: int, codec: str) -> RecordError:
@@ -319,7 +357,9 @@ def next_sequence(base: int, increment: int) -> int:
     return base + increment
 
 
-def iter_records(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Record]:
+def iter_records(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
+                 max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[Record]:
+    budget = _budget(budget)
     pos, n = 0, len(data)
     while pos < n:
         magic = data[pos + 16] if n - pos >= 17 else None
@@ -328,14 +368,14 @@ def iter_records(data: bytes, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) 
             if size < 61 or size > n - pos:
                 yield _problem(data, pos, 2, "truncated", "record batch cut short (end of fetch or capture)")
                 return
-            yield from _v2_records(data, pos, size, max_decompressed)
+            yield from _v2_records(data, pos, size, budget, max_records)
             pos += size
         elif magic in (0, 1) and n - pos >= 26:
             size = 12 + _I32.unpack_from(data, pos + 8)[0]
             if size < 26 or size > n - pos:
                 yield _problem(data, pos, magic, "truncated", "message cut short (end of fetch or capture)")
                 return
-            yield from _v01_records(data, pos, size, magic, max_decompressed, 0, None)
+            yield from _v01_records(data, pos, size, magic, budget, max_records, 0, None)
             pos += size
         elif magic in (0, 1, 2):
             yield _problem(data, pos, magic, "truncated", "record batch header cut short")
@@ -351,7 +391,12 @@ def _problem(data: bytes, pos: int, magic: int, status: str, detail: str, codec:
                   status, detail)
 
 
-def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
+def _too_many(data: bytes, pos: int, magic: int, codec: str, count: int, cap: int) -> Record:
+    return _problem(data, pos, magic, "over_cap", f"the batch holds {count} records; the first {cap} were read "
+                    "(option maxRecordsPerBatch)", codec)
+
+
+def _v2_records(data: bytes, pos: int, size: int, budget: Budget, max_records: int) -> Iterator[Record]:
     (base, _blen, _epoch, _m, crc, attrs, _ld, first_ts, max_ts, pid, pepoch, bseq,
      count) = _V2.unpack_from(data, pos)
     codec = _codec(attrs)
@@ -362,7 +407,7 @@ def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
     payload: bytes | memoryview = memoryview(data)[pos + 61 : end]
     if attrs & 7:
         try:
-            payload = decompress(attrs & 7, payload, cap)
+            payload = budget.decompress(attrs & 7, payload)
         except RecordError as e:
             yield _problem(data, pos, 2, e.status, str(e), codec)
             return
@@ -373,7 +418,10 @@ def _v2_records(data: bytes, pos: int, size: int, cap: int) -> Iterator[Record]:
     if count < 0 or count > stop:  # each record takes at least 7 bytes
         yield _problem(data, pos, 2, "corrupt", f"record count {count} cannot fit in the batch", codec)
         return
-    for _ in range(count):
+    for i in range(count):
+        if i == max_records:
+            yield _too_many(data, pos, 2, codec, count, max_records)
+            return
         try:
             length, p = _varint(payload, p, stop)
             rec_end = p + length
@@ -426,6 +474,20 @@ def _v01_key_value(data: bytes, pos: int, size: int, magic: int) -> tuple[bytes 
     return out[0], out[1]
 
 
+def _count_messages(data: bytes, limit: int) -> int:
+    """How many complete messages a magic 0/1 message set holds (what _v01_messages walks)."""
+    pos, n, count, size_at = 0, len(data), 0, _I32.unpack_from
+    while n - pos >= 26:
+        size = 12 + size_at(data, pos + 8)[0]
+        if size < 26 or size > n - pos:
+            break
+        count += 1
+        if count > limit:
+            raise RecordError(f"more than {limit} messages in one wrapper; not counted further", "over_cap")
+        pos += size
+    return count
+
+
 def _v01_messages(data: bytes) -> Iterator[tuple[int, int, int]]:
     """(position, size, magic) of each complete message in a magic 0/1 message set."""
     pos, n = 0, len(data)
@@ -437,7 +499,7 @@ def _v01_messages(data: bytes) -> Iterator[tuple[int, int, int]]:
         pos += size
 
 
-def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: int,
+def _v01_records(data: bytes, pos: int, size: int, magic: int, budget: Budget, max_records: int, depth: int,
                  wrapper: tuple[int, int | None] | None) -> Iterator[Record]:
     off, _msize, crc, _m, attrs = _V01.unpack_from(data, pos)
     codec = _codec(attrs)
@@ -456,17 +518,20 @@ def _v01_records(data: bytes, pos: int, size: int, magic: int, cap: int, depth: 
             yield _problem(data, pos, magic, "corrupt", "compressed message inside a compressed message", codec)
             return
         try:
-            inner = decompress(attrs & 7, value or b"", cap)
+            inner = budget.decompress(attrs & 7, value or b"")
         except RecordError as e:
             yield _problem(data, pos, magic, e.status, str(e), codec)
             return
         msgs = list(_v01_messages(inner))
+        if len(msgs) > max_records:
+            yield _too_many(data, pos, magic, codec, len(msgs), max_records)
+            msgs = msgs[:max_records]
         last_rel = _I64.unpack_from(inner, msgs[-1][0])[0] if msgs else 0
         for ipos, isize, imagic in msgs:
             # magic 1: inner offsets are relative, the wrapper carries the last one's absolute offset
             # (a producer may leave the wrapper at 0: then the relative offsets are all there is)
             shift = off - last_rel if magic == 1 and off >= last_rel else 0
-            inner_recs = _v01_records(inner, ipos, isize, imagic, cap, depth + 1,
+            inner_recs = _v01_records(inner, ipos, isize, imagic, budget, max_records, depth + 1,
                                       (shift, ts if log_append else None))
             for r in inner_recs:
                 yield r._replace(codec=codec)

@@ -8,6 +8,8 @@ into a ``pyarrow.RecordBatch`` of exactly that schema.
 from __future__ import annotations
 
 import json
+from collections import deque
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -182,13 +184,17 @@ class RowBuilder:
     """A RowSink that collects rows of one shape as columns."""
 
     def __init__(self, rows: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
-                 mode: str = "PERMISSIVE"):
+                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS):
         self.shape = rows
         self.mode = mode
         self.schema = arrow_schema(rows)
         self.capture_file = capture_file
         self.names = [n for n, _ in COLUMNS[rows]]
         self.max_decompressed = max_decompressed
+        self.max_records = max_records
+        #: rows not made yet, in order: generators that each append one row per step (rows=records,
+        #: where one frame can hold millions); see fill()
+        self.backlog: deque = deque()
         self.topic_ids: dict[str, str] = {}  # the decoder's topic id -> name map
         self._reset()
 
@@ -198,6 +204,16 @@ class RowBuilder:
 
     def __len__(self) -> int:
         return self.count
+
+    def fill(self, limit: int) -> None:
+        """Make rows from the backlog until ``limit`` rows are held or the backlog is empty."""
+        backlog = self.backlog
+        while backlog and self.count < limit:
+            for _ in backlog[0]:
+                if self.count >= limit:
+                    break
+            else:
+                backlog.popleft()
 
     def flush(self) -> pa.RecordBatch:
         cols = self.cols
@@ -433,8 +449,10 @@ class RowBuilder:
 
     def _records(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None) -> None:
+        """Queue the rows of one exchange: they are made as batches leave (see fill())."""
         if req is None and resp is None:
-            return self._status_only(ep, status, detail)
+            self.backlog.append(self._status_row(ep, status, detail))
+            return
         h = req.header if req is not None else None
         if h is None:
             return
@@ -444,12 +462,22 @@ class RowBuilder:
             direction, msg = "response", resp
         else:
             return
-        c = self.cols
-        for topic, index, fields in topic_partitions(msg.body, self.topic_ids):
-            raw = fields.get("Records")
-            if not isinstance(raw, RawRecords):
-                continue
-            for r in rec.iter_records(raw.data, self.max_decompressed):
+        parts = [(t, i, f["Records"]) for t, i, f in topic_partitions(msg.body, self.topic_ids)
+                 if isinstance(f.get("Records"), RawRecords)]
+        if parts:
+            self.backlog.append(self._record_rows(ep, req, resp, direction, msg, parts))
+
+    def _status_row(self, ep: Endpoints | None, status: str, detail: str | None) -> Iterator[None]:
+        self._status_only(ep, status, detail)
+        yield
+
+    def _record_rows(self, ep: Endpoints | None, req: Request | None, resp: Response | None, direction: str,
+                     msg, parts: list) -> Iterator[None]:
+        """One row per record of the message's record fields, one per step."""
+        budget = rec.Budget(self.max_decompressed)  # one for all the batches of the message
+        for topic, index, raw in parts:
+            for r in rec.iter_records(raw.data, budget, self.max_records):
+                c = self.cols  # a new set of columns after each batch leaves
                 # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
                 if r.status not in ("ok", "truncated") and \
                         not self._damage(ep, msg.frame, f"records {r.status}", r.detail):
@@ -477,6 +505,7 @@ class RowBuilder:
                 c["status"].append(r.status)
                 c["detail"].append(r.detail)
                 self.count += 1
+                yield
 
 
 def frame_status(direction: str | None, req: Request | None, resp: Response | None, status: str,

@@ -22,7 +22,8 @@ whatever the sinks keep, never by the size of the file or of a connection.
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
+from operator import itemgetter
 from collections import OrderedDict, deque
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
 MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
+_offset_of = itemgetter(0)  # a queued segment's stream offset
 DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 
@@ -158,26 +160,30 @@ class HalfStream:
             del self.holes[1]
 
     def _queue(self, off: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
-        """Queue the parts of a segment that no queued segment covers yet (first copy wins)."""
-        pieces = [(off, off + wire_len)]
-        for q_off, _o, _p, q_wire, _t, _n in self.pending:
-            q_end = q_off + q_wire
-            nxt = []
-            for a, b in pieces:
-                if q_end <= a or q_off >= b:
-                    nxt.append((a, b))
-                    continue
-                if a < q_off:
-                    nxt.append((a, q_off))
-                if q_end < b:
-                    nxt.append((q_end, b))
-            pieces = nxt
-            if not pieces:
-                return
+        """Queue the parts of a segment that no queued segment covers yet (first copy wins).
+
+        Queued pieces never overlap and stay sorted by offset, so only the pieces around the new
+        one's place are looked at: logarithmic per segment, constant for segments in order."""
+        pending = self.pending
+        end = off + wire_len
+        i = bisect_left(pending, off, key=_offset_of)
+        if i and pending[i - 1][0] + pending[i - 1][3] > off:
+            i -= 1
+        pieces = []
+        a = off
+        while i < len(pending) and pending[i][0] < end:
+            q_off, q_end = pending[i][0], pending[i][0] + pending[i][3]
+            if q_off > a:
+                pieces.append((a, q_off))
+            if q_end > a:
+                a = q_end
+            i += 1
+        if a < end:
+            pieces.append((a, end))
         for a, b in pieces:
             piece = payload[a - off : b - off]
             self.captured += len(piece)
-            insort(self.pending, (a, len(self.pending), piece, b - a, ts, number))
+            insort(pending, (a, 0, piece, b - a, ts, number), key=_offset_of)
             self.pending_bytes += b - a
 
     def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
@@ -190,8 +196,10 @@ class HalfStream:
 
     def _drain(self) -> None:
         pending = self.pending
-        while pending and pending[0][0] <= self.nxt:
-            off, _o, payload, wire_len, ts, number = pending.pop(0)
+        i = 0
+        while i < len(pending) and pending[i][0] <= self.nxt:
+            off, _o, payload, wire_len, ts, number = pending[i]
+            i += 1
             self.pending_bytes -= wire_len
             if off + wire_len <= self.nxt:
                 continue
@@ -200,6 +208,7 @@ class HalfStream:
                 payload = payload[cut:]
                 wire_len -= cut
             self._deliver(payload, wire_len, ts, number)
+        del pending[:i]
 
     def acked(self, ack: int) -> None:
         """The receiver acknowledged bytes up to ``ack``: a hole it covers was lost by the capture,

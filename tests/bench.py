@@ -16,7 +16,11 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
 - a million connections: 10^6 SYN-only and 10^6 one-segment connections (rows=connections):
   peak memory and time per packet against the real capture's;
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
-  for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale.
+  for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale;
+- hostile inputs (made here): 50,000 one-byte segments behind a lost byte, a Metadata response
+  with 200,000 partitions, a 9-million-record batch (rows=records), 4 MB of zeros where a frame
+  should start, and a request of magic 1 wrappers that decompress to 1.2 GB: time, peak memory,
+  and the cost per unit of work against the same unit in the real capture.
 """
 
 from __future__ import annotations
@@ -163,6 +167,95 @@ def many_connections(kind: str, n: int = 1_000_000) -> Path:
     return out
 
 
+HOSTILE_TIMED = """
+import json, resource, sys, time
+from spark_kafkawire.reader import iter_batches
+t = time.perf_counter()
+rows = sum(b.num_rows for b in iter_batches(sys.argv[1], json.loads(sys.argv[2])))
+print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t)
+"""
+
+
+def _hostile_inputs() -> list[tuple[str, Path, dict, str, int]]:
+    """(label, capture, options, unit, units of work in it), made once into out/bench/hostile."""
+    import zlib
+
+    import test_hostile as th
+    from pcapgen import Conversation, produce_request, request, write_pcap
+
+    d = OUT / "hostile"
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    hole = d / "hole-50000.pcap"
+    if not hole.exists():
+        th._hole_then_tiny_segments(hole, 50_000)
+    out.append(("50,000 segments behind a hole", hole, {"rows": "connections"}, "packet", 50_002))
+    meta = d / "metadata-200000.pcap"
+    if not meta.exists():
+        th._metadata_capture(meta, 200_000)
+    out.append(("Metadata response, 200,000 partitions", meta, {}, "byte", meta.stat().st_size))
+    amp = d / "records-9000000.pcap"
+    if not amp.exists():
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        chunks, count = [], 9_000_000
+        for start in range(0, count, 100_000):
+            chunks.append(z.compress(b"".join(th._record(i, None, b"") for i in range(start, start + 100_000))))
+        chunks.append(z.flush())
+        from test_records import batch
+
+        data = batch([b""] * count, attrs=1, payload=b"".join(chunks))
+        conv = Conversation(client=th.C, broker=th.B).handshake()
+        conv.send("c", produce_request(7, 1, "amp", data), mss=1448)
+        write_pcap(amp, conv.fin().packets)
+    out.append(("a 9,000,000-record batch (rows=records)", amp, {"rows": "records", "includeRecords": "true"},
+                "row", 0))
+    zeros = d / "zeros-4mb.pcap"
+    if not zeros.exists():
+        conv = Conversation(client=th.C, broker=th.B).handshake()
+        conv.send("c", request(18, 0, 1, "cli", body=b"") + bytes(4 << 20) + request(18, 0, 2, "cli", body=b""),
+                  mss=1448)
+        write_pcap(zeros, conv.fin().packets)
+    out.append(("4 MB of zeros where a frame should start", zeros, {}, "byte", zeros.stat().st_size))
+    bombs = d / "magic1-wrappers.pcap"
+    if not bombs.exists():
+        import zstandard
+
+        inner = th._v1_message(0, b"") * ((60 << 20) // 34)
+        wrapper = th._v1_message(0, zstandard.ZstdCompressor(level=19).compress(inner), attrs=4)
+        conv = Conversation(client=th.C, broker=th.B).handshake()
+        conv.send("c", produce_request(3, 1, "old", wrapper * 20), mss=1448)
+        write_pcap(bombs, conv.fin().packets)
+    out.append(("magic 1 wrappers decompressing to 1.2 GB", bombs, {}, "byte", bombs.stat().st_size))
+    return out
+
+
+def hostile(path: Path) -> None:
+    """Each hostile input against the same unit of work in the real capture."""
+    from spark_kafkawire.reader import iter_batches
+
+    def timed(p: Path, opts: dict) -> tuple[int, float, float]:
+        best = None
+        for _ in range(3):
+            r = subprocess.run([sys.executable, "-c", HOSTILE_TIMED, str(p), json.dumps(opts)], check=True,
+                               capture_output=True, text=True)
+            rows, kib, took = r.stdout.split()
+            if best is None or float(took) < best[2]:
+                best = (int(rows), int(kib) / 1024, float(took))
+        return best
+
+    packets = 120_018
+    _r, _m, conn_t = timed(path, {"rows": "connections"})
+    _r, _m, exch_t = timed(path, {})
+    rec_rows, _m, rec_t = timed(path, {"rows": "records", "includeRecords": "true"})
+    ordinary = {"packet": conn_t / packets, "byte": exch_t / path.stat().st_size, "row": rec_t / max(rec_rows, 1)}
+    for label, p, opts, unit, units in _hostile_inputs():
+        rows, mib, took = timed(p, opts)
+        units = units or rows
+        per = took / units
+        print(f"hostile: {label}: {took:.2f} s, {mib:.0f} MiB peak, {rows} rows; per {unit} "
+              f"{per / ordinary[unit]:.2f}x the real capture's", flush=True)
+
+
 def main() -> None:
     path, port = realistic()
     size = path.stat().st_size
@@ -217,6 +310,8 @@ def main() -> None:
                                 f"tcp.port=={port},kafka", "-V"], check=True, capture_output=True, text=True)
             line += f", tshark -V {int(t.stdout) / 1024:.0f} MiB"
         print(line, flush=True)
+
+    hostile(path)
 
 
 if __name__ == "__main__":

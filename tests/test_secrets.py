@@ -107,3 +107,70 @@ def test_raw_sasl_tokens_after_handshake_v0_show_nothing(tmp_path):
             assert not set(re.findall(r"-?\d+", r["detail"] or "")) & numbers, r["detail"]
         # the Kafka request after the login decodes as usual
         assert [r["api_name"] for r in rows if r["status"] == "complete"][-1:] == ["Metadata"]
+
+
+SHAPES_ALL = SHAPES + [{"rows": "connections"}]
+
+
+@pytest.mark.parametrize("opts", SHAPES_ALL, ids=lambda o: o["rows"])
+def test_no_secret_residue_in_hostile_sasl_bodies(opts):
+    """PLAIN tokens hidden where a length does not cover them (unknown tagged fields, bytes after a
+    short AuthBytes) and echoed by a broker in an ErrorMessage: none of it reaches any output. The
+    passwords are taken from the capture's own bytes (authzid NUL user NUL password)."""
+    from conftest import FINDINGS
+
+    path = FINDINGS / "sasl-secret-residue.pcap"
+    raw = b"".join(bytes(p.data) for p in CaptureReader(str(path)))
+    passwords = {m.decode() for m in re.findall(rb"\x00alice\x00([\x21-\x7e]{8,})", raw)}
+    assert passwords
+    text = json.dumps(read_capture(path, **opts).to_pylist(), default=str)
+    for pw in passwords:
+        for secret in (pw, "\x00alice\x00" + pw):
+            for form in _forms(secret):
+                assert form not in text, form
+    if opts["rows"] == "exchanges":
+        rows = read_capture(path).to_pylist()
+        bodies = [json.loads(r[k]) for r in rows for k in ("request", "response") if r[k]]
+        tagged = [t for b in bodies for t in b.get("_unknown_tagged_fields", [])]
+        assert tagged and all(set(t) == {"tag", "length"} for t in tagged)  # lengths only
+        trailing = [b["_trailing_bytes"] for b in bodies if "_trailing_bytes" in b]
+        assert trailing and all(t["redacted"] and t["length"] > 0 for t in trailing)
+        echoed = [b["ErrorMessage"] for b in bodies if b.get("ErrorMessage")]
+        assert echoed and all("[redacted]" in m for m in echoed)  # the rest of the message stays
+
+
+def test_scram_proof_echoed_by_the_broker_is_redacted(tmp_path):
+    """A SCRAM client-final message's proof, echoed in the broker's ErrorMessage and hidden in an
+    unknown tagged field of the response: neither reaches the output; the user name does."""
+    import struct
+
+    from pcapgen import Conversation, decoded_rows, request, response
+
+    proof = base64.b64encode(b"0123456789abcdefghij").decode()
+    first = b"n,,n=bob,r=clientnonce"
+    final = f"c=biws,r=clientnonceservernonce,p={proof}".encode()
+
+    def auth_request(corr, token):  # SaslAuthenticate v2 (flexible): compact bytes, no tags
+        return request(36, 2, corr, "scram", body=bytes([len(token) + 1]) + token + b"\x00")
+
+    def auth_response(corr, message: bytes, tag: bytes = b""):
+        body = struct.pack("!h", 58) + bytes([len(message) + 1]) + message + b"\x01" + struct.pack("!q", 0)
+        body += (b"\x01\x05" + bytes([len(tag)]) + tag) if tag else b"\x00"
+        return response(corr, 36, 2, body=body)
+
+    c = Conversation().handshake()
+    c.send("c", request(17, 1, 1, "scram", body=struct.pack("!h", 13) + b"SCRAM-SHA-256"))
+    c.send("b", response(1, 17, 1, body=struct.pack("!hi", 0, 1) + struct.pack("!h", 13) + b"SCRAM-SHA-256"))
+    c.send("c", auth_request(2, first))
+    c.send("b", auth_response(2, b"", b""))
+    c.send("c", auth_request(3, final))
+    c.send("b", auth_response(3, f"invalid proof {proof} for bob".encode(), proof.encode()))
+    rows = decoded_rows(tmp_path, c.fin().packets)
+    text = json.dumps(rows, default=str)
+    for form in _forms(proof):
+        assert form not in text
+    auth = [json.loads(r["request"]) for r in rows if r["api_name"] == "SaslAuthenticate"]
+    assert auth[0]["AuthBytes"]["user"] == "bob"
+    last = json.loads([r for r in rows if r["api_name"] == "SaslAuthenticate"][-1]["response"])
+    assert last["ErrorMessage"] == "invalid proof [redacted] for bob"
+    assert last["_unknown_tagged_fields"] == [{"tag": 5, "length": len(proof)}]
