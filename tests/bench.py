@@ -170,14 +170,17 @@ def many_connections(kind: str, n: int = 1_000_000) -> Path:
 HOSTILE_TIMED = """
 import json, resource, sys, time
 from spark_kafkawire.reader import iter_batches
+for b in iter_batches(sys.argv[3], json.loads(sys.argv[2])):  # a warm-up: imports, generated readers
+    pass
 t = time.perf_counter()
 rows = sum(b.num_rows for b in iter_batches(sys.argv[1], json.loads(sys.argv[2])))
 print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t)
 """
 
 
-def _hostile_inputs() -> list[tuple[str, Path, dict, str, int]]:
-    """(label, capture, options, unit, units of work in it), made once into out/bench/hostile."""
+def _hostile_input(kind: str, scale: int) -> tuple[Path, dict, int]:
+    """A hostile capture of ``kind`` at ``scale`` (1: the full size; 50: a fiftieth), made once
+    into out/bench/hostile: (path, options, units of work in it)."""
     import zlib
 
     import test_hostile as th
@@ -185,75 +188,78 @@ def _hostile_inputs() -> list[tuple[str, Path, dict, str, int]]:
 
     d = OUT / "hostile"
     d.mkdir(parents=True, exist_ok=True)
-    out = []
-    hole = d / "hole-50000.pcap"
-    if not hole.exists():
-        th._hole_then_tiny_segments(hole, 50_000)
-    out.append(("50,000 segments behind a hole", hole, {"rows": "connections"}, "packet", 50_002))
-    meta = d / "metadata-200000.pcap"
-    if not meta.exists():
-        th._metadata_capture(meta, 200_000)
-    out.append(("Metadata response, 200,000 partitions", meta, {}, "byte", meta.stat().st_size))
-    amp = d / "records-9000000.pcap"
-    if not amp.exists():
-        z = zlib.compressobj(9, zlib.DEFLATED, 31)
-        chunks, count = [], 9_000_000
-        for start in range(0, count, 100_000):
-            chunks.append(z.compress(b"".join(th._record(i, None, b"") for i in range(start, start + 100_000))))
-        chunks.append(z.flush())
-        from test_records import batch
+    path = d / f"{kind}-{scale}.pcap"
+    n = {"hole": 50_000, "metadata": 200_000, "records": 9_000_000, "zeros": 4 << 20, "wrappers": 20}[kind]
+    n = max(1, n // scale)
+    if not path.exists():
+        conv = Conversation(client=th.C, broker=th.B).handshake()
+        if kind == "hole":
+            th._hole_then_tiny_segments(path, n)
+        elif kind == "metadata":
+            th._metadata_capture(path, n)
+        elif kind == "records":  # 7-byte records, all alike: 63 MB, under the decompression cap
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)
+            one = th._record(0, None, b"")
+            body = b"".join(z.compress(one * min(100_000, n - i)) for i in range(0, n, 100_000)) + z.flush()
+            from test_records import batch
 
-        data = batch([b""] * count, attrs=1, payload=b"".join(chunks))
-        conv = Conversation(client=th.C, broker=th.B).handshake()
-        conv.send("c", produce_request(7, 1, "amp", data), mss=1448)
-        write_pcap(amp, conv.fin().packets)
-    out.append(("a 9,000,000-record batch (rows=records)", amp, {"rows": "records", "includeRecords": "true"},
-                "row", 0))
-    zeros = d / "zeros-4mb.pcap"
-    if not zeros.exists():
-        conv = Conversation(client=th.C, broker=th.B).handshake()
-        conv.send("c", request(18, 0, 1, "cli", body=b"") + bytes(4 << 20) + request(18, 0, 2, "cli", body=b""),
-                  mss=1448)
-        write_pcap(zeros, conv.fin().packets)
-    out.append(("4 MB of zeros where a frame should start", zeros, {}, "byte", zeros.stat().st_size))
-    bombs = d / "magic1-wrappers.pcap"
-    if not bombs.exists():
-        import zstandard
+            conv.send("c", produce_request(7, 1, "amp", batch([one] * n, attrs=1, payload=body)), mss=1448)
+        elif kind == "zeros":
+            conv.send("c", request(18, 0, 1, "cli", body=b"") + bytes(n) + request(18, 0, 2, "cli", body=b""),
+                      mss=1448)
+        else:  # magic 1 zstd wrappers of 60 MB each: 1.2 GB in all at full size
+            import zstandard
 
-        inner = th._v1_message(0, b"") * ((60 << 20) // 34)
-        wrapper = th._v1_message(0, zstandard.ZstdCompressor(level=19).compress(inner), attrs=4)
-        conv = Conversation(client=th.C, broker=th.B).handshake()
-        conv.send("c", produce_request(3, 1, "old", wrapper * 20), mss=1448)
-        write_pcap(bombs, conv.fin().packets)
-    out.append(("magic 1 wrappers decompressing to 1.2 GB", bombs, {}, "byte", bombs.stat().st_size))
-    return out
+            inner = th._v1_message(0, b"") * ((60 << 20) // 34)
+            wrapper = th._v1_message(0, zstandard.ZstdCompressor(level=19).compress(inner), attrs=4)
+            conv.send("c", produce_request(3, 1, "old", wrapper * n), mss=1448)
+        if kind not in ("hole", "metadata"):
+            write_pcap(path, conv.fin().packets)
+    opts = {"hole": {"rows": "connections"}, "records": {"rows": "records", "includeRecords": "true"}}.get(kind, {})
+    units = {"hole": n, "metadata": n, "records": n, "zeros": n, "wrappers": n}[kind]
+    return path, opts, units
+
+
+HOSTILE = [("hole", "50,000 one-byte segments behind a lost byte", "segment"),
+           ("metadata", "a Metadata response with 200,000 partitions", "partition"),
+           ("records", "a 9,000,000-record batch, rows=records", "record"),
+           ("zeros", "4 MiB of zeros where a frame should start", "byte"),
+           ("wrappers", "20 magic 1 wrappers of 60 MB each (1.2 GB)", "wrapper")]
 
 
 def hostile(path: Path) -> None:
-    """Each hostile input against the same unit of work in the real capture."""
-    from spark_kafkawire.reader import iter_batches
+    """Each hostile input at full size against a fiftieth of it (work per unit: linear is 1x),
+    and where the unit exists in the real capture (packets, bytes, records), against that."""
 
-    def timed(p: Path, opts: dict) -> tuple[int, float, float]:
+    def timed(p: Path, opts: dict, warm: Path) -> tuple[int, float, float]:
         best = None
         for _ in range(3):
-            r = subprocess.run([sys.executable, "-c", HOSTILE_TIMED, str(p), json.dumps(opts)], check=True,
-                               capture_output=True, text=True)
+            r = subprocess.run([sys.executable, "-c", HOSTILE_TIMED, str(p), json.dumps(opts), str(warm)],
+                               check=True, capture_output=True, text=True)
             rows, kib, took = r.stdout.split()
             if best is None or float(took) < best[2]:
                 best = (int(rows), int(kib) / 1024, float(took))
         return best
 
-    packets = 120_018
-    _r, _m, conn_t = timed(path, {"rows": "connections"})
-    _r, _m, exch_t = timed(path, {})
-    rec_rows, _m, rec_t = timed(path, {"rows": "records", "includeRecords": "true"})
-    ordinary = {"packet": conn_t / packets, "byte": exch_t / path.stat().st_size, "row": rec_t / max(rec_rows, 1)}
-    for label, p, opts, unit, units in _hostile_inputs():
-        rows, mib, took = timed(p, opts)
-        units = units or rows
-        per = took / units
-        print(f"hostile: {label}: {took:.2f} s, {mib:.0f} MiB peak, {rows} rows; per {unit} "
-              f"{per / ordinary[unit]:.2f}x the real capture's", flush=True)
+    real = {"segment": timed(path, {"rows": "connections"}, path)[2] / 120_018,
+            "byte": timed(path, {}, path)[2] / path.stat().st_size}
+    rec_rows, _m, rec_t = timed(path, {"rows": "records", "includeRecords": "true"}, path)
+    real["record"] = rec_t / rec_rows
+    print("hostile inputs (each read after a warm-up read of a fiftieth of it, in the same process):")
+    for kind, label, unit in HOSTILE:
+        big, opts, n_big = _hostile_input(kind, 1)
+        small, _o, n_small = _hostile_input(kind, 50)
+        rows, mib, took = timed(big, opts, small)
+        rows_small, _m, took_small = timed(small, opts, small)
+        if unit == "record":  # records past maxRecordsPerBatch are one row: count the rows made
+            n_big, n_small = rows, rows_small
+        per_big, per_small = took / n_big, took_small / n_small
+        line = (f"  {label}: {took:.2f} s, {mib:.0f} MiB peak, {rows} rows; per {unit} {per_big / per_small:.2f}x "
+                f"a fiftieth of it")
+        if unit in real and unit != "byte":
+            line += f", {per_big / real[unit]:.2f}x the real capture's"
+        line += f"; per byte of capture {took / big.stat().st_size / real['byte']:.2f}x the real capture's"
+        print(line, flush=True)
 
 
 def main() -> None:
