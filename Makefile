@@ -26,8 +26,10 @@ system-deps:
 	  ( $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) >/dev/null )
 
+# the audit suite on the sample captures; it exits 2 there on purpose: they hold a client pinned to
+# Kafka 0.10.1 and SASL PLAIN logins without TLS, which two policies reject
 demo: setup
-	$(PY) jobs/exchange_summary.py sample_pcaps --out out/exchanges
+	$(PY) jobs/audit.py sample_pcaps --out out/audit || [ $$? -eq 2 ]
 
 test: setup system-deps
 	$(PY) -m pytest

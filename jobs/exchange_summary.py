@@ -3,7 +3,9 @@
     python jobs/exchange_summary.py CAPTURES... [--out DIR] [--ports 9092,9093]
     spark-submit jobs/exchange_summary.py CAPTURES... [--out DIR]
 
-For each api_name and client_id: exchanges, p50 and p99 latency (ms), unanswered requests.
+For each api_name and client_id: exchanges, errors, p50 and p99 latency (ms, where at least 20
+exchanges were timed), unanswered requests, the busiest first: the exchange_summary audit of
+jobs/audit.py, which runs it with all the others.
 """
 
 from __future__ import annotations
@@ -11,24 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyspark.sql import functions as F
-
 import spark_kafkawire
 
 
 def summarize(df):
-    unanswered = F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0))
-    return (
-        df.where(F.col("api_name").isNotNull())
-        .groupBy("api_name", "client_id")
-        .agg(
-            F.count("*").alias("exchanges"),
-            F.round(F.percentile("latency_ms", 0.5), 3).alias("p50_ms"),
-            F.round(F.percentile("latency_ms", 0.99), 3).alias("p99_ms"),
-            unanswered.alias("unanswered"),
-        )
-        .orderBy("api_name", "client_id")
-    )
+    from spark_kafkawire.audits import Policy, Rows, exchange_summary
+
+    return exchange_summary(Rows(df, None, None), Policy())["exchange_summary"]
 
 
 def main(argv: list[str]) -> int:

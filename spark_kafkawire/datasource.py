@@ -30,7 +30,8 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        return ddl(Options.parse(dict(self.options)).rows)
+        o = {k: v for k, v in self.options.items() if k.lower() not in ("completeafterseconds", "maxfilespertrigger")}
+        return ddl(Options.parse(o).rows)
 
     def reader(self, schema) -> "KafkaWireReader":
         # Spark refuses a reader that has pushFilters when spark.sql.python.filterPushdown.enabled
@@ -38,6 +39,13 @@ class KafkaWireDataSource(DataSource):
         # filters is given there, so that sessions without the setting read as before
         cls = FilteringReader if _pushdown_planning() else KafkaWireReader
         return cls(dict(self.options))
+
+    def streamReader(self, schema):
+        """``spark.readStream.format("kafkawire").load(dir)``: completed files of a rotating
+        capture directory (see stream.py)."""
+        from .stream import KafkaWireStreamReader
+
+        return KafkaWireStreamReader(dict(self.options))
 
 
 class KafkaWireReader(DataSourceReader):

@@ -37,7 +37,7 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
-from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, schemas, seal
+from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, redact, schemas, seal
 from .headline import headline_from_facts
 from .frames import (
     ALIGNED_ONLY,
@@ -68,6 +68,7 @@ SASL_TOKEN = "sasl_token"
 STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS,
             SASL_TOKEN)
 SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 SASL_TOKEN_DETAIL = "raw SASL token after SaslHandshake v0: contents withheld"
 #: statuses that mean damage (option mode: DROPMALFORMED drops them, FAILFAST raises)
 DAMAGE = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
@@ -116,7 +117,7 @@ class RowSink(Protocol):
 
 class _ConnState:
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
-                 "tls", "framed", "sasl_raw", "secrets")
+                 "tls", "framed", "sasl_raw", "secrets", "sasl")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -131,6 +132,7 @@ class _ConnState:
         self.framed = False  # any Kafka frame seen
         self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
         self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see seal)
+        self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
@@ -323,6 +325,8 @@ class Decoder:
     def _request(self, st: _ConnState, frame: Frame) -> None:
         if st.sasl_raw:
             if not looks_like_request(frame.data):  # a token: its bytes may be a password
+                if frame.complete and st.sasl[1] is None:
+                    st.sasl = (st.sasl[0], redact("AuthBytes", frame.data).get("user"))
                 self.rows.exchange(st.endpoints, Request(frame, None, None), None, SASL_TOKEN, SASL_TOKEN_DETAIL, None)
                 return
             st.sasl_raw = False  # authenticated: Kafka requests again
@@ -341,6 +345,11 @@ class Decoder:
         acks = body.get("Acks") if body is not None and h.api_key == 0 else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+        if h.api_key == SASL_HANDSHAKE and body is not None:
+            st.sasl = (body.get("Mechanism"), None)
+        elif h.api_key == SASL_AUTHENTICATE and body is not None and isinstance(body.get("AuthBytes"), dict) and \
+                body["AuthBytes"].get("user"):
+            st.sasl = (st.sasl[0], body["AuthBytes"]["user"])
         if h.api_key == SASL_HANDSHAKE and h.api_version == 0:
             st.sasl_raw = True
         req = Request(frame, h, acks, body, err, skip, facts)
@@ -413,6 +422,7 @@ class Decoder:
         h = req.header if req is not None else None
         extra = headline_from_facts(h.api_key if h else None, req, resp, self.topic_ids)
         extra["client_software_name"], extra["client_software_version"] = st.software
+        extra["sasl_mechanism"], extra["sasl_user"] = st.sasl
         self.rows.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def settled(self, conns, t_ns: int) -> bool:

@@ -32,6 +32,8 @@ EARLY = ("api_key", "api_name", "api_version", "client_id", "client_ip", "client
          "request_time")
 PUSHABLE = EARLY + ("capture_file", "status")
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
 
 
 class Condition:
@@ -243,7 +245,8 @@ def names_topic_ids(api_key: int, version: int) -> bool:
 
 
 def always_decode(api_key: int, version: int, request: bool) -> bool:
-    """Bodies decoded whatever the filter: state that other rows depend on."""
+    """Bodies decoded whatever the filter: state that other rows depend on (client software,
+    SASL mechanism and user, topic ids)."""
     if request:
-        return api_key == API_VERSIONS
+        return api_key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
     return names_topic_ids(api_key, version)

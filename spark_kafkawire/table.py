@@ -52,6 +52,8 @@ _HEADLINE = [
     ("member_id", "string"),
     ("client_software_name", "string"),
     ("client_software_version", "string"),
+    ("sasl_mechanism", "string"),
+    ("sasl_user", "string"),
 ]
 
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker)

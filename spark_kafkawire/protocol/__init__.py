@@ -83,3 +83,15 @@ def response_header_version(key: int, version: int) -> int | None:
     if key == API_VERSIONS_KEY:
         return 0
     return 1 if a.is_flexible(version) else 0
+
+
+def release_minimums() -> dict[str, dict[int, int]]:
+    """releases.tsv: for each Kafka release from 4.0 on, api key -> lowest version it accepts
+    (-1: the key is gone). Keys not listed accept every version from v0."""
+    text = resources.files(__package__).joinpath("releases.tsv").read_text()
+    out: dict[str, dict[int, int]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            rel, key, low = line.split("\t")
+            out.setdefault(rel, {})[int(key)] = int(low)
+    return out

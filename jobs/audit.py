@@ -1,0 +1,225 @@
+"""The audit suite: decode captures, run every audit, write Parquet and report.html, check policies.
+
+    python jobs/audit.py CAPTURES... [--out DIR] [--config audit.toml] [--target-release 4.0]
+    spark-submit jobs/audit.py CAPTURES... --out s3://bucket/audits
+    python jobs/audit.py DIR --incremental --checkpoint CKPT --out DIR   (only files not seen before)
+
+Writes under --out: rows/<shape>/ (the exchanges, connections and partitions rows), one directory
+per audit with one Parquet table per result, partitioned by capture_date, and report.html (one
+self-contained page). Prints the verdicts, the exchange summary and where the report is.
+
+Exit status: 0 when every policy holds, 2 when one fails, 1 on an error (bad path or option).
+Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
+  target_release          no client sends a version this release rejects (default 4.0)
+  max_error_rate          errored exchanges / all exchanges, e.g. 0.01
+  max_p99_ms              {api_name: ms}, e.g. {"Produce": 500}; --max-p99 Produce=500
+  min_latency_n           fewer timed exchanges than this: no percentile is claimed (default 20)
+  allow_plain_without_tls SASL PLAIN outside TLS is allowed (default: it fails the run)
+  max_gap_fraction        bytes the capture lost / bytes, e.g. 0.001
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+SHAPES = ("exchanges", "connections", "partitions")
+
+
+def _config(path: str | None) -> dict:
+    if not path:
+        return {}
+    text = Path(path).read_text()
+    if path.endswith(".json"):
+        return json.loads(text)
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def parse(argv: list[str]):
+    ap = argparse.ArgumentParser(prog="audit.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
+    ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
+    ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
+    ap.add_argument("--target-release", help="Kafka release the clients must be ready for (default 4.0)")
+    ap.add_argument("--max-error-rate", type=float)
+    ap.add_argument("--max-p99", action="append", default=[], metavar="API=MS", help="p99 bound for an api (repeat)")
+    ap.add_argument("--min-latency-n", type=int)
+    ap.add_argument("--allow-plain-without-tls", action="store_true", default=None)
+    ap.add_argument("--max-gap-fraction", type=float)
+    ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
+    ap.add_argument("--audits", help="comma-separated audits to run (default: all)")
+    ap.add_argument("--incremental", action="store_true",
+                    help="read only capture files not read before (a streaming read with --checkpoint)")
+    ap.add_argument("--checkpoint", help="checkpoint directory of --incremental runs")
+    ap.add_argument("--max-files-per-trigger", type=int, default=None, help="with --incremental: files per batch")
+    ap.add_argument("--complete-after-seconds", type=float, default=60.0,
+                    help="with --incremental: a rotation series' newest file counts as complete after this long unchanged")
+    return ap.parse_args(argv)
+
+
+def policy_from(args):
+    from spark_kafkawire.audits import Policy
+
+    cfg = _config(args.config)
+    known = set(Policy.__dataclass_fields__)
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ValueError(f"{args.config}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    p = Policy(**cfg)
+    for name in ("target_release", "max_error_rate", "min_latency_n", "allow_plain_without_tls", "max_gap_fraction"):
+        v = getattr(args, name)
+        if v is not None:
+            setattr(p, name, v)
+    p.max_p99_ms = dict(p.max_p99_ms)
+    for item in args.max_p99:
+        api, _, ms = item.partition("=")
+        try:
+            p.max_p99_ms[api] = float(ms)
+        except ValueError:
+            raise ValueError(f"--max-p99 {item!r}: give API=MILLISECONDS, e.g. Produce=500") from None
+    from spark_kafkawire import protocol
+
+    releases = sorted(protocol.release_minimums())
+    if p.target_release not in releases:
+        raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)}")
+    return p
+
+
+def load_rows(spark, args, out: str):
+    """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
+    and return the rows the audits read."""
+    from spark_kafkawire.audits import Rows
+
+    options = {"ports": args.ports} if args.ports else {}
+    for shape in SHAPES:
+        target = f"{out}/rows/{shape}"
+        if args.incremental:
+            reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
+                .option("completeAfterSeconds", str(args.complete_after_seconds))
+            if args.max_files_per_trigger:
+                reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
+            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", target)
+                 .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
+            q.awaitTermination()
+        else:
+            spark.read.format("kafkawire").options(**options).option("rows", shape).load(args.captures) \
+                .write.mode("overwrite").parquet(target)
+    return Rows(*(spark.read.parquet(f"{out}/rows/{shape}") for shape in SHAPES))
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    import spark_kafkawire
+
+    # paths, options and policies are checked before Spark starts: one line, not a Java stack trace
+    try:
+        policy = policy_from(args)
+        if args.incremental and (len(args.captures) != 1 or not args.checkpoint):
+            raise ValueError("--incremental reads one capture directory and needs --checkpoint DIR")
+        options = {"ports": args.ports} if args.ports else {}
+        from spark_kafkawire.audits import AUDITS
+
+        chosen = [a.strip() for a in (args.audits or ",".join(AUDITS)).split(",") if a.strip()]
+        unknown = [a for a in chosen if a not in AUDITS]
+        if unknown or not chosen:
+            raise ValueError(f"--audits {args.audits!r}: choose from {', '.join(AUDITS)}")
+        if not args.incremental:
+            spark_kafkawire.list_files(args.captures, spark_kafkawire.Options.parse(options).path_glob_filter)
+        elif not os.path.isdir(args.captures[0]) and "://" not in args.captures[0]:
+            raise ValueError(f"{args.captures[0]}: not a directory")
+    except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
+        print(f"audit: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        return 1
+
+    from pyspark.sql import functions as F
+
+    from spark_kafkawire.audits import AUDITS, policies
+    from spark_kafkawire.audits.report import render
+
+    out = args.out.rstrip("/")
+    spark = spark_kafkawire.spark_session("kafkawire-audit")
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
+    rows = load_rows(spark, args, out)
+    results: dict[str, dict[str, list[dict]]] = {}
+    for name in chosen:
+        audit = AUDITS[name]
+        results[name] = {}
+        for table, df in audit(rows, policy).items():
+            got = df.toArrow()  # audit results are aggregates: small enough for the driver
+            _write_parquet(got, f"{out}/{name}/{table}")
+            results[name][table] = got.slice(0, 10_000).to_pylist()
+    verdicts = policies(results, policy)
+    ex = rows.exchanges
+    t = F.coalesce("request_time", "response_time")
+    span = ex.agg(F.min(t).alias("a"), F.max(t).alias("b"), F.count("*").alias("n"),
+                  F.countDistinct("capture_file").alias("files"),
+                  F.countDistinct("broker_ip", "broker_port").alias("brokers")).first()
+    listeners = sorted({f"{r.broker_ip}:{r.broker_port}" for r in ex.select("broker_ip", "broker_port").distinct()
+                        .where(F.col("broker_ip").isNotNull()).collect()})
+    meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
+            "time window (UTC)": f"{span['a']} to {span['b']}", "brokers": ", ".join(listeners),
+            "target release": policy.target_release, "output": out}
+    html = render(verdicts, meta, results)
+    report = f"{out}/report.html"
+    _write_text(report, html)
+    spark.stop()
+
+    print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {span['a']} to {span['b']} (UTC)")
+    for v in verdicts:
+        print(f"  [{'ok' if v.ok else 'FAIL'}] {v.name}: {v.detail}")
+    if "exchange_summary" in results:
+        print("\nexchange summary (busiest first):")
+        _print_table(results["exchange_summary"]["exchange_summary"][:25])
+    print(f"\nreport: {report}\nParquet: {out}/<audit>/<table>/capture_date=...")
+    return 0 if all(v.ok for v in verdicts) else 2
+
+
+def _write_parquet(table, path: str) -> None:
+    """One result table as Parquet under path, partitioned by capture_date (Hive-style
+    capture_date=YYYY-MM-DD directories, as Spark's partitionBy writes them), replacing what a
+    run before wrote for the same dates."""
+    import pyarrow.dataset as ds
+
+    from spark_kafkawire.fs import local_path, resolve
+
+    local = local_path(path)
+    fs, base = (None, local) if local is not None else resolve(path)
+    part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive")
+    ds.write_dataset(table, base, format="parquet", partitioning=part, filesystem=fs,
+                     existing_data_behavior="delete_matching", basename_template="part-{i}.parquet")
+
+
+def _write_text(path: str, text: str) -> None:
+    from spark_kafkawire.fs import local_path, resolve
+
+    local = local_path(path)
+    if local is not None:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        Path(local).write_text(text)
+        return
+    fs, p = resolve(path)
+    with fs.open_output_stream(p) as f:
+        f.write(text.encode())
+
+
+def _print_table(rows: list[dict]) -> None:
+    if not rows:
+        print("  (no exchanges)")
+        return
+    cols = [c for c in rows[0] if c != "capture_date"]
+    cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for x in cells:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(x, widths)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,341 @@
+"""The audits people schedule, as functions from kafkawire's rows (Spark DataFrames) to result
+DataFrames. ``jobs/audit.py`` runs them, writes the results as Parquet and a report.
+
+Each audit takes :class:`Rows` (the exchanges, connections and partitions rows of the same
+captures) and returns ``{table name: DataFrame}``; every table has a ``capture_date`` column
+(UTC date of the traffic), by which the job partitions what it writes. :data:`AUDITS` lists them
+in report order; :func:`policies` checks the results against :class:`Policy`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .. import protocol
+
+
+@dataclass
+class Rows:
+    """The rows of one set of captures, in the shapes the audits read."""
+
+    exchanges: DataFrame
+    connections: DataFrame
+    partitions: DataFrame
+
+    @classmethod
+    def load(cls, spark: SparkSession, paths: list[str], options: dict | None = None) -> "Rows":
+        def shape(rows: str) -> DataFrame:
+            return spark.read.format("kafkawire").options(**(options or {})).option("rows", rows).load(paths)
+
+        return cls(shape("exchanges"), shape("connections"), shape("partitions"))
+
+
+@dataclass
+class Policy:
+    """What a run must find for exit status 0 (``jobs/audit.py`` exits 2 when one fails)."""
+
+    target_release: str = "4.0"  # no client may send a version this release rejects
+    max_error_rate: float | None = None  # errored exchanges / exchanges, overall
+    max_p99_ms: dict[str, float] = field(default_factory=dict)  # api_name -> p99 bound (where n >= min_n)
+    min_latency_n: int = 20  # fewer exchanges than this: no percentile is claimed
+    allow_plain_without_tls: bool = False  # SASL PLAIN on a connection that is not TLS
+    max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
+
+
+def _date(col: str) -> F.Column:
+    return F.to_date(F.col(col)).alias("capture_date")
+
+
+def _ex_time(ex: DataFrame) -> DataFrame:
+    """Exchange rows with ``time`` (request time, else response time) and ``capture_date``."""
+    t = F.coalesce("request_time", "response_time")
+    return ex.withColumn("time", t).withColumn("capture_date", F.to_date(t))
+
+
+def _listener() -> F.Column:
+    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+
+
+# -- upgrade readiness ---------------------------------------------------------------------------
+def upgrade_readiness(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """For each release from 4.0 on, every client (id, address, software) and (api, version) it
+    sent that the release no longer accepts, with exchange counts and first/last seen."""
+    spark = rows.exchanges.sparkSession
+    gone = [(rel, key, low) for rel, mins in protocol.release_minimums().items() for key, low in mins.items()]
+    rel = spark.createDataFrame(gone, "release string, api_key smallint, min_version smallint")
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull() & F.col("api_version").isNotNull())
+    hit = ex.join(F.broadcast(rel), "api_key").where(
+        (F.col("min_version") < 0) | (F.col("api_version") < F.col("min_version")))
+    keys = ["release", "capture_date", "client_id", "client_ip", "client_software_name", "client_software_version",
+            "api_key", "api_name", "api_version"]
+    out = (hit.groupBy(*keys)
+           .agg(F.count("*").alias("exchanges"), F.min("time").alias("first_seen"), F.max("time").alias("last_seen"))
+           .orderBy("release", "client_id", "client_ip", "api_key", "api_version"))
+    return {"upgrade_readiness": out}
+
+
+# -- clients -------------------------------------------------------------------------------------
+def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Inventory per client id and address: software, APIs and versions, SASL logins, traffic."""
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull())
+    api_v = F.concat(F.col("api_name"), F.lit(" v"), F.col("api_version").cast("string"))
+    out = (ex.groupBy("capture_date", "client_id", "client_ip")
+           .agg(F.array_join(F.array_sort(F.collect_set("client_software_name")), ", ").alias("software_name"),
+                F.array_join(F.array_sort(F.collect_set("client_software_version")), ", ").alias("software_version"),
+                F.array_sort(F.collect_set(api_v)).alias("apis"),
+                F.array_join(F.array_sort(F.collect_set("sasl_mechanism")), ", ").alias("sasl_mechanism"),
+                F.array_join(F.array_sort(F.collect_set("sasl_user")), ", ").alias("sasl_user"),
+                F.countDistinct("client_port", "broker_ip", "broker_port").alias("connections"),
+                F.count("*").alias("exchanges"),
+                F.sum(F.coalesce("request_size", F.lit(0))).alias("request_bytes"),
+                F.sum(F.coalesce("response_size", F.lit(0))).alias("response_bytes"),
+                F.min("time").alias("first_seen"), F.max("time").alias("last_seen"))
+           .orderBy(F.desc("exchanges")))
+    return {"clients": out}
+
+
+# -- errors --------------------------------------------------------------------------------------
+def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Errored exchanges by hour, api, error, topic, client and broker; the top offenders; the
+    overall rate."""
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull())
+    bad = ex.where(F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+    by = (bad.withColumn("hour", F.date_trunc("hour", "time"))
+          .withColumn("topic", F.explode_outer("topics"))
+          .groupBy("capture_date", "hour", "api_name", "error_name", "topic", "client_id", "client_ip",
+                   _listener().alias("broker"))
+          .agg(F.count("*").alias("exchanges"))
+          .orderBy("hour", F.desc("exchanges")))
+    top = (bad.groupBy("capture_date", "client_id", "client_ip", "api_name", "error_name")
+           .agg(F.count("*").alias("exchanges"), F.min("time").alias("first_seen"), F.max("time").alias("last_seen"))
+           .orderBy(F.desc("exchanges")))
+    rate = (ex.groupBy("capture_date")
+            .agg(F.count("*").alias("exchanges"),
+                 F.sum(F.when(F.col("error_code").isNotNull() & (F.col("error_code") != 0), 1).otherwise(0))
+                 .alias("errored"))
+            .withColumn("error_rate", F.col("errored") / F.col("exchanges")))
+    return {"errors_by_hour": by, "top_offenders": top, "error_rate": rate}
+
+
+# -- latency -------------------------------------------------------------------------------------
+HIST_EDGES_MS = [0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000, 10000]  # histogram bucket upper bounds
+
+
+def latency(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """p50/p95/p99/max per api, per api and broker, per api and client, where n >= min_latency_n
+    (n shown); a histogram per api; the slowest exchanges."""
+    ex = _ex_time(rows.exchanges).where((F.col("status") == "complete") & F.col("latency_ms").isNotNull())
+    ex = ex.withColumn("broker", _listener())
+    q = F.percentile("latency_ms", [0.5, 0.95, 0.99])
+
+    def per(*keys):
+        return (ex.groupBy("capture_date", *keys)
+                .agg(F.count("*").alias("n"), q.alias("q"), F.max("latency_ms").alias("max_ms"))
+                .where(F.col("n") >= policy.min_latency_n)
+                .select("capture_date", *keys, "n", *[F.round(F.col("q")[i], 3).alias(name) for i, name in
+                                                      enumerate(("p50_ms", "p95_ms", "p99_ms"))],
+                        F.round("max_ms", 3).alias("max_ms"))
+                .orderBy(*keys))
+
+    bucket = F.lit(len(HIST_EDGES_MS))
+    for i, edge in reversed(list(enumerate(HIST_EDGES_MS))):
+        bucket = F.when(F.col("latency_ms") <= edge, F.lit(i)).otherwise(bucket)
+    hist = (ex.withColumn("bucket", bucket).groupBy("capture_date", "api_name", "bucket")
+            .agg(F.count("*").alias("exchanges")).orderBy("api_name", "bucket"))
+    slowest = (ex.orderBy(F.desc("latency_ms")).limit(20)
+               .select("capture_date", "time", "api_name", "api_version", "client_id", "client_ip", "broker",
+                       "latency_ms", "request_size", "response_size", "capture_file"))
+    return {"latency_by_api": per("api_name"), "latency_by_broker": per("api_name", "broker"),
+            "latency_by_client": per("api_name", "client_id"), "latency_histogram": hist,
+            "slowest": slowest}
+
+
+# -- throughput ----------------------------------------------------------------------------------
+def throughput(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Produce and Fetch records and bytes per topic, client and minute; codecs per client."""
+    p = rows.partitions.where(F.col("api_key").isin(0, 1) & F.col("record_count").isNotNull())
+    t = F.coalesce("request_time", "response_time")
+    out = (p.withColumn("minute", F.date_trunc("minute", t)).withColumn("capture_date", F.to_date(t))
+           .withColumn("direction", F.when(F.col("api_key") == 0, "produce").otherwise("fetch"))
+           .groupBy("capture_date", "minute", "direction", "topic", "client_id")
+           .agg(F.sum("record_count").alias("records"), F.sum("record_bytes").alias("bytes"))
+           .orderBy("minute", "direction", "topic", "client_id"))
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(0, 1))
+    body = F.when(F.col("api_key") == 0, F.col("request")).otherwise(F.col("response"))
+    codecs = (ex.withColumn("codec", F.explode(F.regexp_extract_all(body, F.lit('"Codec":"([a-z0-9]+)"'), F.lit(1))))
+              .withColumn("direction", F.when(F.col("api_key") == 0, "produce").otherwise("fetch"))
+              .groupBy("capture_date", "direction", "client_id", "codec").agg(F.count("*").alias("batches"))
+              .orderBy("direction", "client_id", "codec"))
+    return {"throughput": out, "codecs": codecs}
+
+
+# -- consumer groups -----------------------------------------------------------------------------
+GROUP_APIS = {11: "JoinGroup", 14: "SyncGroup", 13: "LeaveGroup", 12: "Heartbeat"}
+
+
+def groups(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Consumer-group churn: Join/Sync/Leave/Heartbeat per group and member, rebalances (new
+    generations) per hour, heartbeat errors."""
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(*GROUP_APIS) & F.col("group_id").isNotNull())
+    churn = (ex.groupBy("capture_date", "group_id", "member_id")
+             .pivot("api_name", list(GROUP_APIS.values())).agg(F.count(F.lit(1)))
+             .na.fill(0, list(GROUP_APIS.values()))
+             .orderBy("group_id", "member_id"))
+    gen = F.get_json_object("response", "$.GenerationId").cast("int")
+    rebal = (ex.where((F.col("api_key") == 11) & gen.isNotNull() & (gen >= 0))
+             .withColumn("hour", F.date_trunc("hour", "time"))
+             .groupBy("capture_date", "group_id", "hour")
+             .agg(F.countDistinct(gen).alias("rebalances"), F.count("*").alias("join_groups"))
+             .orderBy("group_id", "hour"))
+    hb = (ex.where(F.col("api_key").isin(11, 12, 14) & F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+          .groupBy("capture_date", "group_id", "api_name", "error_name").agg(F.count("*").alias("exchanges"))
+          .orderBy("group_id", F.desc("exchanges")))
+    return {"group_churn": churn, "rebalances": rebal, "group_errors": hb}
+
+
+# -- security ------------------------------------------------------------------------------------
+def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """SASL mechanisms per listener; SASL PLAIN on connections that are not TLS (credentials
+    readable on the wire: flagged, never stored); clients that never authenticate on a listener
+    where others do."""
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull()).withColumn("listener", _listener())
+    conn_keys = ["capture_file", "client_ip", "client_port", "listener"]
+    per_conn = (ex.groupBy("capture_date", *conn_keys)
+                .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
+                     F.max("client_id").alias("client_id"),
+                     F.array_sort(F.collect_set("api_name")).alias("apis")))
+    mech = (per_conn.groupBy("capture_date", "listener")
+            .agg(F.array_sort(F.collect_set("sasl_mechanism")).alias("sasl_mechanisms"),
+                 F.count("*").alias("kafka_connections"),
+                 F.sum(F.when(F.col("sasl_mechanism").isNotNull(), 1).otherwise(0)).alias("authenticated"))
+            .orderBy("listener"))
+    tls = (rows.connections.where(F.col("protocol") == "tls").withColumn("listener", _listener())
+           .withColumn("capture_date", F.to_date("first_time"))
+           .groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections")))
+    mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(0, ["tls_connections", "kafka_connections",
+                                                                          "authenticated"])
+    # decoded as Kafka at all means the connection is not TLS: a PLAIN login on it is readable
+    plain = (per_conn.where(F.col("sasl_mechanism") == "PLAIN")
+             .groupBy("capture_date", "listener", "client_ip", "client_id", "sasl_user")
+             .agg(F.count("*").alias("connections"))
+             .orderBy("listener", "client_ip"))
+    with_auth = per_conn.where(F.col("sasl_mechanism").isNotNull()).select("capture_date", "listener").distinct()
+    unauth = (per_conn.where(F.col("sasl_mechanism").isNull())
+              .join(with_auth, ["capture_date", "listener"])
+              .groupBy("capture_date", "listener", "client_ip", "client_id")
+              .agg(F.count("*").alias("connections"), F.array_sort(F.array_distinct(F.flatten(F.collect_list("apis"))))
+                   .alias("apis"))
+              .orderBy("listener", "client_ip"))
+    return {"sasl_mechanisms": mech, "plain_without_tls": plain, "unauthenticated": unauth}
+
+
+# -- capture health ------------------------------------------------------------------------------
+def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Per file and connection: bytes lost, resyncs, skipped bytes, damage, unanswered requests:
+    how far each other audit can be trusted."""
+    c = rows.connections.withColumn("capture_date", F.to_date(F.coalesce("first_time", "last_time")))
+    both = lambda what: F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))  # noqa: E731
+    conn = c.select("capture_date", "capture_file", "client_ip", "client_port", "broker_ip", "broker_port",
+                    "protocol", "start_captured", "end_captured", "status",
+                    both("bytes").alias("bytes"), both("gap_bytes").alias("gap_bytes"), both("gaps").alias("gaps"),
+                    both("resyncs").alias("resyncs"), both("skipped_bytes").alias("skipped_bytes"),
+                    both("partial_frames").alias("partial_frames"))
+    ex = _ex_time(rows.exchanges)
+    per_file_ex = (ex.groupBy("capture_file")
+                   .agg(F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"),
+                        F.sum(F.when(F.col("status") == "request_missing", 1).otherwise(0)).alias("request_missing"),
+                        F.sum(F.when(F.col("status").isin("truncated", "malformed", "undecoded"), 1).otherwise(0))
+                        .alias("damaged_exchanges"),
+                        F.max(F.when(F.col("status") == "capture_damaged", F.col("detail"))).alias("file_damage"),
+                        F.count("*").alias("exchanges")))
+    files = (conn.where(F.col("status") == "connection").groupBy("capture_file")
+             .agg(F.min("capture_date").alias("capture_date"), F.count("*").alias("connections"),
+                  F.sum("bytes").alias("bytes"), F.sum("gap_bytes").alias("gap_bytes"), F.sum("gaps").alias("gaps"),
+                  F.sum("resyncs").alias("resyncs"), F.sum("skipped_bytes").alias("skipped_bytes"),
+                  F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"))
+             .join(per_file_ex, "capture_file", "full")
+             .withColumn("gap_fraction", F.col("gap_bytes") / (F.col("bytes") + F.col("gap_bytes")))
+             .orderBy("capture_file"))
+    damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
+                     .orderBy(F.desc("gap_bytes")))
+    return {"capture_files": files, "damaged_connections": damaged_conns}
+
+
+# -- the summary the first job printed -----------------------------------------------------------
+def exchange_summary(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Per api and client: exchanges, errors, p50/p99 latency (where n >= min_latency_n),
+    unanswered requests; the busiest first. request_missing rows (a response whose request was
+    not captured) count under their api when the response shows it."""
+    ex = _ex_time(rows.exchanges).where(F.col("api_name").isNotNull() | (F.col("status") == "request_missing"))
+    n = F.count("latency_ms")
+    out = (ex.groupBy("capture_date", F.coalesce("api_name", F.lit("(request not captured)")).alias("api_name"),
+                      "client_id")
+           .agg(F.count("*").alias("exchanges"),
+                F.sum(F.when(F.col("error_code").isNotNull() & (F.col("error_code") != 0), 1).otherwise(0)).alias("errors"),
+                n.alias("timed"),
+                F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.5), 3)).alias("p50_ms"),
+                F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.99), 3)).alias("p99_ms"),
+                F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"))
+           .orderBy(F.desc("exchanges"), "api_name", "client_id"))
+    return {"exchange_summary": out}
+
+
+AUDITS: dict[str, Callable[[Rows, Policy], dict[str, DataFrame]]] = {
+    "exchange_summary": exchange_summary,
+    "upgrade_readiness": upgrade_readiness,
+    "clients": clients,
+    "errors": errors,
+    "latency": latency,
+    "throughput": throughput,
+    "groups": groups,
+    "security": security,
+    "capture_health": capture_health,
+}
+
+
+@dataclass
+class Verdict:
+    name: str
+    ok: bool
+    detail: str
+
+
+def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[Verdict]:
+    """Check collected results (audit -> table -> rows as dicts) against the policy; a policy
+    whose audit did not run is not judged."""
+    out = []
+    if "upgrade_readiness" in results:
+        up = [r for r in results["upgrade_readiness"]["upgrade_readiness"] if r["release"] == policy.target_release]
+        who = sorted({f"{r['client_id']}@{r['client_ip']}: {r['api_name']} v{r['api_version']}" for r in up})
+        out.append(Verdict(f"no client sends a version Kafka {policy.target_release} rejects", not up,
+                           "; ".join(who[:20]) + (f" and {len(who) - 20} more" if len(who) > 20 else "") if up
+                           else "none seen"))
+    if policy.max_error_rate is not None and "errors" in results:
+        rates = results["errors"]["error_rate"]
+        total = sum(r["exchanges"] for r in rates)
+        errored = sum(r["errored"] for r in rates)
+        rate = errored / total if total else 0.0
+        out.append(Verdict(f"error rate at most {policy.max_error_rate:.2%}", rate <= policy.max_error_rate,
+                           f"{errored} of {total} exchanges ({rate:.2%})"))
+    for api, bound in sorted(policy.max_p99_ms.items()) if "latency" in results else ():
+        seen = [r for r in results["latency"]["latency_by_api"] if r["api_name"] == api]
+        worst = max((r["p99_ms"] for r in seen), default=None)
+        out.append(Verdict(f"{api} p99 at most {bound} ms", worst is None or worst <= bound,
+                           f"p99 {worst} ms" if worst is not None else
+                           f"fewer than {policy.min_latency_n} timed exchanges: not judged"))
+    if not policy.allow_plain_without_tls and "security" in results:
+        plain = results["security"]["plain_without_tls"]
+        who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} (user {r['sasl_user']})" for r in plain})
+        out.append(Verdict("no SASL PLAIN login outside TLS", not plain, "; ".join(who) if who else "none seen"))
+    if policy.max_gap_fraction is not None and "capture_health" in results:
+        files = results["capture_health"]["capture_files"]
+        got = sum(r["bytes"] or 0 for r in files)
+        lost = sum(r["gap_bytes"] or 0 for r in files)
+        frac = lost / (got + lost) if got + lost else 0.0
+        out.append(Verdict(f"capture lost at most {policy.max_gap_fraction:.2%} of the bytes",
+                           frac <= policy.max_gap_fraction, f"{lost} of {got + lost} bytes ({frac:.2%})"))
+    return out

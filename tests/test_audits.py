@@ -1,0 +1,289 @@
+"""The audits (spark_kafkawire.audits, jobs/audit.py) against truth known independently: the
+clients' own manifests of the sample captures, tshark's decoding of the same files, the version
+table in protocol-facts.md, and the payload bytes a damaged copy lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+import damage
+from conftest import ROOT, SAMPLES
+from pcapgen import Conversation, request, response, write_pcap
+from test_tshark import tshark_fields
+
+from spark_kafkawire.audits import AUDITS, Policy, Rows
+
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
+FACTS = ROOT.parent / "shared" / "protocol-facts.md"
+
+
+def rows_of(spark, tmp: Path, paths) -> Rows:
+    """The rows of the captures, decoded once into Parquet (as the job does)."""
+    for shape in ("exchanges", "connections", "partitions"):
+        spark.read.format("kafkawire").option("rows", shape).load([str(p) for p in paths]) \
+            .write.mode("overwrite").parquet(str(tmp / shape))
+    return Rows(*(spark.read.parquet(str(tmp / s)) for s in ("exchanges", "connections", "partitions")))
+
+
+def run(audit: str, rows: Rows, **policy) -> dict[str, list[dict]]:
+    return {k: [r.asDict(recursive=True) for r in df.collect()] for k, df in AUDITS[audit](rows, Policy(**policy)).items()}
+
+
+@pytest.fixture(scope="module")
+def samples(spark, tmp_path_factory):
+    return rows_of(spark, tmp_path_factory.mktemp("samples"), [SAMPLES])
+
+
+def _removed_in_40() -> set[tuple[int, int]]:
+    """(api_key, version) a 4.0 broker refuses, read from protocol-facts.md's version table
+    (a version in the 3.9.0 range and not in the 4.0.0 one)."""
+    out = set()
+    for line in FACTS.read_text().splitlines():
+        m = re.match(r"\|(\d+)\|[^|]+\|([^|]+)\|([^|]+)\|", line)
+        if not m:
+            continue
+        key, old, new = int(m[1]), m[2].strip(), m[3].strip()
+        if old == "-":  # not in 3.9.0
+            continue
+
+        def versions(text):
+            a, _, b = text.split(" ")[0].partition("-")
+            return set(range(int(a), int(b or a) + 1))
+
+        keep = set() if new.startswith("removed") else versions(new)
+        out |= {(key, v) for v in versions(old) if v not in keep}
+    assert (0, 2) in out and (4, 0) in out and (3, 0) not in out  # Produce v2 gone, LeaderAndIsr gone
+    return out
+
+
+def test_upgrade_readiness_lists_exactly_what_tshark_saw_clients_send_that_40_refuses(spark, tmp_path):
+    name = "mock-kafka-python-nsec.pcap"
+    ports = MANIFEST[name]["broker_ports"]
+    sent = set()
+    for cid, keys, vers in tshark_fields(SAMPLES / name, ports, ("kafka.client_id", "kafka.api_key",
+                                                                   "kafka.api_version")):
+        if cid:  # requests (responses carry no client id)
+            for c, k, v in zip(cid.split(";"), keys.split(";"), vers.split(";")):
+                sent.add((c, int(k), int(v)))
+    removed = _removed_in_40()
+    expected = {s for s in sent if (s[1], s[2]) in removed}
+    assert any(c == "kp-0.10.1" and k == 0 and v == 2 for c, k, v in expected)  # Produce v2, as the manifest says
+    got = run("upgrade_readiness", rows_of(spark, tmp_path, [SAMPLES / name]))["upgrade_readiness"]
+    assert {(r["client_id"], r["api_key"], r["api_version"]) for r in got if r["release"] == "4.0"} == expected
+    # the clients that sent only current versions are not there
+    assert {r["client_id"] for r in got} == {c for c, _k, _v in expected}
+    assert all(r["exchanges"] >= 1 and r["first_seen"] <= r["last_seen"] for r in got)
+    # JoinGroup v0-1 are refused by 4.0.0 only; later releases list the rest again
+    for r in got:
+        if r["api_key"] == 11:
+            assert r["release"] == "4.0"
+
+
+def test_clients_inventory_and_sasl_users_match_the_manifests(samples):
+    got = run("clients", samples)["clients"]
+    by_id = defaultdict(list)
+    for r in got:
+        by_id[r["client_id"]].append(r)
+    for name, info in MANIFEST.items():
+        for c in info["clients"]:
+            mine = by_id.get(c["client_id"])
+            assert mine, (name, c["client_id"])
+            if c.get("mechanism"):
+                assert {r["sasl_mechanism"] for r in mine} == {c["mechanism"]}
+                assert {r["sasl_user"] for r in mine} == {c["user"]}
+            if c.get("software") == "confluent-kafka":  # librdkafka names itself in ApiVersions v3+
+                assert any("confluent-kafka" in (r["software_name"] or "") or "librdkafka" in (r["software_name"] or "")
+                           for r in mine), mine
+    for r in got:
+        assert r["exchanges"] >= 1 and r["apis"] and r["first_seen"] <= r["last_seen"]
+
+
+def test_errors_name_the_failed_login_and_no_successful_one(samples):
+    res = run("errors", samples)
+    sasl = MANIFEST["stub-sasl.pcap"]["clients"]
+    failed = {c["client_id"] for c in sasl if not c["logged_in"]}
+    ok = {c["client_id"] for c in sasl if c["logged_in"]}
+    top = [(r["client_id"], r["api_name"], r["error_name"]) for r in res["top_offenders"]]
+    for cid in failed:
+        assert (cid, "SaslAuthenticate", "SASL_AUTHENTICATION_FAILED") in top
+    assert not [t for t in top if t[0] in ok and t[1] == "SaslAuthenticate"]
+    rate = res["error_rate"]
+    assert sum(r["errored"] for r in rate) == sum(r["exchanges"] for r in res["top_offenders"])
+
+
+def test_latency_counts_and_maxima_match_tshark(spark, tmp_path):
+    """n and the largest response time per api, from tshark's own request/response matching."""
+    name = "tansu-confluent-codecs.pcap"
+    ports = MANIFEST[name]["broker_ports"]
+    rows = tshark_fields(SAMPLES / name, ports, ("frame.number", "frame.time_epoch", "kafka.api_key",
+                                                  "kafka.request_frame", "kafka.correlation_id"))
+    when = {int(r[0]): float(r[1]) for r in rows}
+    lat = defaultdict(list)
+    for num, t, keys, req, _corr in rows:
+        if req and ";" not in req and ";" not in keys and keys and int(req) in when:
+            lat[int(keys)].append((float(t) - when[int(req)]) * 1000)
+    got = run("latency", rows_of(spark, tmp_path, [SAMPLES / name]), min_latency_n=1)["latency_by_api"]
+    from spark_kafkawire import protocol
+
+    mine = {r["api_name"]: r for r in got}
+    compared = 0
+    for key, values in lat.items():
+        r = mine[protocol.API_NAMES[key]]
+        assert r["n"] >= len(values)  # tshark leaves PDUs that share a packet unmatched
+        if r["n"] == len(values):
+            assert r["max_ms"] == pytest.approx(max(values), abs=0.002)
+            compared += 1
+    assert compared >= 3
+    for r in got:
+        assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
+
+
+def test_latency_claims_no_percentile_below_min_n(samples):
+    got = run("latency", samples, min_latency_n=1000)
+    assert got["latency_by_api"] == [] and got["slowest"]
+
+
+def test_throughput_records_equal_the_producers_delivery_reports(samples):
+    res = run("throughput", samples)
+    produced = Counter()
+    for r in res["throughput"]:
+        if r["direction"] == "produce":
+            produced[(r["client_id"], r["topic"])] += r["records"]
+    for info in MANIFEST.values():
+        for c in info["clients"]:
+            for topic, n in c.get("delivered", {}).items():
+                if n:
+                    assert produced[(c["client_id"], topic)] == n, (c["client_id"], topic)
+    codecs = {(r["client_id"], r["codec"]) for r in res["codecs"] if r["direction"] == "produce"}
+    with_codec = [c for c in MANIFEST["tansu-confluent-codecs.pcap"]["clients"] if "compression" in c]
+    assert len(with_codec) == 5
+    for c in with_codec:
+        assert (c["client_id"], c["compression"]) in codecs
+
+
+def test_groups_show_each_manifest_group_joining(samples):
+    """Every group a consumer joined: JoinGroup; the ones whose consumer got records (it was
+    assigned partitions) also SyncGroup and a generation (a rebalance)."""
+    res = run("groups", samples)
+    members = [c for info in MANIFEST.values() for c in info["clients"] if c.get("group")]
+    assert len(members) == 3
+    churn = defaultdict(Counter)
+    for r in res["group_churn"]:
+        for api in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup"):
+            churn[r["group_id"]][api] += r[api]
+    rebalanced = {r["group_id"] for r in res["rebalances"]}
+    for c in members:
+        g = c["group"]
+        assert churn[g]["JoinGroup"] >= 1, (g, churn[g])
+        if c["consumed"]:
+            assert churn[g]["SyncGroup"] >= 1 and g in rebalanced, (g, churn[g])
+        else:  # tansu-admin-txn's reader never completed a join (MEMBER_ID_REQUIRED, then closed)
+            assert churn[g]["SyncGroup"] == 0 and g not in rebalanced
+    errs = {(r["group_id"], r["error_name"]) for r in res["group_errors"]}
+    assert ("auditors", "MEMBER_ID_REQUIRED") in errs
+
+
+def test_security_flags_plain_logins_and_unauthenticated_clients(spark, tmp_path, samples):
+    res = run("security", samples)
+    sasl = MANIFEST["stub-sasl.pcap"]["clients"]
+    plain = {(r["client_id"], r["sasl_user"]) for r in res["plain_without_tls"]}
+    assert plain == {(c["client_id"], c["user"]) for c in sasl if c["mechanism"] == "PLAIN"}
+    port = MANIFEST["stub-sasl.pcap"]["broker_ports"][0]
+    (listener,) = [r for r in res["sasl_mechanisms"] if r["listener"].endswith(f":{port}")]
+    assert set(listener["sasl_mechanisms"]) == {c["mechanism"] for c in sasl}
+    # hand-made: on one listener a client logs in and another never does
+    struct = __import__("struct")
+    login = Conversation(client=("10.7.0.1", 40001), broker=("10.7.0.9", 9092)).handshake()
+    login.send("c", request(17, 1, 1, "good", body=struct.pack("!h", 5) + b"PLAIN"))
+    login.send("b", response(1, 17, 1, body=struct.pack("!hi", 0, 1) + struct.pack("!h", 5) + b"PLAIN"))
+    anon = Conversation(client=("10.7.0.2", 40002), broker=("10.7.0.9", 9092)).handshake()
+    anon.send("c", request(3, 1, 1, "anon", body=struct.pack("!i", -1)))
+    write_pcap(tmp_path / "mixed.pcap", login.fin().packets + anon.fin().packets)
+    res = run("security", rows_of(spark, tmp_path / "rows", [tmp_path / "mixed.pcap"]))
+    assert [(r["client_ip"], r["client_id"], r["apis"]) for r in res["unauthenticated"]] == \
+        [("10.7.0.2", "anon", ["Metadata"])]
+
+
+def test_capture_health_reports_the_bytes_a_damaged_copy_lost(spark, tmp_path):
+    src = SAMPLES / "veth-confluent-mtu.pcap"
+    packets, link = damage.read(src)
+    kept, lost = damage.dropped(packets, link, random.Random(7), share=0.05)
+    lost_bytes = sum(damage.tcp_payload_len(packets[i][1], link) for i in lost)
+    damage.write(tmp_path / "lossy.pcap", kept, link)
+    res = run("capture_health", rows_of(spark, tmp_path / "rows", [src, tmp_path / "lossy.pcap"]))
+    files = {Path(r["capture_file"]).name: r for r in res["capture_files"]}
+    assert files["veth-confluent-mtu.pcap"]["gap_bytes"] == 0 and files["veth-confluent-mtu.pcap"]["gaps"] == 0
+    # a lost segment at a connection's very end cannot be told from no segment: at most that much less
+    assert 0 < files["lossy.pcap"]["gap_bytes"] <= lost_bytes
+    assert files["lossy.pcap"]["gaps"] >= 1
+    assert {Path(r["capture_file"]).name for r in res["damaged_connections"]} == {"lossy.pcap"}
+
+
+# -- the job ----------------------------------------------------------------------------------------
+def _job(*args, env=None) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYSPARK_PYTHON=sys.executable, **(env or {}))
+    return subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), *map(str, args)], capture_output=True,
+                          text=True, env=e, timeout=900)
+
+
+def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spark, tmp_path):
+    out = tmp_path / "audit"
+    r = _job(SAMPLES, "--out", out)
+    # sample_pcaps hold a client pinned to Kafka 0.10.1 and SASL PLAIN without TLS: two policies fail
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "[FAIL] no client sends a version Kafka 4.0 rejects" in r.stdout and "kp-0.10.1" in r.stdout
+    assert "[FAIL] no SASL PLAIN login outside TLS" in r.stdout
+    assert f"report: {out}/report.html" in r.stdout
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+    for audit in AUDITS:
+        assert f"id='{audit}'" in page
+        assert (out / audit).is_dir()
+    assert list((out / "upgrade_readiness" / "upgrade_readiness").glob("capture_date=*/*.parquet"))
+    # a capture of current clients only, with PLAIN allowed: every policy holds
+    ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--allow-plain-without-tls")
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    # errors before Spark starts: exit 1, one line naming what is wrong
+    for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "3.9"], [SAMPLES, "--max-p99", "Produce"]):
+        e = _job(*bad, "--out", tmp_path / "bad")
+        assert e.returncode == 1 and len(e.stderr.strip().splitlines()) == 1, e.stderr
+
+
+def test_incremental_runs_read_only_new_files(spark, tmp_path):
+    """Two files, then a third: the second run adds only the third file's rows, and the total equals
+    a batch read of all three. The newest file of a rotation series waits until it is complete."""
+    d = tmp_path / "rotating"
+    d.mkdir()
+    names = ["mock-kcat.pcap", "tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap"]
+    t0 = 1_700_000_000
+    for i, n in enumerate(names[:2]):
+        shutil.copy(SAMPLES / n, d / f"cap.pcap{i}")
+        os.utime(d / f"cap.pcap{i}", (t0 + i, t0 + i))
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    args = [d, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary,upgrade_readiness",
+            "--max-files-per-trigger", "1"]
+    first = _job(*args)
+    assert first.returncode in (0, 2), first.stderr[-3000:]
+    count = lambda: spark.read.parquet(str(out / "rows" / "exchanges")).count()  # noqa: E731
+    n_first = count()
+    assert n_first == spark.read.format("kafkawire").load([str(d / "cap.pcap0"), str(d / "cap.pcap1")]).count()
+    # a third file arrives; the newest (cap.pcap2, just written) counts as complete only with a 0 s wait
+    shutil.copy(SAMPLES / names[2], d / "cap.pcap2")
+    waiting = _job(*args[:-2], "--complete-after-seconds", "3600")
+    assert waiting.returncode in (0, 2) and count() == n_first  # still being written, as far as we know
+    second = _job(*args, "--complete-after-seconds", "0")
+    assert second.returncode in (0, 2), second.stderr[-3000:]
+    third = spark.read.format("kafkawire").load(str(d / "cap.pcap2")).count()
+    assert count() == n_first + third == spark.read.format("kafkawire").load(str(d)).count()
+    again = _job(*args, "--complete-after-seconds", "0")
+    assert again.returncode in (0, 2) and count() == n_first + third  # nothing new: nothing added
