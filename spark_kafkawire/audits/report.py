@@ -41,7 +41,7 @@ text-align:left;vertical-align:top}th{background:#f3f3f3}td.n{text-align:right}
 .ok{color:#176f2c}.fail{color:#b00020;font-weight:bold}.note{color:#666;font-size:.85em}
 svg{margin:.3em 1em .3em 0}
 """
-MAX_ROWS = 50
+MAX_ROWS = 25
 
 
 def _cell(v) -> str:
