@@ -109,7 +109,20 @@ def load_rows(spark, args, out: str):
         else:
             spark.read.format("kafkawire").options(**options).option("rows", shape).load(args.captures) \
                 .write.mode("overwrite").parquet(target)
-    return Rows(*(spark.read.parquet(f"{out}/rows/{shape}") for shape in SHAPES))
+    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES))
+
+
+def _rows(spark, path: str, shape: str):
+    """The rows written so far (none yet: an empty frame of the shape, e.g. an incremental run
+    over an empty directory)."""
+    from pyspark.errors import AnalysisException
+
+    from spark_kafkawire.table import ddl
+
+    try:
+        return spark.read.schema(ddl(shape)).parquet(path)
+    except AnalysisException:
+        return spark.createDataFrame([], ddl(shape))
 
 
 def main(argv: list[str]) -> int:

@@ -187,7 +187,7 @@ def _is_capture(path: str, endpoint: str | None = None) -> bool:
 
 
 def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB,
-               endpoint: str | None = None) -> list[str]:
+               endpoint: str | None = None, allow_empty: bool = False) -> list[str]:
     """Expand files, directories (recursively) and globs into a sorted list of capture files.
 
     Files named directly or matched by a glob are always read; a directory contributes the files
@@ -224,7 +224,7 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
             for m in matches:
                 found.extend(list_files(m, path_glob_filter) if os.path.isdir(m) else [m])
     out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
-    if not out:
+    if not out and not allow_empty:  # (a stream's directory may be empty: nothing new yet)
         named = ", ".join(os.fspath(p) for p in paths)
         raise CaptureError(f"kafkawire: no capture file in {named} (pathGlobFilter {path_glob_filter})")
     for f in out:

@@ -47,10 +47,7 @@ def _mtime_ns(path: str, endpoint: str | None) -> int:
 
 def completed_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None) -> list[tuple[int, str]]:
     """(mtime_ns, path) of every completed capture file, oldest first."""
-    try:
-        files = list_files(paths, opts.path_glob_filter, opts.endpoint_url)
-    except ValueError:  # nothing there yet: nothing new
-        return []
+    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, allow_empty=True)
     stamped = [(_mtime_ns(f, opts.endpoint_url), f) for f in files]
     newest: dict[tuple[str, str], tuple[int, str]] = {}
     for m, f in stamped:

@@ -177,20 +177,26 @@ def _wrapper(n_inner: int, inner_size: int, bad_crc: bool = False) -> bytes:
     return _v1_message(n_inner - 1, _gzip(inner), attrs=1, bad_crc=bad_crc)
 
 
-def test_wrappers_of_one_message_share_one_budget(monkeypatch):
-    produced = []
+@pytest.fixture
+def produced(monkeypatch) -> list[int]:
+    """Bytes each decompression made (counted through records.decompress)."""
+    made: list[int] = []
     real = rec.decompress
 
     def counting(codec, data, cap=rec.DEFAULT_MAX_DECOMPRESSED):
         try:
             out = real(codec, data, cap)
         except rec.RecordError:
-            produced.append(cap + 1)  # at most cap + 1 bytes were made before it stopped
+            made.append(cap + 1)  # at most cap + 1 bytes were made before it stopped
             raise
-        produced.append(len(out))
+        made.append(len(out))
         return out
 
     monkeypatch.setattr(rec, "decompress", counting)
+    return made
+
+
+def test_wrappers_of_one_message_share_one_budget(produced):
     cap = 1 << 20
     wrappers = [_wrapper(64, 8 << 10) for _ in range(20)]  # each inflates to ~0.5 MiB
     summary = rec.summarize(b"".join(wrappers), cap)
@@ -213,20 +219,7 @@ def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
     assert s["CrcValid"] is False and s["RecordCount"] is None and calls == []
 
 
-def test_wrapper_bomb_reproducer_decompresses_within_budget(monkeypatch):
-    produced = []
-    real = rec.decompress
-
-    def counting(codec, data, cap=rec.DEFAULT_MAX_DECOMPRESSED):
-        try:
-            out = real(codec, data, cap)
-        except rec.RecordError:
-            produced.append(cap + 1)
-            raise
-        produced.append(len(out))
-        return out
-
-    monkeypatch.setattr(rec, "decompress", counting)
+def test_wrapper_bomb_reproducer_decompresses_within_budget(produced):
     (row,) = read_capture(FINDINGS / "magic1-wrapper-bombs.pcap").to_pylist()
     assert sum(produced) <= 2 * rec.DEFAULT_MAX_DECOMPRESSED + 2
     assert row["request"] is not None
