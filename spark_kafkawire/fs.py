@@ -81,7 +81,7 @@ def _explain(uri: str, e: Exception) -> StorageError:
     text = str(e)
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         why = "the bucket does not exist"
-    elif "AccessDenied" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or \
+    elif "AccessDenied" in text or "ACCESS_DENIED" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or \
             "403" in text:
         why = "access denied: check the credentials (AWS_ACCESS_KEY_ID, profile) and endpoint"
     elif "NoSuchKey" in text or "Path does not exist" in text or isinstance(e, FileNotFoundError):

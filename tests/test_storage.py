@@ -134,3 +134,41 @@ def test_audit_job_and_stream_read_s3(s3, tmp_path):
 
     assert pq.read_table(out / "rows" / "exchanges").num_rows == _local(NAMES).num_rows
     assert (out / "report.html").exists() and "s3://caps/run1/" in (out / "report.html").read_text()
+
+
+def test_wrong_credentials_are_named(tmp_path):
+    """A server that checks signatures (moto enforcing IAM after the set-up calls): keys it does
+    not know are refused, and the error names the URI and says to check the credentials."""
+    port = free_port()
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="2")  # create the bucket and one object, then check
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}"
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=url, aws_access_key_id="unknown", aws_secret_access_key="wrong",
+                              region_name="us-east-1")
+        client.create_bucket(Bucket="locked")
+        client.put_object(Bucket="locked", Key="a.pcap", Body=(SAMPLES / NAMES[0]).read_bytes())
+        saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+        os.environ.update(AWS_ACCESS_KEY_ID="unknown", AWS_SECRET_ACCESS_KEY="wrong")
+        try:
+            for uri in ("s3://locked/a.pcap", "s3://locked/"):
+                with pytest.raises(OSError, match=rf"{uri}: access denied: check the credentials"):
+                    read_capture(uri, endpointUrl=url)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    finally:
+        proc.terminate()
+        proc.wait(10)
