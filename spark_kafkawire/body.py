@@ -88,7 +88,7 @@ def _headline_kind(name: str, typ: str, array: bool) -> int:
 
 
 class Field:
-    __slots__ = ("name", "type", "fixed", "nullable", "array", "error", "tag", "sub", "hl", "topic_array")
+    __slots__ = ("name", "type", "fixed", "nullable", "array", "tag", "sub", "hl", "topic_array")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
@@ -96,7 +96,6 @@ class Field:
         self.fixed = _FIXED.get(typ)
         self.nullable = bool(flags & NULLABLE)
         self.array = bool(flags & ARRAY)
-        self.error = bool(flags & ERROR_CODE)
         self.tag = tag
         self.sub = sub
         self.hl = _headline_kind(name, typ, self.array)
