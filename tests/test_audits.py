@@ -44,24 +44,23 @@ def samples(spark, tmp_path_factory):
     return rows_of(spark, tmp_path_factory.mktemp("samples"), [SAMPLES])
 
 
-def _removed_in_40() -> set[tuple[int, int]]:
-    """(api_key, version) a 4.0 broker refuses, read from protocol-facts.md's version table
-    (a version in the 3.9.0 range and not in the 4.0.0 one)."""
+def _refused(release: str) -> set[tuple[int, int]]:
+    """(api_key, version) a 3.9.0 broker accepts and the release refuses, read from
+    protocol-facts.md's version table (columns 3.9.0 / 4.0.0 / 4.3.x)."""
+    column = {"4.0": 3, "4.3": 4}[release]
     out = set()
     for line in FACTS.read_text().splitlines():
-        m = re.match(r"\|(\d+)\|[^|]+\|([^|]+)\|([^|]+)\|", line)
-        if not m:
-            continue
-        key, old, new = int(m[1]), m[2].strip(), m[3].strip()
-        if old == "-":  # not in 3.9.0
+        m = re.match(r"\|(\d+)\|[^|]+\|([^|]+)\|([^|]+)\|([^|]+)\|", line)
+        if not m or m[2].strip() == "-":  # not a table row, or a key 3.9.0 did not have
             continue
 
         def versions(text):
             a, _, b = text.split(" ")[0].partition("-")
             return set(range(int(a), int(b or a) + 1))
 
+        new = m[column].strip()
         keep = set() if new.startswith("removed") else versions(new)
-        out |= {(key, v) for v in versions(old) if v not in keep}
+        out |= {(int(m[1]), v) for v in versions(m[2].strip()) if v not in keep}
     assert (0, 2) in out and (4, 0) in out and (3, 0) not in out  # Produce v2 gone, LeaderAndIsr gone
     return out
 
@@ -75,13 +74,13 @@ def test_upgrade_readiness_lists_exactly_what_tshark_saw_clients_send_that_40_re
         if cid:  # requests (responses carry no client id)
             for c, k, v in zip(cid.split(";"), keys.split(";"), vers.split(";")):
                 sent.add((c, int(k), int(v)))
-    removed = _removed_in_40()
-    expected = {s for s in sent if (s[1], s[2]) in removed}
-    assert any(c == "kp-0.10.1" and k == 0 and v == 2 for c, k, v in expected)  # Produce v2, as the manifest says
     got = run("upgrade_readiness", rows_of(spark, tmp_path, [SAMPLES / name]))["upgrade_readiness"]
-    assert {(r["client_id"], r["api_key"], r["api_version"]) for r in got if r["release"] == "4.0"} == expected
+    for release in ("4.0", "4.3"):
+        expected = {s for s in sent if (s[1], s[2]) in _refused(release)}
+        assert any(c == "kp-0.10.1" and k == 0 and v == 2 for c, k, v in expected)  # Produce v2, as the manifest says
+        assert {(r["client_id"], r["api_key"], r["api_version"]) for r in got if r["release"] == release} == expected
     # the clients that sent only current versions are not there
-    assert {r["client_id"] for r in got} == {c for c, _k, _v in expected}
+    assert {r["client_id"] for r in got} == {c for c, k, v in sent if (k, v) in _refused("4.0")}
     assert all(r["exchanges"] >= 1 and r["first_seen"] <= r["last_seen"] for r in got)
     # JoinGroup v0-1 are refused by 4.0.0 only; later releases list the rest again
     for r in got:
