@@ -226,7 +226,8 @@ def _print_table(rows: list[dict]) -> None:
     if not rows:
         print("  (no exchanges)")
         return
-    cols = [c for c in rows[0] if c != "capture_date"]
+    one_day = len({r.get("capture_date") for r in rows}) == 1
+    cols = [c for c in rows[0] if c != "capture_date" or not one_day]
     cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
     widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
     print("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)))
