@@ -179,7 +179,7 @@ def main(argv: list[str]) -> int:
     meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
             "time window (UTC)": f"{span['a']} to {span['b']}", "brokers": ", ".join(listeners),
             "target release": policy.target_release, "output": out}
-    html = render(verdicts, meta, results)
+    html = render(verdicts, meta, results, policy.min_latency_n)
     report = f"{out}/report.html"
     _write_text(report, html)
     spark.stop()

@@ -91,9 +91,9 @@ def bars(title: str, labels: list[str], values: list[float], width: int = 420, h
     return "".join(parts)
 
 
-def _plots(audit: str, tables: dict[str, list[dict]]) -> str:
+def _plots(audit: str, tables: dict[str, list[dict]], min_n: int) -> str:
     out = []
-    if audit == "latency":
+    if audit == "latency":  # a histogram per api that has enough exchanges to show a shape
         hist = tables.get("latency_histogram", [])
         labels = [f"≤{e:g} ms" for e in HIST_EDGES_MS] + [f">{HIST_EDGES_MS[-1]:g} ms"]
         for api in sorted({r["api_name"] for r in hist if r["api_name"]}):
@@ -101,7 +101,9 @@ def _plots(audit: str, tables: dict[str, list[dict]]) -> str:
             for r in hist:
                 if r["api_name"] == api:
                     counts[r["bucket"]] += r["exchanges"]
-            out.append(bars(f"{api}: exchanges by latency", labels, counts, width=300, height=120))
+            if sum(counts) >= min_n:
+                out.append(bars(f"{api}: {sum(counts)} exchanges by latency", labels, counts, width=300,
+                                height=120))
     elif audit == "errors":
         per = {}
         for r in tables.get("errors_by_hour", []):
@@ -123,7 +125,8 @@ def _plots(audit: str, tables: dict[str, list[dict]]) -> str:
     return "".join(out)
 
 
-def render(verdicts: list[Verdict], meta: dict, results: dict[str, dict[str, list[dict]]]) -> str:
+def render(verdicts: list[Verdict], meta: dict, results: dict[str, dict[str, list[dict]]], min_n: int = 20) -> str:
+    """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram."""
     ok = all(v.ok for v in verdicts)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>kafkawire audit</title>"
              f"<style>{STYLE}</style></head><body>",
@@ -140,7 +143,7 @@ def render(verdicts: list[Verdict], meta: dict, results: dict[str, dict[str, lis
         f"<a href='#{a}'>{a.replace('_', ' ')}</a>" for a in results) + "</p>")
     for audit, tables in results.items():
         parts.append(f"<h2 id='{audit}'>{audit.replace('_', ' ')}</h2><p>{html.escape(INTRO.get(audit, ''))}</p>")
-        parts.append(_plots(audit, tables))
+        parts.append(_plots(audit, tables, min_n))
         for name, rows in tables.items():
             if name == "latency_histogram":
                 continue
