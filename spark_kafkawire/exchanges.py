@@ -277,6 +277,9 @@ class Decoder:
             for d, f in st.queue:
                 if firsts[d] is None:
                     firsts[d] = f
+            if (firsts[0] is None or firsts[1] is None) and not force and \
+                    st.queued_counts[0 if firsts[0] is not None else 1] < ROLE_DECISION_FRAMES:
+                return False  # one direction so far, and too few frames to decide on it alone
             req = [f is not None and looks_like_request(f.data) for f in firsts]
             if firsts[0] is not None and firsts[1] is not None:
                 echo = [False, False]
@@ -293,8 +296,6 @@ class Decoder:
                     role = 0 if st.conn.a[1] > st.conn.b[1] else 1
             else:
                 d = 0 if firsts[0] is not None else 1
-                if not force and st.queued_counts[d] < ROLE_DECISION_FRAMES:
-                    return False
                 role = d if req[d] else 1 - d
         st.client_dir = role
         conn = st.conn
@@ -408,6 +409,8 @@ class Decoder:
     def _emit(self, st: _ConnState, req: Request | None, resp: Response | None, status: str,
               detail: str | None) -> None:
         if req is not None and req.skip:
+            return
+        if not self.decode_bodies and status not in DAMAGE:  # rows=connections: only damage (FAILFAST) matters
             return
         if req is not None and resp is None and status == NO_RESPONSE:
             h = req.header

@@ -56,9 +56,11 @@ _HEADLINE = [
     ("sasl_user", "string"),
 ]
 
-#: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker)
+#: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
+#: in the order RowBuilder.connection reads them
 _DIRECTION_COUNTS = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
                      "gap_bytes", "gaps", "resyncs")
+_NO_COUNTS = (0,) * len(_DIRECTION_COUNTS)
 
 _ENDPOINTS = [
     ("capture_file", "string"),
@@ -194,6 +196,7 @@ class RowBuilder:
         self.names = [n for n, _ in COLUMNS[rows]]
         self.max_decompressed = max_decompressed
         self.max_records = max_records
+        self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
         #: rows not made yet, in order: generators that each append one row per step (rows=records,
         #: where one frame can hold millions); see fill()
         self.backlog: deque = deque()
@@ -301,16 +304,14 @@ class RowBuilder:
         c["detail"].append(None)
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
             if framers is None:  # the connection never carried payload
-                values = dict.fromkeys(_DIRECTION_COUNTS, 0)
+                values = _NO_COUNTS
             else:
                 f = framers[d]
                 a = f.acct
-                values = {"bytes": halves[d].captured, "frames": a.frames, "frame_bytes": a.frame_bytes,
-                          "partial_frames": a.partial_frames, "partial_bytes": a.partial_bytes,
-                          "skipped_bytes": a.skipped_bytes, "gap_bytes": a.gap_bytes, "gaps": a.gaps,
-                          "resyncs": f.resyncs}
-            for what in _DIRECTION_COUNTS:
-                c[f"{side}_{what}"].append(values[what])
+                values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
+                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs)
+            for name, v in zip(self._count_cols[side], values):
+                c[name].append(v)
         c["status"].append("connection")
         self.count += 1
 
