@@ -250,8 +250,14 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
         assert (out / audit).is_dir()
     assert list((out / "upgrade_readiness" / "upgrade_readiness").glob("capture_date=*/*.parquet"))
     # a capture of current clients only, with PLAIN allowed: every policy holds
-    ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--allow-plain-without-tls")
+    config = tmp_path / "policy.json"
+    config.write_text(json.dumps({"allow_plain_without_tls": True, "max_p99_ms": {"Produce": 60000}}))
+    ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--config", config)
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    assert "[ok] Produce p99 at most 60000 ms" in ok.stdout
+    (tmp_path / "bad.json").write_text(json.dumps({"max_p99": 1}))
+    bad = _job(SAMPLES, "--config", tmp_path / "bad.json", "--out", tmp_path / "bad")
+    assert bad.returncode == 1 and "unknown key(s) max_p99" in bad.stderr
     # errors before Spark starts: exit 1, one line naming what is wrong
     for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "3.9"], [SAMPLES, "--max-p99", "Produce"]):
         e = _job(*bad, "--out", tmp_path / "bad")

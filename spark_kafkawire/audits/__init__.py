@@ -324,7 +324,7 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
     for api, bound in sorted(policy.max_p99_ms.items()) if "latency" in results else ():
         seen = [r for r in results["latency"]["latency_by_api"] if r["api_name"] == api]
         worst = max((r["p99_ms"] for r in seen), default=None)
-        out.append(Verdict(f"{api} p99 at most {bound} ms", worst is None or worst <= bound,
+        out.append(Verdict(f"{api} p99 at most {bound:g} ms", worst is None or worst <= bound,
                            f"p99 {worst} ms" if worst is not None else
                            f"fewer than {policy.min_latency_n} timed exchanges: not judged"))
     if not policy.allow_plain_without_tls and "security" in results:
