@@ -16,20 +16,24 @@ from spark_kafkawire.fs import StorageError
 NAMES = ["mock-kcat.pcap", "tansu-aiokafka-any.pcap", "mock-confluent-group.pcapng"]
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A moto S3 server with bucket 'caps' holding three sample captures (one gzip-compressed)."""
+def _moto_server(env: dict) -> tuple[subprocess.Popen, str]:
+    """A moto S3 server on a free localhost port, once it accepts connections: (process, URL)."""
     port = free_port()
-    env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
         except OSError:
             time.sleep(0.1)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server with bucket 'caps' holding three sample captures (one gzip-compressed)."""
+    proc, url = _moto_server(dict(os.environ))
     saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                                              "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED")}
     os.environ.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
@@ -139,18 +143,9 @@ def test_audit_job_and_stream_read_s3(s3, tmp_path):
 def test_wrong_credentials_are_named(tmp_path):
     """A server that checks signatures (moto enforcing IAM after the set-up calls): keys it does
     not know are refused, and the error names the URI and says to check the credentials."""
-    port = free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="2")  # create the bucket and one object, then check
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # the first two calls (the bucket and one object) pass unchecked, every later one is checked
+    proc, url = _moto_server(dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="2"))
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        url = f"http://127.0.0.1:{port}"
         import boto3
 
         client = boto3.client("s3", endpoint_url=url, aws_access_key_id="unknown", aws_secret_access_key="wrong",
