@@ -471,6 +471,29 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: bytes, po
     return _with_version(_decode(s, api_key, version, request, data, pos, opts), version)
 
 
+def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: int, name: str):
+    """The value of top-level field ``name`` read by itself: the fields before it are read, nothing
+    after (a Produce request's Acks without its records). None when the layout has no such field
+    or the bytes do not hold it."""
+    s = schemas()
+    entry = s.messages.get((api_key, version, request))
+    if entry is None:
+        older = s.newest.get((api_key, request))
+        entry = s.messages.get((api_key, older, request)) if older is not None and older < version else None
+    if entry is None:
+        return None
+    sid, flex = entry
+    reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
+    try:
+        for f in s.structs[sid][0]:
+            value, pos = reader.field(f, pos)
+            if f.name == name:
+                return value
+    except (BodyError, struct_error, IndexError, ValueError):
+        pass
+    return None
+
+
 def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int, Facts]:
     return decoded[0], version, decoded[1]
 

@@ -1,7 +1,8 @@
 """The Spark adapter: ``spark.read.format("kafkawire").load(paths)``.
 
-A thin layer over :mod:`spark_kafkawire.reader`: the driver lists the capture files, each file is
-one input partition, and each partition streams that file's record batches.
+A thin layer over :mod:`spark_kafkawire.reader`: the driver lists the capture files and plans the
+input partitions (a file, or a share of a large file: see reader.plan), and each partition streams
+its record batches.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .predicate import Predicate, from_spark
-from .reader import Options, _paths_option, iter_batches, list_files
+from .reader import Options, _paths_option, iter_batches, list_files, plan
 from .table import COLUMNS, ddl
 
 
 class CaptureFilePartition(InputPartition):
-    def __init__(self, path: str):
-        super().__init__(path)
+    def __init__(self, path: str, share: tuple[int, int] | None = None):
+        super().__init__((path, share))
         self.path = path
+        self.share = share
 
 
 class KafkaWireDataSource(DataSource):
@@ -59,11 +61,11 @@ class KafkaWireReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         files = [f for f in self.files if self.predicate.file_ok(f)]
-        return [CaptureFilePartition(f) for f in files] or [CaptureFilePartition("")]
+        return [CaptureFilePartition(f, share) for f, share in plan(files, self.options)] or [CaptureFilePartition("")]
 
     def read(self, partition: CaptureFilePartition) -> Iterator:
         if partition.path:
-            yield from iter_batches(partition.path, self.options, self.predicate)
+            yield from iter_batches(partition.path, self.options, self.predicate, partition.share)
 
 
 class FilteringReader(KafkaWireReader):

@@ -37,7 +37,17 @@ from struct import Struct
 from typing import NamedTuple, Protocol
 
 from . import protocol
-from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, redact, schemas, seal
+from .body import (
+    DEFAULT_RECORD_OPTIONS,
+    BodyError,
+    Facts,
+    RecordOptions,
+    decode_with_facts,
+    leading_field,
+    redact,
+    schemas,
+    seal,
+)
 from .headline import headline_from_facts
 from .frames import (
     ALIGNED_ONLY,
@@ -159,8 +169,13 @@ class Decoder:
 
     def __init__(self, rows: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
                  record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
-                 decode_bodies: bool = True):
+                 decode_bodies: bool = True, share: tuple[int, int] | None = None):
         self.rows = rows
+        #: (k, n): this decoder makes the rows of one n-th of the file, those whose number (in the
+        #: order rows begin: requests, answers without a request, connections) is k modulo n. It
+        #: does every other step for every connection, so all shares see the same state.
+        self.share = share
+        self.seq = 0
         self.predicate = predicate if predicate is not None and predicate.early else None
         self.decode_bodies = decode_bodies  # False when no row shows a body (rows=connections)
         self.max_frame = max_frame
@@ -168,6 +183,14 @@ class Decoder:
         self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
         self.ending = False  # set while the capture's end flushes open connections
         self.topic_ids: dict[str, str] = {}  # topic id -> name, from responses seen so far
+
+    def _mine(self) -> bool:
+        """Are the rows beginning here this decoder's share? (Asked once for each, in every share.)"""
+        if self.share is None:
+            return True
+        n = self.seq
+        self.seq = n + 1
+        return n % self.share[1] == self.share[0]
 
     # -- reassembler interface -----------------------------------------------------------------
     def opened(self, conn: Connection) -> tuple[Framer, Framer]:
@@ -194,9 +217,10 @@ class Decoder:
 
     def closed(self, conn: Connection) -> None:
         st: _ConnState = conn.state  # type: ignore[assignment]
+        mine = self._mine()
         if st is None:  # no payload ever: only a connection row
             connection = getattr(self.rows, "connection", None)
-            if connection is not None:
+            if connection is not None and mine:
                 st = _ConnState(conn)
                 role = self._endpoints_guess(st)
                 connection(conn, st.endpoints, role, "unknown", None)
@@ -205,9 +229,10 @@ class Decoder:
             self._decide(st, force=True)
         if st.tls is not None:
             self._endpoints_guess(st)
-            self.rows.exchange(st.endpoints, None, None, TLS, st.tls, None)
+            if mine:
+                self.rows.exchange(st.endpoints, None, None, TLS, st.tls, None)
         connection = getattr(self.rows, "connection", None)
-        if connection is not None:
+        if connection is not None and mine:
             client_dir = st.client_dir if st.client_dir is not None else self._endpoints_guess(st)
             connection(conn, st.endpoints, client_dir,
                        "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers)
@@ -324,26 +349,32 @@ class Decoder:
             self._response(st, frame)
 
     def _request(self, st: _ConnState, frame: Frame) -> None:
+        mine = self._mine()
         if st.sasl_raw:
             if not looks_like_request(frame.data):  # a token: its bytes may be a password
                 if frame.complete and st.sasl[1] is None:
                     st.sasl = (st.sasl[0], redact("AuthBytes", frame.data).get("user"))
-                self.rows.exchange(st.endpoints, Request(frame, None, None), None, SASL_TOKEN, SASL_TOKEN_DETAIL, None)
+                if mine:
+                    self.rows.exchange(st.endpoints, Request(frame, None, None), None, SASL_TOKEN, SASL_TOKEN_DETAIL,
+                                       None)
                 return
             st.sasl_raw = False  # authenticated: Kafka requests again
         try:
             h = parse_request_header(frame.data)
         except HeaderError as e:
             status = TRUNCATED if not frame.complete else MALFORMED
-            self._emit(st, Request(frame, None, None), None, status, f"request header: {e}")
+            self._emit(st, Request(frame, None, None, skip=not mine), None, status, f"request header: {e}")
             return
-        skip = self.predicate is not None and not self._wanted(st, h, frame)
+        skip = not mine or self.predicate is not None and not self._wanted(st, h, frame)
         if h.header_version is None or not self.decode_bodies or \
                 (skip and not always_decode(h.api_key, h.api_version, True)):
             body, err, facts = None, None, None
         else:
             body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
-        acks = body.get("Acks") if body is not None and h.api_key == 0 else None
+        # read by itself, so that requests whose rows are not made (filtered out, another share's)
+        # wait for their answers exactly as the others do
+        acks = leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks") \
+            if h.api_key == 0 and h.header_version is not None else None
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
         if h.api_key == SASL_HANDSHAKE and body is not None:
@@ -366,12 +397,16 @@ class Decoder:
 
     def _response(self, st: _ConnState, frame: Frame) -> None:
         if len(frame.data) < 4:
+            if not self._mine():
+                return
             status = TRUNCATED if not frame.complete else MALFORMED
             self._emit(st, None, Response(frame, None, None), status, "response shorter than its header")
             return
         corr = _I32.unpack_from(frame.data)[0]
         req = st.pending.pop(corr, None)
         if req is None:
+            if not self._mine():
+                return
             if st.sasl_raw:  # the broker's token (a SCRAM challenge, say): nothing of it is shown
                 self.rows.exchange(st.endpoints, None, Response(frame, None, None), SASL_TOKEN, SASL_TOKEN_DETAIL, None)
                 return
@@ -461,4 +496,5 @@ class Decoder:
         })
 
     def damaged(self, detail: str) -> None:
-        self.rows.exchange(None, None, None, "capture_damaged", detail, None)
+        if self._mine():
+            self.rows.exchange(None, None, None, "capture_damaged", detail, None)

@@ -131,6 +131,18 @@ def list_uri(uri: str, patterns: list[str], endpoint: str | None = None) -> list
     return sorted(out)
 
 
+def file_size(path: str, endpoint: str | None = None) -> int:
+    """Size in bytes of a local path or URI."""
+    local = local_path(path)
+    if local is not None:
+        return os.path.getsize(local)
+    fs, p = resolve(path, endpoint)
+    try:
+        return int(fs.get_file_info(p).size or 0)
+    except Exception as e:
+        raise _explain(path, e) from None
+
+
 def open_binary(path: str, endpoint: str | None = None) -> BinaryIO:
     """A buffered binary stream of a local path or URI."""
     local = local_path(path)

@@ -245,8 +245,16 @@ def names_topic_ids(api_key: int, version: int) -> bool:
 
 
 def always_decode(api_key: int, version: int, request: bool) -> bool:
-    """Bodies decoded whatever the filter: state that other rows depend on (client software,
-    SASL mechanism and user, topic ids)."""
-    if request:
-        return api_key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
-    return names_topic_ids(api_key, version)
+    """Bodies decoded whatever the filter, and by every task reading a share of a file: state that
+    other rows depend on (client software, SASL mechanism and user, topic ids, and the secrets a
+    connection has shown, which are redacted wherever they reappear)."""
+    if request and api_key == API_VERSIONS or _secret_api(api_key):
+        return True
+    return not request and names_topic_ids(api_key, version)
+
+
+@lru_cache(maxsize=None)
+def _secret_api(api_key: int) -> bool:
+    from .body import schemas
+
+    return api_key in schemas().secret_apis

@@ -22,7 +22,7 @@ from .body import RecordOptions
 from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
 from .exchanges import Decoder
 from .frames import DEFAULT_MAX_FRAME
-from .fs import is_uri, list_uri, local_path, open_binary
+from .fs import file_size, is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
@@ -31,7 +31,11 @@ from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+MAX_SHARES = 1024
 TIME_ORDER_MARGIN_NS = 60 * 10**9  # packets may be this much out of time order (merged captures)
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
+#: shares of one file are not free (each reads all its packets): past 4 the time hardly falls
+DEFAULT_MIN_PARTITIONS = min(os.cpu_count() or 1, 4)
 DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
 
 
@@ -55,6 +59,10 @@ class Options:
     endpointurl     S3 endpoint (e.g. http://localhost:9000) for s3:// paths; default: AWS_ENDPOINT_URL
     mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
                     are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
+    maxpartitionbytes  Spark only: a capture file larger than this (default 134217728) may be read
+                    by several tasks, each making its share of the rows (see plan())
+    minpartitions   Spark only: large files are shared out until the load has this many partitions
+                    (default: the driver's CPU count, at most 4)
     """
 
     rows: str = "exchanges"
@@ -68,6 +76,8 @@ class Options:
     endpoint_url: str | None = None
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_records_per_batch: int = DEFAULT_MAX_RECORDS
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    min_partitions: int = DEFAULT_MIN_PARTITIONS
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -161,7 +171,40 @@ _RULES = {
     "maxconnections": ("maxConnections", "max_connections", DEFAULT_MAX_CONNECTIONS, _whole(1000, 10_000_000)),
     "maxrecordsperbatch": ("maxRecordsPerBatch", "max_records_per_batch", DEFAULT_MAX_RECORDS,
                            _whole(1, 1 << 31)),
+    "maxpartitionbytes": ("maxPartitionBytes", "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES,
+                          _whole(1, 1 << 62, " of bytes")),
+    "minpartitions": ("minPartitions", "min_partitions", DEFAULT_MIN_PARTITIONS, _whole(1, MAX_SHARES)),
 }
+
+
+def plan(files: list[str], opts: Options) -> list[tuple[str, tuple[int, int] | None]]:
+    """Input partitions for Spark: (file, share). A file is one partition; while the load has fewer
+    than ``minPartitions``, the file with the most bytes per partition that is larger than
+    ``maxPartitionBytes`` (and not gzip-compressed, which only reads from its start) gets one more,
+    up to one per ``maxPartitionBytes``. A file in n partitions is read in n shares (see
+    iter_batches): each task reads all the file's packets and makes a share of its rows, so the
+    rows are exactly the whole file's and the shares save the decoding, not the reading."""
+    most: dict[str, tuple[int, int]] = {}  # file -> (size, most partitions)
+    if len(files) < opts.min_partitions:
+        for f in files:
+            size = file_size(f, opts.endpoint_url)
+            if size > opts.max_partition_bytes and not _gzip(f, opts.endpoint_url):
+                most[f] = (size, min(-(-size // opts.max_partition_bytes), MAX_SHARES))
+    parts = dict.fromkeys(files, 1)
+    total = len(files)
+    while total < opts.min_partitions:
+        grow = [f for f in most if parts[f] < most[f][1]]
+        if not grow:
+            break
+        f = max(grow, key=lambda f: most[f][0] / parts[f])
+        parts[f] += 1
+        total += 1
+    return [(f, None if parts[f] == 1 else (k, parts[f])) for f in files for k in range(parts[f])]
+
+
+def _gzip(path: str, endpoint: str | None) -> bool:
+    with open_binary(path, endpoint) as f:
+        return f.read(2) == GZIP_MAGIC
 
 
 def _paths_option(options: Mapping[str, object]) -> list[str]:
@@ -234,13 +277,19 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
 
 
 def iter_batches(path: str, options: Options | Mapping[str, object] | None = None,
-                 predicate: Predicate | None = None) -> Iterator[pa.RecordBatch]:
+                 predicate: Predicate | None = None, share: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one capture file, yielding record batches as they fill.
 
     ``predicate`` (see :mod:`spark_kafkawire.predicate`): only rows it accepts are yielded, and
-    requests it rules out by their headers are not body-decoded."""
+    requests it rules out by their headers are not body-decoded.
+
+    ``share`` = (k, n): the rows of the k-th of n shares of the file (0 <= k < n). The n shares'
+    rows together are exactly the file's rows: every share reads all packets and follows every
+    connection, and decodes the bodies of and makes only its own rows (see Decoder)."""
+    if share is not None and not (isinstance(share[1], int) and share[1] >= 1 and 0 <= share[0] < share[1]):
+        raise ValueError(f"share {share!r}: want (k, n) with 0 <= k < n")
     with _fewer_collections():
-        yield from _iter_batches(path, options, predicate)
+        yield from _iter_batches(path, options, predicate, share)
 
 
 _collecting = [0, None]  # readers running in this process, and the thresholds they found
@@ -264,14 +313,15 @@ def _fewer_collections():
 
 
 def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
-                  predicate: Predicate | None) -> Iterator[pa.RecordBatch]:
+                  predicate: Predicate | None, share: tuple[int, int] | None) -> Iterator[pa.RecordBatch]:
     opts = options if isinstance(options, Options) else Options.parse(options)
     if predicate and not predicate.file_ok(path):
         return
     rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch)
     decoder = Decoder(rows, opts.max_frame_bytes,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
-                      predicate=predicate, decode_bodies=opts.rows != "connections")
+                      predicate=predicate, decode_bodies=opts.rows != "connections",
+                      share=share if share is not None and share[1] > 1 else None)
     rows.topic_ids = decoder.topic_ids
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     reader = CaptureReader(path, opts.endpoint_url)

@@ -12,7 +12,8 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
 - filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
   read without it;
 - Spark: the capture as a directory of 4 files, read by Spark local[1] and local[2] (scaling
-  efficiency), and local[1] against read_capture on the same files;
+  efficiency), and local[1] against read_capture on the same files; the capture as one file,
+  whole in local[1] against 2 shares in local[2];
 - a million connections: 10^6 SYN-only and 10^6 one-segment connections (rows=connections):
   peak memory and time per packet against the real capture's;
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
@@ -80,14 +81,15 @@ def split_into(path: Path, parts: int) -> Path:
 
 
 SPARK_TIMED = """
-import sys, time, spark_kafkawire
+import json, sys, time, spark_kafkawire
 spark = spark_kafkawire.spark_session("bench", master=sys.argv[1])
-df = spark.read.format("kafkawire").load(sys.argv[2])
+opts = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+df = spark.read.format("kafkawire").options(**opts).load(sys.argv[2])
 df.write.format("noop").mode("overwrite").save()   # warm-up: workers started, files cached
 best = 1e9
 for _ in range(3):
     t = time.perf_counter()
-    spark.read.format("kafkawire").load(sys.argv[2]).write.format("noop").mode("overwrite").save()
+    spark.read.format("kafkawire").options(**opts).load(sys.argv[2]).write.format("noop").mode("overwrite").save()
     best = min(best, time.perf_counter() - t)
 print(best)
 """
@@ -286,15 +288,21 @@ def main() -> None:
     window = best_of(ours(path, filters=[("request_time", "<", until)]))
     print(f"filter request_time in the first fifth of the capture: {window:.2f} s: {full / window:.2f}x faster")
 
+    def spark_time(master: str, p: Path, **opts) -> float:
+        return float(subprocess.run([sys.executable, "-c", SPARK_TIMED, master, str(p), json.dumps(opts)],
+                                    capture_output=True, text=True, check=True).stdout.split()[-1])
+
     parts = split_into(path, 4)
-    one = float(subprocess.run([sys.executable, "-c", SPARK_TIMED, "local[1]", str(parts)], capture_output=True,
-                               text=True, check=True).stdout.split()[-1])
-    two = float(subprocess.run([sys.executable, "-c", SPARK_TIMED, "local[2]", str(parts)], capture_output=True,
-                               text=True, check=True).stdout.split()[-1])
+    one, two = spark_time("local[1]", parts), spark_time("local[2]", parts)
     plain = float(subprocess.run([sys.executable, "-c", INPROCESS_TIMED, str(parts)], capture_output=True,
                                  text=True, check=True).stdout.split()[-1])
     print(f"Spark on 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
           f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}")
+    # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the rows)
+    whole = spark_time("local[1]", path, minPartitions=1)
+    shares = spark_time("local[2]", path, minPartitions=2)
+    print(f"Spark on the one file: local[1] whole {whole:.2f} s, local[2] in 2 shares {shares:.2f} s: "
+          f"{whole / shares:.2f}x faster, scaling efficiency {whole / (2 * shares):.0%}", flush=True)
 
     ordinary = best_of(ours(path, "connections")) / 120_018
     for kind in ("syn", "segment"):

@@ -1,0 +1,193 @@
+"""One capture file read by several tasks: every share together gives exactly the whole file's rows.
+
+The reference is the unsplit read of the same file (whose own correctness the other tests check
+against tshark, kio and the clients): the shares' rows, as a multiset, must equal it row for row
+in every row shape, on the sample captures, the public ones, damaged ones and a large capture made
+of interleaved copies of a real MTU-segmented one with segments lost, reordered and duplicated.
+"""
+
+import random
+import struct
+from collections import Counter
+from pathlib import Path
+
+import dpkt
+import pytest
+
+import damage
+from conftest import FINDINGS, PUBLIC, SAMPLES
+from spark_kafkawire import exchanges as exchanges_module
+from spark_kafkawire.capture import CaptureReader
+from spark_kafkawire.reader import Options, iter_batches, plan
+from spark_kafkawire.table import ROW_SHAPES
+
+SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+PUBLIC_FILES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".pcap", ".pcapng", ".gz"))
+
+
+def _opts(shape: str, **more) -> dict:
+    return {"rows": shape, **({"includeRecords": "true"} if shape == "records" else {}), **more}
+
+
+def rows(path: Path, shape: str, share=None, predicate=None, **more) -> Counter:
+    out: Counter = Counter()
+    for b in iter_batches(str(path), _opts(shape, **more), predicate, share):
+        for r in b.to_pylist():
+            out[tuple(sorted((k, repr(v)) for k, v in r.items()))] += 1
+    return out
+
+
+def shared(path: Path, shape: str, n: int, **more) -> list[Counter]:
+    return [rows(path, shape, (k, n), **more) for k in range(n)]
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_sample_capture_shares_equal_the_whole(path, shape):
+    whole = rows(path, shape)
+    for n in (2, 3):
+        parts = shared(path, shape, n)
+        assert sum(parts, Counter()) == whole, f"{path.name} rows={shape} in {n} shares"
+
+
+@pytest.mark.parametrize("path", PUBLIC_FILES, ids=lambda p: p.name)
+def test_public_capture_shares_equal_the_whole(path):
+    for shape in ("exchanges", "messages", "connections"):
+        assert sum(shared(path, shape, 2), Counter()) == rows(path, shape), f"{path.name} rows={shape}"
+
+
+def test_damaged_and_hostile_captures_shares_equal_the_whole():
+    paths = sorted(FINDINGS.glob("*.pcap*"))
+    assert paths
+    for path in paths:
+        for shape in ("exchanges", "messages"):
+            assert sum(shared(path, shape, 2), Counter()) == rows(path, shape), f"{path.name} rows={shape}"
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory) -> Path:
+    """12 copies of each Ethernet sample capture (MTU-segmented Produce and Fetch, admin and
+    transactions, SASL logins, kcat), on other client ports and interleaved in time, so that dozens
+    of connections are open at once and learn topic ids from each other; then 1% of the segments
+    lost, some reordered and some duplicated."""
+    out: list[tuple[float, bytes]] = []
+    for name in ("veth-confluent-mtu.pcap", "tansu-confluent-codecs.pcap", "tansu-admin-txn.pcap",
+                 "stub-sasl.pcap", "mock-kcat.pcap"):
+        pkts = list(CaptureReader(str(SAMPLES / name)))
+        broker = Counter(struct.unpack_from("!H", p.data, 14 + (p.data[14] & 0x0F) * 4 + 2)[0] for p in pkts
+                         ).most_common(1)[0][0]
+        start, span = pkts[0].ts_ns, pkts[-1].ts_ns - pkts[0].ts_ns
+        for i in range(12):
+            for p in pkts:
+                d = bytearray(p.data)
+                tcp = 14 + (d[14] & 0x0F) * 4
+                for at in (tcp, tcp + 2):
+                    port = struct.unpack_from("!H", d, at)[0]
+                    if port != broker:
+                        struct.pack_into("!H", d, at, (port - 1024 + 131 * i) % 60000 + 1024)
+                out.append((1_700_000_000 + (p.ts_ns - start + i * span // 5) / 1e9, bytes(d)))
+    out.sort(key=lambda x: x[0])
+    rng = random.Random(7)
+    out, _lost = damage.dropped(out, dpkt.pcap.DLT_EN10MB, rng)
+    out = damage.reordered(out, dpkt.pcap.DLT_EN10MB, rng)
+    out = damage.duplicated(out, dpkt.pcap.DLT_EN10MB, rng)
+    return damage.write(tmp_path_factory.mktemp("split") / "large.pcap", out, dpkt.pcap.DLT_EN10MB)
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+def test_large_damaged_capture_shares_equal_the_whole(large, shape):
+    whole = rows(large, shape)
+    assert sum(whole.values()) > (100 if shape == "connections" else 1000)
+    for n in (2, 4):
+        parts = shared(large, shape, n)
+        assert sum(parts, Counter()) == whole, f"rows={shape} in {n} shares"
+        if shape in ("exchanges", "messages"):  # each share makes about its part of the rows
+            for p in parts:
+                assert sum(p.values()) >= sum(whole.values()) / n * 0.8
+
+
+def test_shares_with_a_filter_equal_the_filtered_whole(large):
+    from spark_kafkawire.predicate import Predicate
+    from spark_kafkawire.table import COLUMNS
+
+    pred = Predicate.parse([("api_key", "in", [1, 3])]).for_shape(n for n, _ in COLUMNS["exchanges"])
+    whole = rows(large, "exchanges", None, pred)
+    assert whole
+    assert sum((rows(large, "exchanges", (k, 3), pred) for k in range(3)), Counter()) == whole
+
+
+def test_a_share_decodes_only_its_bodies(large, monkeypatch):
+    """The point of a share: the bodies of the other shares' rows are not decoded (only those whose
+    state every share needs: ApiVersions, SASL, topic ids)."""
+    calls = [0]
+    real = exchanges_module.decode_with_facts
+
+    def counting(api_key, version, request, *a, **k):
+        calls[0] += not always_decode(api_key, version, request)
+        return real(api_key, version, request, *a, **k)
+
+    monkeypatch.setattr(exchanges_module, "decode_with_facts", counting)
+    from spark_kafkawire.predicate import always_decode
+
+    rows(large, "exchanges")
+    whole, calls[0] = calls[0], 0
+    rows(large, "exchanges", (1, 2))
+    assert 0 < calls[0] < 0.6 * whole
+
+
+def test_share_must_be_within_its_count():
+    with pytest.raises(ValueError, match=r"share \(2, 2\)"):
+        list(iter_batches(str(SAMPLE_FILES[0]), {}, None, (2, 2)))
+
+
+# -- planning: which files are shared out -----------------------------------------------------------
+
+def _plan(files, **opts):
+    return plan([str(f) for f in files], Options.parse(opts))
+
+
+def test_plan_shares_a_large_file_up_to_min_partitions(tmp_path):
+    big = tmp_path / "big.pcap"
+    big.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(9996))  # 10,000 bytes
+    got = _plan([big], maxPartitionBytes=3000, minPartitions=8)
+    assert got == [(str(big), (k, 4)) for k in range(4)]  # at most one per 3000 bytes: 4
+    assert _plan([big], maxPartitionBytes=3000, minPartitions=2) == [(str(big), (0, 2)), (str(big), (1, 2))]
+    assert _plan([big], maxPartitionBytes=10_000, minPartitions=8) == [(str(big), None)]  # not larger
+
+
+def test_plan_leaves_loads_with_enough_files_and_gzip_alone(tmp_path):
+    a, b, gz = tmp_path / "a.pcap", tmp_path / "b.pcap", tmp_path / "c.pcap.gz"
+    for p in (a, b):
+        p.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(9996))
+    gz.write_bytes(b"\x1f\x8b" + bytes(99998))
+    assert _plan([a, b], maxPartitionBytes=1000, minPartitions=2) == [(str(a), None), (str(b), None)]
+    assert _plan([gz], maxPartitionBytes=1000, minPartitions=4) == [(str(gz), None)]
+    # the largest per partition gets the next share
+    small = tmp_path / "s.pcap"
+    small.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(2996))
+    got = _plan([a, small], maxPartitionBytes=1000, minPartitions=4)
+    assert Counter(f for f, _ in got) == {str(a): 3, str(small): 1}
+
+
+@pytest.mark.parametrize("opts, message", [
+    ({"maxPartitionBytes": "0"}, "option maxPartitionBytes: '0' is not allowed"),
+    ({"maxPartitionBytes": "lots"}, "option maxPartitionBytes: 'lots' is not allowed"),
+    ({"minPartitions": "0"}, "option minPartitions: '0' is not allowed"),
+    ({"minPartitions": "5000"}, "option minPartitions: '5000' is not allowed"),
+])
+def test_split_options_are_checked(opts, message):
+    with pytest.raises(ValueError, match=message):
+        Options.parse(opts)
+
+
+def test_spark_reads_one_file_in_shares(spark):
+    path = SAMPLES / "veth-confluent-mtu.pcap"
+
+    def load(shape, parts):
+        df = spark.read.format("kafkawire").options(**_opts(shape), maxPartitionBytes="20000",
+                                                    minPartitions=str(parts)).load(str(path))
+        assert df.rdd.getNumPartitions() == parts
+        return Counter(tuple(sorted((k, repr(v)) for k, v in r.items())) for r in df.toArrow().to_pylist())
+
+    for shape in ("exchanges", "messages", "connections"):
+        assert load(shape, 3) == load(shape, 1), shape
