@@ -191,3 +191,18 @@ def test_spark_reads_one_file_in_shares(spark):
 
     for shape in ("exchanges", "messages", "connections"):
         assert load(shape, 3) == load(shape, 1), shape
+
+
+def test_spark_shares_every_sample_capture(spark):
+    """The sample directory with a small maxPartitionBytes: every file larger than it is read in
+    shares by several tasks; the rows equal those of one task per file, in every row shape."""
+    def load(shape, **opts):
+        df = spark.read.format("kafkawire").options(**_opts(shape), **opts).load(str(SAMPLES))
+        return df.rdd.getNumPartitions(), Counter(tuple(sorted((k, repr(v)) for k, v in r.items()))
+                                                  for r in df.toArrow().to_pylist())
+
+    for shape in ROW_SHAPES:
+        n_whole, whole = load(shape, minPartitions="1")
+        n_shared, shared_rows = load(shape, maxPartitionBytes="8192", minPartitions="40")
+        assert n_whole == len(SAMPLE_FILES) and n_shared == 40
+        assert shared_rows == whole, shape
