@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv') pyproject.toml
+SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*.json' -o -name '*.properties') pyproject.toml
 # Spark's Python workers must run the venv's interpreter (it has pyarrow and this package)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))

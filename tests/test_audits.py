@@ -243,6 +243,9 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     assert "[FAIL] no client sends a version Kafka 4.0 rejects" in r.stdout and "kp-0.10.1" in r.stdout
     assert "[FAIL] no SASL PLAIN login outside TLS" in r.stdout
     assert f"report: {out}/report.html" in r.stdout
+    # no start-up chatter from Spark: only the JVM's own note on the module Spark 4 adds, if any
+    chatter = [ln for ln in r.stderr.splitlines() if ln.strip() and "Using incubator modules" not in ln]
+    assert not chatter, chatter[:5]
     page = (out / "report.html").read_text()
     assert "<svg" in page and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
     for audit in AUDITS:
