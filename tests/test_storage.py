@@ -105,20 +105,40 @@ def test_file_uris(tmp_path):
         assert _same(read_capture(uri), _local(NAMES[:1]))
 
 
+def test_an_object_read_in_shares(s3):
+    """An object larger than maxPartitionBytes: sized on the store, read in shares whose rows
+    together are the object's; a gzip-compressed object is not shared out."""
+    from collections import Counter
+
+    from spark_kafkawire.reader import Options, iter_batches, plan
+
+    uri = f"s3://caps/run1/{NAMES[-1]}"
+    opts = Options.parse({"maxPartitionBytes": 4096, "minPartitions": 3})
+    got = plan([uri, "s3://caps/run2/kcat.pcap.gz"], opts)
+    assert got == [(uri, (0, 2)), (uri, (1, 2)), ("s3://caps/run2/kcat.pcap.gz", None)]
+
+    def rows(share):
+        return Counter(repr(r) for b in iter_batches(uri, opts, None, share) for r in b.to_pylist())
+
+    assert rows((0, 2)) + rows((1, 2)) == rows(None) and rows((0, 2))
+
+
 SPARK_S3 = """
 import sys, spark_kafkawire
 spark = spark_kafkawire.spark_session("s3", master="local[2]")
 df = spark.read.format("kafkawire").load("s3://caps/run1/")
 print(df.count(), df.select("capture_file").distinct().count())
+one = spark.read.format("kafkawire").options(maxPartitionBytes=4096, minPartitions=3).load("s3://caps/run1/" + sys.argv[1])
+print(one.rdd.getNumPartitions(), one.count())
 """
 
 
 def test_spark_reads_s3(s3):
     """A user's Spark session: credentials and endpoint in the environment Spark starts with."""
-    out = subprocess.run([sys.executable, "-c", SPARK_S3], capture_output=True, text=True, timeout=300,
+    out = subprocess.run([sys.executable, "-c", SPARK_S3, NAMES[-1]], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[-2:] == [str(_local(NAMES).num_rows), "3"]
+    assert out.stdout.split()[-4:] == [str(_local(NAMES).num_rows), "3", "3", str(_local(NAMES[-1:]).num_rows)]
 
 
 def test_audit_job_and_stream_read_s3(s3, tmp_path):
