@@ -230,14 +230,16 @@ def _is_capture(path: str, endpoint: str | None = None) -> bool:
 
 
 def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB,
-               endpoint: str | None = None, allow_empty: bool = False) -> list[str]:
+               endpoint: str | None = None, allow_empty: bool = False,
+               checked: set[str] | None = None) -> list[str]:
     """Expand files, directories (recursively) and globs into a sorted list of capture files.
 
     Files named directly or matched by a glob are always read; a directory contributes the files
     whose names match ``path_glob_filter`` (hidden files and those starting with '_' skipped, as
     Spark's file sources do). A named file that is not a capture raises ``CaptureError``. URIs
     (``s3://bucket/dir``, ``gs://``, ``abfs://``, ``hdfs://``) are listed through pyarrow.fs
-    (see fs.py); ``file:`` URIs are local paths.
+    (see fs.py); ``file:`` URIs are local paths. ``checked``: files already known to be captures
+    (not opened again; those found to be are added: a stream lists its directory every trigger).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -271,8 +273,12 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
         named = ", ".join(os.fspath(p) for p in paths)
         raise CaptureError(f"kafkawire: no capture file in {named} (pathGlobFilter {path_glob_filter})")
     for f in out:
+        if checked is not None and f in checked:
+            continue
         if not _is_capture(f, endpoint):
             raise CaptureError(f"{f}: not a pcap or pcapng capture file")
+        if checked is not None:
+            checked.add(f)
     return out
 
 

@@ -45,9 +45,11 @@ def _mtime_ns(path: str, endpoint: str | None) -> int:
     return int(fs.get_file_info(p).mtime_ns or 0)
 
 
-def completed_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None) -> list[tuple[int, str]]:
-    """(mtime_ns, path) of every completed capture file, oldest first."""
-    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, allow_empty=True)
+def completed_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None,
+                    checked: set[str] | None = None) -> list[tuple[int, str]]:
+    """(mtime_ns, path) of every completed capture file, oldest first. ``checked``: files known to
+    be captures already (see list_files)."""
+    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, allow_empty=True, checked=checked)
     stamped = [(_mtime_ns(f, opts.endpoint_url), f) for f in files]
     newest: dict[tuple[str, str], tuple[int, str]] = {}
     for m, f in stamped:
@@ -103,6 +105,12 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if local is not None and not os.path.exists(local):
                 raise FileNotFoundError(f"kafkawire: {p}: no such file or directory")
         self.target: dict | None = None  # Trigger.AvailableNow: nothing past this
+        self.checked: set[str] = set()  # files known to be captures: each is opened to check once
+        self.listed: list[tuple[int, str]] = []  # the last listing, which partitions() reuses
+
+    def _completed(self) -> list[tuple[int, str]]:
+        self.listed = completed_files(self.paths, self.opts, self.settle_s, checked=self.checked)
+        return self.listed
 
     def initialOffset(self) -> dict:
         return dict(START)
@@ -113,12 +121,12 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
     def prepareForTriggerAvailableNow(self) -> None:
-        files = completed_files(self.paths, self.opts, self.settle_s)
+        files = self._completed()
         self.target = _offset(files[-1]) if files else dict(START)
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         start = start or dict(START)
-        new = _after(completed_files(self.paths, self.opts, self.settle_s), start)
+        new = _after(self._completed(), start)
         if self.target is not None:
             new = [x for x in new if x <= (self.target["mtime_ns"], self.target["path"])]
         if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
@@ -126,8 +134,9 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _offset(new[-1]) if new else start
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        files = completed_files(self.paths, self.opts, self.settle_s)
         stop = (end["mtime_ns"], end["path"])
+        # the listing latestOffset made, if it reaches the end offset (after a restart, a new one)
+        files = self.listed if stop in self.listed else self._completed()
         return [CaptureFile(f) for m, f in _after(files, start) if (m, f) <= stop]
 
     def read(self, partition: CaptureFile) -> Iterator:

@@ -73,3 +73,28 @@ def test_offsets_walk_the_files_in_order_within_the_read_limit(tmp_path):
     from spark_kafkawire import read_capture
 
     assert rows == 5 * read_capture(SAMPLE).num_rows
+
+
+def test_each_file_is_opened_once_to_check_it_however_many_triggers(tmp_path, monkeypatch):
+    """A rotation directory is listed at every trigger; a file already known to be a capture is not
+    opened again to check it (on object storage, a request per file per trigger), and a batch's
+    partitions come from the listing its offset came from."""
+    from spark_kafkawire import reader as reader_module
+
+    now = time.time()
+    for i in range(4):
+        _put(tmp_path, f"cap.pcap{i}", 500 - i, now)
+    opened = []
+    real = reader_module._is_capture
+    monkeypatch.setattr(reader_module, "_is_capture", lambda f, e=None: opened.append(f) or real(f, e))
+    reader = KafkaWireStreamReader({"path": str(tmp_path), "completeAfterSeconds": "0"})
+    start = reader.initialOffset()
+    for _ in range(3):
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert len(reader.partitions(start, end)) == (4 if start == START else 0)
+        start = end
+    assert sorted(opened) == sorted(str(tmp_path / f"cap.pcap{i}") for i in range(4))
+    _put(tmp_path, "cap.pcap9", 1, time.time())
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert [os.path.basename(p.path) for p in reader.partitions(start, end)] == ["cap.pcap9"]
+    assert len(opened) == 5
