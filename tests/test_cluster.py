@@ -91,6 +91,40 @@ def test_job_on_a_standalone_cluster(cluster):
     assert len(executors - {"driver"}) == 2, executors
 
 
+SHARED_READ = """
+import sys, spark_kafkawire
+spark = spark_kafkawire.spark_session("shares")
+df = spark.read.format("kafkawire").options(maxPartitionBytes="20000", minPartitions="4").load(sys.argv[1])
+print("partitions", df.rdd.getNumPartitions())
+df.write.mode("overwrite").parquet(sys.argv[2])
+"""
+
+
+def test_one_file_read_in_shares_on_both_executors(cluster, tmp_path):
+    """One capture file, four partitions: the shares run on both executors and their rows together
+    are read_capture's of the file."""
+    master, env, _tmp = cluster
+    path, out, events = SAMPLES / "stub-sasl.pcap", tmp_path / "rows", tmp_path / "events"
+    events.mkdir()
+    script = tmp_path / "shares.py"
+    script.write_text(SHARED_READ)
+    submit = Path(sys.executable).parent / "spark-submit"
+    r = subprocess.run([str(submit), "--master", master, "--conf", f"spark.pyspark.python={sys.executable}",
+                        *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
+                        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                        "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
+                        "--executor-memory", "1g", str(script), str(path), str(out)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "partitions 4" in r.stdout
+    got = pq.read_table(out).to_pylist()
+    want = read_capture(path).to_pylist()
+    key = lambda x: (x["client_port"], x["correlation_id"], x["status"], x["request"], x["response"])  # noqa: E731
+    assert sorted(map(key, got)) == sorted(map(key, want))
+    executors = {e["Task Info"]["Executor ID"] for e in events_of(events, "SparkListenerTaskEnd")}
+    assert len(executors - {"driver"}) == 2, executors
+
+
 def test_job_with_a_packed_environment(cluster, tmp_path):
     """The package shipped to executors as a packed virtual environment (venv-pack) with
     --archives: a fresh venv holding only this package and its dependencies (pyspark comes from
