@@ -32,8 +32,6 @@ EARLY = ("api_key", "api_name", "api_version", "client_id", "client_ip", "client
          "request_time")
 PUSHABLE = EARLY + ("capture_file", "status")
 API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 
 
 class Condition:
