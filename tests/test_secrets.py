@@ -124,6 +124,11 @@ def test_no_secret_residue_in_hostile_sasl_bodies(opts):
     passwords = {m.decode() for m in re.findall(rb"\x00alice\x00([\x21-\x7e]{8,})", raw)}
     assert passwords
     text = json.dumps(read_capture(path, **opts).to_pylist(), default=str)
+    # and when the file is read in shares by several tasks (each decodes only its rows' bodies)
+    from spark_kafkawire.reader import iter_batches
+
+    text += json.dumps([r for n in (2, 3) for k in range(n)
+                        for b in iter_batches(str(path), opts, None, (k, n)) for r in b.to_pylist()], default=str)
     for pw in passwords:
         for secret in (pw, "\x00alice\x00" + pw):
             for form in _forms(secret):
