@@ -8,6 +8,9 @@ Writes under --out: rows/<shape>/ (the exchanges, connections and partitions row
 per audit with one Parquet table per result, partitioned by capture_date, and report.html (one
 self-contained page). Prints the verdicts, the exchange summary and where the report is.
 
+Reader options (README, Options) with --option KEY=VALUE, repeated: e.g. --option minPartitions=8
+to read a few large captures in shares on a cluster's cores.
+
 Exit status: 0 when every policy holds, 2 when one fails, 1 on an error (bad path or option).
 Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
   target_release          no client sends a version this release rejects (default 4.0)
@@ -52,6 +55,8 @@ def parse(argv: list[str]):
     ap.add_argument("--allow-plain-without-tls", action="store_true", default=None)
     ap.add_argument("--max-gap-fraction", type=float)
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
     ap.add_argument("--audits", help="comma-separated audits to run (default: all)")
     ap.add_argument("--incremental", action="store_true",
                     help="read only capture files not read before (a streaming read with --checkpoint)")
@@ -90,12 +95,11 @@ def policy_from(args):
     return p
 
 
-def load_rows(spark, args, out: str):
+def load_rows(spark, args, out: str, options: dict[str, str]):
     """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
     and return the rows the audits read."""
     from spark_kafkawire.audits import Rows
 
-    options = {"ports": args.ports} if args.ports else {}
     for shape in SHAPES:
         target = f"{out}/rows/{shape}"
         if args.incremental:
@@ -128,13 +132,14 @@ def _rows(spark, path: str, shape: str):
 def main(argv: list[str]) -> int:
     args = parse(argv)
     import spark_kafkawire
+    from spark_kafkawire.reader import job_options
 
     # paths, options and policies are checked before Spark starts: one line, not a Java stack trace
     try:
         policy = policy_from(args)
         if args.incremental and (len(args.captures) != 1 or not args.checkpoint):
             raise ValueError("--incremental reads one capture directory and needs --checkpoint DIR")
-        options = {"ports": args.ports} if args.ports else {}
+        options = job_options(args.option, ports=args.ports)
         from spark_kafkawire.audits import AUDITS
 
         chosen = [a.strip() for a in (args.audits or ",".join(AUDITS)).split(",") if a.strip()]
@@ -159,7 +164,7 @@ def main(argv: list[str]) -> int:
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
         spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
-    rows = load_rows(spark, args, out)
+    rows = load_rows(spark, args, out, options)
     results: dict[str, dict[str, list[dict]]] = {}
     for name in chosen:
         audit = AUDITS[name]

@@ -1,6 +1,6 @@
 """Exchange summary: decode captures, keep the exchanges as Parquet, print a summary.
 
-    python jobs/exchange_summary.py CAPTURES... [--out DIR] [--ports 9092,9093]
+    python jobs/exchange_summary.py CAPTURES... [--out DIR] [--ports 9092,9093] [--option KEY=VALUE ...]
     spark-submit jobs/exchange_summary.py CAPTURES... [--out DIR]
 
 For each api_name and client_id: exchanges, errors, p50 and p99 latency (ms, where at least 20
@@ -14,6 +14,7 @@ import argparse
 import sys
 
 import spark_kafkawire
+from spark_kafkawire.reader import job_options
 
 
 def summarize(df):
@@ -27,20 +28,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("captures", nargs="+", help="capture files, directories or globs")
     ap.add_argument("--out", default="out/exchanges", help="Parquet output directory (overwritten)")
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
     args = ap.parse_args(argv)
     # paths and options are checked before Spark starts: one line, not a Java stack trace
-    options = {"ports": args.ports} if args.ports else {}
     try:
+        options = job_options(args.option, ports=args.ports)
         spark_kafkawire.list_files(args.captures, spark_kafkawire.Options.parse(options).path_glob_filter)
     except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
         print(f"exchange_summary: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
         return 1
 
     spark = spark_kafkawire.spark_session("kafkawire-exchange-summary")
-    reader = spark.read.format("kafkawire")
-    if args.ports:
-        reader = reader.option("ports", args.ports)
-    df = reader.load(args.captures)
+    df = spark.read.format("kafkawire").options(**options).load(args.captures)
     df.write.mode("overwrite").parquet(args.out)
     exchanges = spark.read.parquet(args.out)
     total = exchanges.count()

@@ -207,6 +207,23 @@ def _gzip(path: str, endpoint: str | None) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+def job_options(pairs: Iterable[str], **named: object) -> dict[str, str]:
+    """Reader options from a job's command line: named flags (None: not given) and repeated
+    ``--option KEY=VALUE``, checked as every option is, so that a bad one fails before Spark
+    starts. The row shape is the job's to choose."""
+    out = {k: str(v) for k, v in named.items() if v is not None}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--option {pair!r}: want KEY=VALUE, e.g. --option minPartitions=8")
+        if key.lower() in ("rows", "path", "paths"):
+            raise ValueError(f"--option {pair!r}: the job chooses {key.lower()} itself")
+        out[key] = value.strip()
+    Options.parse(out)
+    return out
+
+
 def _paths_option(options: Mapping[str, object]) -> list[str]:
     """The paths Spark (or a caller) passed: option 'path', or 'paths' as a JSON list."""
     o = {str(k).lower(): v for k, v in options.items()}

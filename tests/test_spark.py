@@ -125,6 +125,23 @@ def test_job_with_spark_submit(tmp_path):
     assert sum(int(c[8]) for c in lines) == sum(1 for x in mine if x["status"] == "no_response")
 
 
+def test_job_takes_reader_options(tmp_path):
+    """--option KEY=VALUE reaches the reader (a capture read in 3 shares gives the same rows); a bad
+    option or one the job decides itself fails before Spark starts, in one line."""
+    path = SAMPLES / "stub-sasl.pcap"
+    out = tmp_path / "parquet"
+    r = _run([sys.executable, "jobs/exchange_summary.py", str(path), "--out", str(out),
+              "--option", "maxPartitionBytes=20000", "--option", "minPartitions=3"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    key = lambda x: (x["client_port"], x["correlation_id"], x["status"], x["request"], x["response"])  # noqa: E731
+    assert sorted(map(key, pq.read_table(out).to_pylist())) == sorted(map(key, read_capture(path).to_pylist()))
+    for bad, says in ((["--option", "minPartitions=0"], "option minPartitions: '0' is not allowed"),
+                      (["--option", "rows=messages"], "the job chooses rows itself"),
+                      (["--option", "nonsense"], "want KEY=VALUE")):
+        e = _run([sys.executable, "jobs/exchange_summary.py", str(path), "--out", str(out), *bad])
+        assert e.returncode == 1 and says in e.stderr and len(e.stderr.strip().splitlines()) == 1, e.stderr
+
+
 def test_workers_without_the_package_fail_in_one_line(tmp_path):
     """A session whose Python workers run an interpreter without pyarrow and this package fails at
     once, in one line naming that interpreter, instead of [DATA_SOURCE_NOT_FOUND] under a page of
