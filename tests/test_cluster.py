@@ -66,63 +66,53 @@ EVENT_LOG = ["--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.
              "--conf", "spark.eventLog.rolling.enabled=false"]
 
 
-def test_job_on_a_standalone_cluster(cluster):
-    master, env, tmp = cluster
-    out, events = tmp / "exchanges", tmp / "events"
+def _submit_job(cluster, events: Path, *job_args: str) -> subprocess.CompletedProcess:
+    """The exchange job on the cluster, started once both executors are there, with an event log."""
+    master, env, _tmp = cluster
     events.mkdir()
     submit = Path(sys.executable).parent / "spark-submit"
-    r = subprocess.run([str(submit), "--master", master,
-                        "--conf", f"spark.pyspark.python={sys.executable}",
-                        *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
-                        # start the job only when both executors are there
-                        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
-                        "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
-                        "--executor-memory", "1g",
-                        str(ROOT / "jobs" / "exchange_summary.py"), str(SAMPLES), "--out", str(out)],
-                       env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([str(submit), "--master", master,
+                           "--conf", f"spark.pyspark.python={sys.executable}",
+                           *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
+                           "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+                           "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
+                           "--executor-memory", "1g", str(ROOT / "jobs" / "exchange_summary.py"), *job_args],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def _both_executors(events: Path) -> None:
+    """Tasks ran on both executors (the event log records each task's executor)."""
+    executors = {e["Task Info"]["Executor ID"] for e in events_of(events, "SparkListenerTaskEnd")}
+    assert len(executors - {"driver"}) == 2, executors
+
+
+def test_job_on_a_standalone_cluster(cluster):
+    tmp = cluster[2]
+    out, events = tmp / "exchanges", tmp / "events"
+    r = _submit_job(cluster, events, str(SAMPLES), "--out", str(out))
     assert r.returncode == 0, r.stderr[-4000:]
     # rows equal read_capture's
     got = pq.read_table(out).to_pylist()
     want = read_capture(SAMPLES).to_pylist()
     key = lambda x: (x["capture_file"], x["client_port"], x["correlation_id"], x["status"], x["request"])  # noqa: E731
     assert sorted(map(key, got)) == sorted(map(key, want))
-    # tasks ran on both executors (the event log records each task's executor)
-    executors = {e["Task Info"]["Executor ID"] for e in events_of(events, "SparkListenerTaskEnd")}
-    assert len(executors - {"driver"}) == 2, executors
-
-
-SHARED_READ = """
-import sys, spark_kafkawire
-spark = spark_kafkawire.spark_session("shares")
-df = spark.read.format("kafkawire").options(maxPartitionBytes="20000", minPartitions="4").load(sys.argv[1])
-print("partitions", df.rdd.getNumPartitions())
-df.write.mode("overwrite").parquet(sys.argv[2])
-"""
+    _both_executors(events)
 
 
 def test_one_file_read_in_shares_on_both_executors(cluster, tmp_path):
-    """One capture file, four partitions: the shares run on both executors and their rows together
-    are read_capture's of the file."""
-    master, env, _tmp = cluster
+    """One capture file, four partitions (--option): the shares run on both executors and their
+    rows together are read_capture's of the file."""
     path, out, events = SAMPLES / "stub-sasl.pcap", tmp_path / "rows", tmp_path / "events"
-    events.mkdir()
-    script = tmp_path / "shares.py"
-    script.write_text(SHARED_READ)
-    submit = Path(sys.executable).parent / "spark-submit"
-    r = subprocess.run([str(submit), "--master", master, "--conf", f"spark.pyspark.python={sys.executable}",
-                        *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
-                        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
-                        "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
-                        "--executor-memory", "1g", str(script), str(path), str(out)],
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = _submit_job(cluster, events, str(path), "--out", str(out),
+                    "--option", "maxPartitionBytes=20000", "--option", "minPartitions=4")
     assert r.returncode == 0, r.stderr[-4000:]
-    assert "partitions 4" in r.stdout
+    stages = [e["Stage Info"]["Number of Tasks"] for e in events_of(events, "SparkListenerStageCompleted")]
+    assert 4 in stages, stages  # the decoding stage: one task per share (the others: checks, summary)
     got = pq.read_table(out).to_pylist()
     want = read_capture(path).to_pylist()
     key = lambda x: (x["client_port"], x["correlation_id"], x["status"], x["request"], x["response"])  # noqa: E731
     assert sorted(map(key, got)) == sorted(map(key, want))
-    executors = {e["Task Info"]["Executor ID"] for e in events_of(events, "SparkListenerTaskEnd")}
-    assert len(executors - {"driver"}) == 2, executors
+    _both_executors(events)
 
 
 def test_job_with_a_packed_environment(cluster, tmp_path):
