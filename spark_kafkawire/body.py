@@ -459,15 +459,15 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: bytes, po
         except BodyError:
             return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
                     Facts(UNSUPPORTED_VERSION))
-    if (api_key, version, request) not in s.messages:
-        older = s.newest.get((api_key, request))
-        if older is None or older >= version:
-            raise KeyError((api_key, version, request))
-        value, facts = _decode(s, api_key, older, request, data, pos, opts)
+    used = _layout_version(s, api_key, version, request)
+    if used is None:
+        raise KeyError((api_key, version, request))
+    if used != version:
+        value, facts = _decode(s, api_key, used, request, data, pos, opts)
         if "_trailing_bytes" in value:
-            raise BodyError(f"no schema for version {version}, and version {older}'s does not fit", pos)
-        value["_decoded_as_version"] = older
-        return value, older, facts
+            raise BodyError(f"no schema for version {version}, and version {used}'s does not fit", pos)
+        value["_decoded_as_version"] = used
+        return value, used, facts
     return _with_version(_decode(s, api_key, version, request, data, pos, opts), version)
 
 
@@ -476,13 +476,10 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
     after (a Produce request's Acks without its records). None when the layout has no such field
     or the bytes do not hold it."""
     s = schemas()
-    entry = s.messages.get((api_key, version, request))
-    if entry is None:
-        older = s.newest.get((api_key, request))
-        entry = s.messages.get((api_key, older, request)) if older is not None and older < version else None
-    if entry is None:
+    used = _layout_version(s, api_key, version, request)
+    if used is None:
         return None
-    sid, flex = entry
+    sid, flex = s.messages[(api_key, used, request)]
     reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
     try:
         for f in s.structs[sid][0]:
@@ -492,6 +489,15 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
     except (BodyError, struct_error, IndexError, ValueError):
         pass
     return None
+
+
+def _layout_version(s: Schemas, api_key: int, version: int, request: bool) -> int | None:
+    """The version whose layout a body is read with: its own, or for a version newer than every
+    known one (a client ahead of this release) the newest known; None when there is none."""
+    if (api_key, version, request) in s.messages:
+        return version
+    older = s.newest.get((api_key, request))
+    return older if older is not None and older < version else None
 
 
 def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int, Facts]:
