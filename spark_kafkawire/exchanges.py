@@ -371,10 +371,12 @@ class Decoder:
             body, err, facts = None, None, None
         else:
             body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
-        # read by itself, so that requests whose rows are not made (filtered out, another share's)
-        # wait for their answers exactly as the others do
-        acks = leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks") \
-            if h.api_key == 0 and h.header_version is not None else None
+        # from the body, or where it was not decoded (filtered out, another share's, not fitting its
+        # layout) read by itself: every request waits for its answer as in the whole read
+        acks = None
+        if h.api_key == 0 and h.header_version is not None:
+            acks = body.get("Acks") if body is not None else \
+                leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks")
         if body is not None and body.get("ClientSoftwareName"):
             st.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
         if h.api_key == SASL_HANDSHAKE and body is not None:
