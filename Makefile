@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*.json' -o -name '*.properties') pyproject.toml
+SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*.json' -o -name '*.properties' -o -name '*.c') pyproject.toml
 # Spark's Python workers must run the venv's interpreter (it has pyarrow and this package)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
@@ -17,7 +17,12 @@ $(VENV)/.installed: $(SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules
-	$(PY) -m pip install -q ".[spark,test,cli]"
+	# (setuptools calls its ext-modules table in pyproject.toml experimental, in a UserWarning)
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q ".[spark,test,cli]"
+	# the compiled fast lane beside the sources too, for code run from the checkout (the tests)
+	rm -f spark_kafkawire/_lane*.so
+	$(PY) -c "import glob, shutil, sysconfig; [shutil.copy(f, 'spark_kafkawire/') for f in \
+	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_lane*.so')]"
 	touch $@
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures)

@@ -77,6 +77,9 @@ class CaptureReader:
         self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
         self.format = ""
+        # the fast lane (lane.py): takes the packets it can from classic pcap records itself; the
+        # reader then yields None where the rows it made must be handed on before the next packet
+        self.lane = None
 
     def __iter__(self) -> Iterator[Packet]:
         with _open(self.path, self.endpoint) as f:
@@ -130,7 +133,14 @@ class CaptureReader:
         chunk = READ_CHUNK
         buf = b""  # bytes read ahead (records are cut from it: one read per chunk, not two per record)
         pos = 0
+        lane = self.lane
+        big = endian == ">"
         while True:
+            if lane is not None:
+                pos, number, offset, flush = lane.pcap(buf, pos, number, offset, linktype, ns_per_tick, big, limit)
+                if flush:
+                    yield None  # type: ignore[misc]
+                    continue
             if len(buf) - pos < 16:
                 more = read(f, chunk)
                 buf = buf[pos:] + more
@@ -169,8 +179,28 @@ class CaptureReader:
         offset = 0
         number = 0
         pending_type = first
-        read = self._read
+        lane = self.lane
+        buf = b""  # bytes read ahead: one read per chunk, blocks are cut from it
+        pos = 0
+
+        def read(f: BinaryIO, n: int) -> bytes:  # n bytes, fewer only where the file or stream ends
+            nonlocal buf, pos
+            if len(buf) - pos < n:
+                buf = buf[pos:] + self._read(f, max(READ_CHUNK, n - (len(buf) - pos)))
+                pos = 0
+            out = buf[pos : pos + n]
+            pos += len(out)
+            return out
+
         while True:
+            if lane is not None and pending_type is None and ifaces:
+                if len(buf) - pos < 1 << 16:
+                    buf = buf[pos:] + self._read(f, READ_CHUNK)
+                    pos = 0
+                pos, number, offset, flush = lane.pcapng(buf, pos, number, offset, endian == ">", ifaces, MAX_RECORD)
+                if flush:
+                    yield None  # type: ignore[misc]
+                    continue
             btype_raw = pending_type if pending_type is not None else read(f, 4)
             pending_type = None
             if not btype_raw:

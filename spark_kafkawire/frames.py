@@ -321,7 +321,9 @@ class Framer:
                 continue
             acct.frames += 1
             acct.frame_bytes += self.target
-            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, self.target - 4, bytes(buf[4:]), True))
+            with memoryview(buf) as whole:  # one copy of a large frame, not two
+                data = bytes(whole[4:])
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, self.target - 4, data, True))
             buf.clear()
             self.target = 4
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from .body import RecordOptions
 from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
 from .exchanges import Decoder
+from . import lane
 from .frames import DEFAULT_MAX_FRAME
 from .fs import file_size, is_uri, list_uri, local_path, open_binary
 from .packets import decode
@@ -355,8 +356,13 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     # reading stops as soon as every exchange that started in time is settled
     until = predicate.time_upper() if predicate else None
     stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
+    reader.lane = lane.make(reasm, rows, limit, stop_from)
     checks = 0
     for pkt in reader:
+        if pkt is None:  # the fast lane took packets and made rows
+            if rows.count >= limit or rows.backlog:
+                yield from _batches(rows, limit, keep, False)
+            continue
         seg = decode(pkt)
         if seg is not None:
             feed(seg)

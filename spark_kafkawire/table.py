@@ -12,9 +12,8 @@ from collections import deque
 from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from . import protocol
+from . import columns, protocol
 from . import records as rec
 from .body import RawRecords
 from .capture import MalformedCaptureError
@@ -234,7 +233,7 @@ class RowBuilder:
             for row, names in bad.items():
                 note = f"out of range, left null: {', '.join(names)}"
                 details[row] = f"{details[row]}; {note}" if details[row] else note
-            arrays[self.names.index("detail")] = pa.array(details, pa.string())
+            arrays[self.names.index("detail")] = columns.array(details, pa.string())
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._reset()
         return batch
@@ -245,11 +244,11 @@ class RowBuilder:
         int32 column given 2**31, ...) becomes null and is named in the row's detail."""
         timestamp = field.type == _ARROW["timestamp"]
         try:
-            arr = pa.array(values, type=field.type)
+            arr = columns.array(values, field.type)
             if not timestamp or not len(arr) or arr.null_count == len(arr):
                 return arr
-            ints = arr.cast(pa.int64())
-            if MIN_TIME_US <= pc.min(ints).as_py() and pc.max(ints).as_py() <= MAX_TIME_US:
+            times = [v for v in values if v is not None]
+            if MIN_TIME_US <= min(times) and max(times) <= MAX_TIME_US:
                 return arr
         except (pa.ArrowInvalid, OverflowError, TypeError):
             pass
@@ -532,5 +531,10 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
     return COMPLETE, None
 
 
+# one encoder for every body (json.dumps with options makes a new one per call); decoded bodies are
+# trees, so the check for cycles is left out
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+
+
 def _json(body: dict | None) -> str | None:
-    return None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return None if body is None else _ENCODE(body)

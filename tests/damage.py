@@ -92,6 +92,39 @@ def dropped(packets, linktype, rng, share=0.01):
     return [p for i, p in enumerate(packets) if i not in lost], sorted(lost)
 
 
+def interleaved(samples: Path, path: Path, copies: int = 12) -> Path:
+    """``copies`` copies of each Ethernet sample capture (MTU-segmented Produce and Fetch, admin and
+    transactions, SASL logins, kcat), on other client ports and interleaved in time, so that dozens
+    of connections are open at once and learn topic ids from each other; then 1% of the segments
+    lost, some reordered and some duplicated."""
+    from collections import Counter
+
+    from spark_kafkawire.capture import CaptureReader
+
+    out: list[tuple[float, bytes]] = []
+    for name in ("veth-confluent-mtu.pcap", "tansu-confluent-codecs.pcap", "tansu-admin-txn.pcap",
+                 "stub-sasl.pcap", "mock-kcat.pcap"):
+        pkts = list(CaptureReader(str(samples / name)))
+        broker = Counter(struct.unpack_from("!H", p.data, 14 + (p.data[14] & 0x0F) * 4 + 2)[0] for p in pkts
+                         ).most_common(1)[0][0]
+        start, span = pkts[0].ts_ns, pkts[-1].ts_ns - pkts[0].ts_ns
+        for i in range(copies):
+            for p in pkts:
+                d = bytearray(p.data)
+                tcp = 14 + (d[14] & 0x0F) * 4
+                for at in (tcp, tcp + 2):
+                    port = struct.unpack_from("!H", d, at)[0]
+                    if port != broker:
+                        struct.pack_into("!H", d, at, (port - 1024 + 131 * i) % 60000 + 1024)
+                out.append((1_700_000_000 + (p.ts_ns - start + i * span // 5) / 1e9, bytes(d)))
+    out.sort(key=lambda x: x[0])
+    rng = random.Random(7)
+    out, _lost = dropped(out, dpkt.pcap.DLT_EN10MB, rng)
+    out = reordered(out, dpkt.pcap.DLT_EN10MB, rng)
+    out = duplicated(out, dpkt.pcap.DLT_EN10MB, rng)
+    return write(path, out, dpkt.pcap.DLT_EN10MB)
+
+
 def split(path: Path, out: Path, count: int) -> list[Path]:
     """Rotate like tcpdump -C: parts of ``count`` packets, by editcap."""
     out.mkdir(parents=True, exist_ok=True)

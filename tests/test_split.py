@@ -6,18 +6,14 @@ in every row shape, on the sample captures, the public ones, damaged ones and a 
 of interleaved copies of a real MTU-segmented one with segments lost, reordered and duplicated.
 """
 
-import random
-import struct
 from collections import Counter
 from pathlib import Path
 
-import dpkt
 import pytest
 
 import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES
 from spark_kafkawire import exchanges as exchanges_module
-from spark_kafkawire.capture import CaptureReader
 from spark_kafkawire.reader import Options, iter_batches, plan
 from spark_kafkawire.table import ROW_SHAPES
 
@@ -66,32 +62,7 @@ def test_damaged_and_hostile_captures_shares_equal_the_whole():
 
 @pytest.fixture(scope="module")
 def large(tmp_path_factory) -> Path:
-    """12 copies of each Ethernet sample capture (MTU-segmented Produce and Fetch, admin and
-    transactions, SASL logins, kcat), on other client ports and interleaved in time, so that dozens
-    of connections are open at once and learn topic ids from each other; then 1% of the segments
-    lost, some reordered and some duplicated."""
-    out: list[tuple[float, bytes]] = []
-    for name in ("veth-confluent-mtu.pcap", "tansu-confluent-codecs.pcap", "tansu-admin-txn.pcap",
-                 "stub-sasl.pcap", "mock-kcat.pcap"):
-        pkts = list(CaptureReader(str(SAMPLES / name)))
-        broker = Counter(struct.unpack_from("!H", p.data, 14 + (p.data[14] & 0x0F) * 4 + 2)[0] for p in pkts
-                         ).most_common(1)[0][0]
-        start, span = pkts[0].ts_ns, pkts[-1].ts_ns - pkts[0].ts_ns
-        for i in range(12):
-            for p in pkts:
-                d = bytearray(p.data)
-                tcp = 14 + (d[14] & 0x0F) * 4
-                for at in (tcp, tcp + 2):
-                    port = struct.unpack_from("!H", d, at)[0]
-                    if port != broker:
-                        struct.pack_into("!H", d, at, (port - 1024 + 131 * i) % 60000 + 1024)
-                out.append((1_700_000_000 + (p.ts_ns - start + i * span // 5) / 1e9, bytes(d)))
-    out.sort(key=lambda x: x[0])
-    rng = random.Random(7)
-    out, _lost = damage.dropped(out, dpkt.pcap.DLT_EN10MB, rng)
-    out = damage.reordered(out, dpkt.pcap.DLT_EN10MB, rng)
-    out = damage.duplicated(out, dpkt.pcap.DLT_EN10MB, rng)
-    return damage.write(tmp_path_factory.mktemp("split") / "large.pcap", out, dpkt.pcap.DLT_EN10MB)
+    return damage.interleaved(SAMPLES, tmp_path_factory.mktemp("split") / "large.pcap")
 
 
 @pytest.mark.parametrize("shape", ROW_SHAPES)

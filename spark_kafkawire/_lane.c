@@ -1,0 +1,545 @@
+/* The fast lane: the common packet of a capture, taken from record to stream in C.
+ *
+ * Most packets of a Kafka capture are the next in-order segment of a connection already followed,
+ * or a pure acknowledgement. For those the pure Python stages (capture.py -> packets.py -> tcp.py
+ * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
+ * objects, reading and writing their slots directly, and hands every other packet back untouched.
+ *
+ * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts)
+ * walks classic pcap records in buf from pos and, for each, either
+ *   - takes it: the packet is exactly what the Python stages handle by their shortest branch (an
+ *     existing, open, opened connection; no SYN/FIN/RST; the direction's next bytes in order, all
+ *     captured, nothing queued in either direction), and the effect is theirs, slot for slot:
+ *     Connection.last_ts, the live order (OrderedDict.move_to_end), HalfStream.last_ts/captured/nxt,
+ *     and the Framer's buffer when the bytes fall inside a frame in progress (otherwise the
+ *     Framer's own data() is called, as HalfStream.feed calls it); or
+ *   - stops before it (anything else: a new connection, a flag, a hole, a damaged record, a link
+ *     or network layer not listed here, a time at or past until_ts): the Python stages read it.
+ * Nothing is changed for a packet before every condition for taking it has been checked.
+ *
+ * Returns (pos, number, offset, flush): where the next record starts, the records counted so far,
+ * its byte offset in the file, and whether rows were made that the caller must hand on first.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+#include <limits.h>
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table;    /* dict: (src, sport, dst, dport) -> (Connection, direction) */
+    PyObject *live;     /* OrderedDict of open connections, least recently used first */
+    PyObject *rows;     /* the row builder: count and backlog tell when batches are due */
+    PyObject *conn_type, *half_type, *framer_type;
+    PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
+    long long batch_limit;
+    long long taken;    /* packets taken so far (the tests check the lane is used) */
+    /* slot offsets, from the classes' member descriptors */
+    Py_ssize_t c_done, c_self, c_opened, c_last_ts, c_halves;
+    Py_ssize_t h_base, h_nxt, h_pending, h_captured, h_last_ts, h_sink;
+    Py_ssize_t f_rest_to, f_buf, f_target, f_pos;
+} Lane;
+
+static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog;
+
+static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyObject_GetAttrString(cls, name);
+    if (d == NULL) return -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s is not a slot", name);
+        Py_DECREF(d);
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s is not an object slot", name);
+        Py_DECREF(d);
+        return -1;
+    }
+    *out = m->offset;
+    Py_DECREF(d);
+    return 0;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* replace a slot's value, taking the new reference */
+static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(obj, off);
+    SLOT(obj, off) = v;
+    Py_XDECREF(old);
+}
+
+static void Lane_dealloc(Lane *self) {
+    Py_XDECREF(self->table);
+    Py_XDECREF(self->live);
+    Py_XDECREF(self->rows);
+    Py_XDECREF(self->conn_type);
+    Py_XDECREF(self->half_type);
+    Py_XDECREF(self->framer_type);
+    Py_XDECREF(self->ports);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
+    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "O!OOLOOOO", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht, &ft))
+        return -1;
+    if (ports != Py_None && (!PyBytes_Check(ports) || PyBytes_GET_SIZE(ports) != 8192)) {
+        PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
+        return -1;
+    }
+    if (slot_offset(ct, "done", &self->c_done) || slot_offset(ct, "self_connected", &self->c_self) ||
+        slot_offset(ct, "opened", &self->c_opened) || slot_offset(ct, "last_ts", &self->c_last_ts) ||
+        slot_offset(ct, "halves", &self->c_halves) || slot_offset(ht, "base", &self->h_base) ||
+        slot_offset(ht, "nxt", &self->h_nxt) || slot_offset(ht, "pending", &self->h_pending) ||
+        slot_offset(ht, "captured", &self->h_captured) || slot_offset(ht, "last_ts", &self->h_last_ts) ||
+        slot_offset(ht, "sink", &self->h_sink) || slot_offset(ft, "rest_to", &self->f_rest_to) ||
+        slot_offset(ft, "buf", &self->f_buf) || slot_offset(ft, "target", &self->f_target) ||
+        slot_offset(ft, "pos", &self->f_pos))
+        return -1;
+#define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
+    KEEP(table, table);
+    KEEP(live, live);
+    KEEP(rows, rows);
+    KEEP(ports, ports);
+    KEEP(conn_type, ct);
+    KEEP(half_type, ht);
+    KEEP(framer_type, ft);
+#undef KEEP
+    self->batch_limit = limit;
+    return 0;
+}
+
+static inline unsigned u16be(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
+static inline unsigned long u32be(const unsigned char *p) {
+    return ((unsigned long)p[0] << 24) | ((unsigned long)p[1] << 16) | ((unsigned long)p[2] << 8) | p[3];
+}
+static inline unsigned long u32(const unsigned char *p, int big) {
+    if (big) return u32be(p);
+    return ((unsigned long)p[3] << 24) | ((unsigned long)p[2] << 16) | ((unsigned long)p[1] << 8) | p[0];
+}
+
+/* an int slot as a C value; -1 and no error when it is not a small int */
+static inline int int_slot(PyObject *v, long long *out) {
+    if (v == NULL || !PyLong_CheckExact(v)) return -1;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* add n to an int slot */
+static inline int add_slot(PyObject *obj, Py_ssize_t off, long long base, long long n) {
+    PyObject *v = PyLong_FromLongLong(base + n);
+    if (v == NULL) return -1;
+    set_slot(obj, off, v);
+    return 0;
+}
+
+#define CACHE 4
+typedef struct {
+    unsigned char key[36];
+    int len;
+    PyObject *conn; /* borrowed from the table, which cannot change during one run */
+    int dir;
+} KeyCache;
+
+enum { TAKEN = 0, STOP = 1, TAKEN_FLUSH = 2, FAILED = -1 };
+
+typedef struct {
+    KeyCache cache[CACHE];
+    int next;
+    PyObject *last_moved; /* the connection last moved to the end of the live order this run */
+} RunState;
+
+static int lookup(Lane *self, RunState *rs, const unsigned char *src, const unsigned char *dst, int alen,
+                  unsigned sport, unsigned dport, PyObject **conn, int *dir) {
+    unsigned char key[36];
+    int klen = 2 * alen + 4;
+    memcpy(key, src, alen);
+    key[alen] = sport >> 8;
+    key[alen + 1] = sport & 0xff;
+    memcpy(key + alen + 2, dst, alen);
+    key[2 * alen + 2] = dport >> 8;
+    key[2 * alen + 3] = dport & 0xff;
+    for (int i = 0; i < CACHE; i++) {
+        if (rs->cache[i].len == klen && memcmp(rs->cache[i].key, key, klen) == 0) {
+            *conn = rs->cache[i].conn;
+            *dir = rs->cache[i].dir;
+            return 1;
+        }
+    }
+    PyObject *t = Py_BuildValue("(y#Iy#I)", (const char *)src, (Py_ssize_t)alen, sport, (const char *)dst,
+                                (Py_ssize_t)alen, dport);
+    if (t == NULL) return -1;
+    PyObject *hit = PyDict_GetItemWithError(self->table, t);
+    Py_DECREF(t);
+    if (hit == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) return 0;
+    PyObject *c = PyTuple_GET_ITEM(hit, 0), *d = PyTuple_GET_ITEM(hit, 1);
+    if (!Py_IS_TYPE(c, (PyTypeObject *)self->conn_type) || !PyLong_CheckExact(d)) return 0;
+    long dv = PyLong_AsLong(d);
+    if (dv != 0 && dv != 1) return 0;
+    KeyCache *e = &rs->cache[rs->next];
+    rs->next = (rs->next + 1) % CACHE;
+    memcpy(e->key, key, klen);
+    e->len = klen;
+    e->conn = c;
+    e->dir = (int)dv;
+    *conn = c;
+    *dir = (int)dv;
+    return 1;
+}
+
+static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
+    Py_INCREF(ts);
+    set_slot(conn, self->c_last_ts, ts);
+    if (rs->last_moved == conn) return 0; /* already the last: moving it again changes nothing */
+    PyObject *r = PyObject_CallMethodOneArg(self->live, s_move_to_end, conn);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    rs->last_moved = conn;
+    return 0;
+}
+
+static int empty_list(PyObject *v) { return v != NULL && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0; }
+
+/* one packet's captured bytes d[0:dl]: TAKEN, TAKEN_FLUSH, STOP or FAILED */
+static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
+                long long number) {
+    unsigned et;
+    Py_ssize_t off;
+    switch (linktype) {
+    case 1: /* Ethernet, with 802.1Q/QinQ tags */
+        if (dl < 14) return STOP;
+        et = u16be(d + 12);
+        off = 14;
+        while ((et == 0x8100 || et == 0x88A8 || et == 0x9100) && dl >= off + 4) {
+            et = u16be(d + off + 2);
+            off += 4;
+        }
+        break;
+    case 113: /* Linux cooked */
+        if (dl < 16) return STOP;
+        et = u16be(d + 14);
+        off = 16;
+        break;
+    case 276: /* Linux cooked v2 */
+        if (dl < 20) return STOP;
+        et = u16be(d);
+        off = 20;
+        break;
+    default:
+        return STOP;
+    }
+    const unsigned char *src, *dst;
+    int alen;
+    Py_ssize_t tcp, end, ipw;
+    if (et == 0x0800) {
+        if (dl < off + 20 || d[off] >> 4 != 4) return STOP;
+        Py_ssize_t ihl = (d[off] & 0x0F) * 4;
+        if (d[off + 9] != 6 || ihl < 20) return STOP;
+        if (u16be(d + off + 6) & 0x3FFF) return STOP; /* a fragment */
+        unsigned total = u16be(d + off + 2);
+        if (total == 0) return STOP; /* segmentation offload: the Python stages decide */
+        src = d + off + 12;
+        dst = d + off + 16;
+        alen = 4;
+        tcp = off + ihl;
+        end = off + total;
+        ipw = (Py_ssize_t)total - ihl;
+    } else if (et == 0x86DD) {
+        if (dl < off + 40 || d[off] >> 4 != 6) return STOP;
+        unsigned plen = u16be(d + off + 4);
+        if (d[off + 6] != 6 || plen == 0) return STOP; /* extension headers, not TCP, or jumbo */
+        src = d + off + 8;
+        dst = d + off + 24;
+        alen = 16;
+        tcp = off + 40;
+        end = tcp + plen;
+        ipw = plen;
+    } else {
+        return STOP;
+    }
+    if (dl < tcp + 20) return STOP;
+    const unsigned char *t = d + tcp;
+    unsigned sport = u16be(t), dport = u16be(t + 2);
+    unsigned long seq = u32be(t + 4);
+    Py_ssize_t doff = (t[12] >> 4) * 4;
+    unsigned flags = t[13];
+    if (doff < 20) return STOP;
+    Py_ssize_t start = tcp + doff;
+    Py_ssize_t wire_len = ipw - doff;
+    if (wire_len < 0 || start > dl) return STOP;
+    Py_ssize_t stop = end < dl ? end : dl;
+    if (start + wire_len < stop) stop = start + wire_len;
+    Py_ssize_t caplen = stop > start ? stop - start : 0;
+    if (flags & (TCP_SYN | TCP_FIN | TCP_RST)) return STOP;
+    if (self->ports != Py_None) {
+        const unsigned char *bits = (const unsigned char *)PyBytes_AS_STRING(self->ports);
+        if (!(bits[sport >> 3] & (1 << (sport & 7))) && !(bits[dport >> 3] & (1 << (dport & 7))))
+            return TAKEN; /* neither port is kept: the reassembler passes it over */
+    }
+    PyObject *conn;
+    int dir;
+    int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
+    if (found < 0) return FAILED;
+    if (!found) return STOP;
+    if (SLOT(conn, self->c_done) != Py_False || SLOT(conn, self->c_self) != Py_False) return STOP;
+    if (wire_len == 0) { /* a pure acknowledgement: the connection is only touched */
+        PyObject *ts = PyLong_FromLongLong(ts_ns);
+        if (ts == NULL) return FAILED;
+        int r = touch(self, rs, conn, ts);
+        Py_DECREF(ts);
+        return r < 0 ? FAILED : TAKEN;
+    }
+    if (caplen != wire_len) return STOP; /* cut by the snaplen */
+    if (SLOT(conn, self->c_opened) != Py_True) return STOP;
+    PyObject *halves = SLOT(conn, self->c_halves);
+    if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) return STOP;
+    PyObject *half = PyList_GET_ITEM(halves, dir), *other = PyList_GET_ITEM(halves, 1 - dir);
+    if (!Py_IS_TYPE(half, (PyTypeObject *)self->half_type) || !Py_IS_TYPE(other, (PyTypeObject *)self->half_type))
+        return STOP;
+    if ((flags & TCP_ACK) && !empty_list(SLOT(other, self->h_pending))) return STOP;
+    if (!empty_list(SLOT(half, self->h_pending))) return STOP;
+    long long base, nxt, captured;
+    if (int_slot(SLOT(half, self->h_base), &base) || int_slot(SLOT(half, self->h_nxt), &nxt) ||
+        int_slot(SLOT(half, self->h_captured), &captured))
+        return STOP;
+    if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
+        return STOP;
+    PyObject *sink = SLOT(half, self->h_sink);
+    if (sink == NULL || sink == Py_None) return STOP;
+    /* inside a frame in progress (Framer.data's first branch): the bytes join its buffer */
+    int append = 0;
+    PyObject *fbuf = NULL;
+    long long target = 0, fpos = 0;
+    if (Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type)) {
+        long long rest = -1;
+        fbuf = SLOT(sink, self->f_buf);
+        if (!int_slot(SLOT(sink, self->f_rest_to), &rest) && rest == 0 && fbuf != NULL &&
+            PyByteArray_CheckExact(fbuf) && PyByteArray_GET_SIZE(fbuf) > 0 &&
+            !int_slot(SLOT(sink, self->f_target), &target) && !int_slot(SLOT(sink, self->f_pos), &fpos) &&
+            target > 4 && wire_len < target - PyByteArray_GET_SIZE(fbuf))
+            append = 1;
+    }
+    /* taken: from here on, the Python stages' effects, in their order */
+    PyObject *ts = PyLong_FromLongLong(ts_ns);
+    if (ts == NULL) return FAILED;
+    if (touch(self, rs, conn, ts) < 0) goto fail;
+    Py_INCREF(ts);
+    set_slot(half, self->h_last_ts, ts);
+    if (add_slot(half, self->h_captured, captured, wire_len) < 0) goto fail;
+    const unsigned char *payload = d + start;
+    int result = TAKEN;
+    if (append) {
+        Py_ssize_t had = PyByteArray_GET_SIZE(fbuf);
+        if (PyByteArray_Resize(fbuf, had + wire_len) < 0) goto fail;
+        memcpy(PyByteArray_AS_STRING(fbuf) + had, payload, wire_len);
+        if (add_slot(sink, self->f_pos, fpos, wire_len) < 0) goto fail;
+    } else {
+        PyObject *chunk = PyBytes_FromStringAndSize((const char *)payload, wire_len);
+        PyObject *num = PyLong_FromLongLong(number);
+        if (chunk == NULL || num == NULL) {
+            Py_XDECREF(chunk);
+            Py_XDECREF(num);
+            goto fail;
+        }
+        PyObject *r = PyObject_CallMethodObjArgs(sink, s_data, chunk, ts, num, NULL);
+        Py_DECREF(chunk);
+        Py_DECREF(num);
+        if (r == NULL) goto fail;
+        Py_DECREF(r);
+        /* rows may have been made: the caller hands full batches on before the next packet */
+        PyObject *count = PyObject_GetAttr(self->rows, s_count);
+        if (count == NULL) goto fail;
+        long long c = PyLong_AsLongLong(count);
+        Py_DECREF(count);
+        if (c == -1 && PyErr_Occurred()) goto fail;
+        PyObject *backlog = PyObject_GetAttr(self->rows, s_backlog);
+        if (backlog == NULL) goto fail;
+        int full = PyObject_IsTrue(backlog);
+        Py_DECREF(backlog);
+        if (full < 0) goto fail;
+        if (c >= self->batch_limit || full) result = TAKEN_FLUSH;
+        /* the sink may have read or changed the stream's offset: take it again */
+        if (int_slot(SLOT(half, self->h_nxt), &nxt)) {
+            PyErr_SetString(PyExc_RuntimeError, "stream offset changed type during delivery");
+            goto fail;
+        }
+    }
+    if (add_slot(half, self->h_nxt, nxt, wire_len) < 0) goto fail;
+    Py_DECREF(ts);
+    return result;
+fail:
+    Py_DECREF(ts);
+    return FAILED;
+}
+
+static PyObject *Lane_run(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, ns_per_tick, record_limit, until_ts;
+    int linktype, big;
+    if (!PyArg_ParseTuple(args, "y*nLLiLpLL", &view, &pos, &number, &offset, &linktype, &ns_per_tick, &big,
+                          &record_limit, &until_ts))
+        return NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    RunState rs;
+    memset(&rs, 0, sizeof rs);
+    int flush = 0;
+    while (len - pos >= 16) {
+        const unsigned char *h = buf + pos;
+        unsigned long long sec = u32(h, big), frac = u32(h + 4, big);
+        long long incl = (long long)u32(h + 8, big);
+        if (incl > record_limit || pos + 16 + incl > len) break;
+        long long ts = (long long)(sec * 1000000000ull + frac * (unsigned long long)ns_per_tick);
+        if (ts > until_ts) break;
+        int r = take(self, &rs, h + 16, (Py_ssize_t)incl, linktype, ts, number + 1);
+        if (r == FAILED) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (r == STOP) break;
+        pos += 16 + incl;
+        offset += 16 + incl;
+        number += 1;
+        self->taken += 1;
+        if (r == TAKEN_FLUSH) {
+            flush = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nLLO", pos, number, offset, flush ? Py_True : Py_False);
+}
+
+/* nanoseconds of a pcapng timestamp, as capture._ts_ns computes them; 0 when out of int64 range or
+   of a resolution that does not divide a second into whole nanoseconds (the Python stages read it) */
+static int ng_time(unsigned long long ticks, long long tps, long long tsoff, long long *out) {
+    if (tps <= 0 || tps > 1000000000LL || 1000000000LL % tps) return 0;
+    unsigned long long mult = (unsigned long long)(1000000000LL / tps);
+    if (ticks > (unsigned long long)LLONG_MAX / mult) return 0;
+    long long ns = (long long)(ticks * mult);
+    if (tsoff > 9000000000LL || tsoff < -9000000000LL) return 0;
+    long long off = tsoff * 1000000000LL;
+    if ((off > 0 && ns > LLONG_MAX - off) || (off < 0 && ns < LLONG_MIN - off)) return 0;
+    *out = ns + off;
+    return 1;
+}
+
+/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts): as run(),
+   over the Enhanced Packet Blocks of a pcapng section; interfaces: [(linktype, snaplen,
+   ticks_per_second, offset_s)] as capture.py keeps them. Any other block stops it. */
+static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, record_limit, until_ts;
+    int big;
+    PyObject *ifaces;
+    if (!PyArg_ParseTuple(args, "y*nLLpO!LL", &view, &pos, &number, &offset, &big, &PyList_Type, &ifaces,
+                          &record_limit, &until_ts))
+        return NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    RunState rs;
+    memset(&rs, 0, sizeof rs);
+    int flush = 0;
+    while (len - pos >= 28) {
+        const unsigned char *h = buf + pos;
+        if (u32(h, big) != 6) break;
+        long long blen = (long long)u32(h + 4, big);
+        if (blen < 12 || blen % 4 || blen > record_limit || pos + blen > len) break;
+        const unsigned char *body = h + 8;
+        long long body_len = blen - 12; /* without the trailing copy of the length */
+        if (body_len < 20) break;
+        unsigned long iface = u32(body, big);
+        unsigned long long ticks = ((unsigned long long)u32(body + 4, big) << 32) | u32(body + 8, big);
+        long long caplen = (long long)u32(body + 12, big);
+        if ((Py_ssize_t)iface >= PyList_GET_SIZE(ifaces) || 20 + caplen > body_len) break;
+        PyObject *t = PyList_GET_ITEM(ifaces, iface);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 4) break;
+        long linktype = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
+        long long tps = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+        long long tsoff = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            break;
+        }
+        long long ts;
+        if (!ng_time(ticks, tps, tsoff, &ts) || ts > until_ts) break;
+        int r = take(self, &rs, body + 20, (Py_ssize_t)caplen, (int)linktype, ts, number + 1);
+        if (r == FAILED) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (r == STOP) break;
+        pos += blen;
+        offset += blen;
+        number += 1;
+        self->taken += 1;
+        if (r == TAKEN_FLUSH) {
+            flush = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nLLO", pos, number, offset, flush ? Py_True : Py_False);
+}
+
+static PyMethodDef Lane_methods[] = {
+    {"run", (PyCFunction)Lane_run, METH_VARARGS, "Take the records it can from buf at pos; see the module."},
+    {"run_ng", (PyCFunction)Lane_run_ng, METH_VARARGS, "As run, over pcapng Enhanced Packet Blocks."},
+    {NULL},
+};
+
+static PyMemberDef Lane_members[] = {
+    {"taken", T_LONGLONG, offsetof(Lane, taken), READONLY, "packets taken so far"},
+    {NULL},
+};
+
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire._lane.Lane",
+    .tp_basicsize = sizeof(Lane),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Lane(table, live, rows, batch_limit, ports_bitmap, Connection, HalfStream, Framer)",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Lane_init,
+    .tp_dealloc = (destructor)Lane_dealloc,
+    .tp_methods = Lane_methods,
+    .tp_members = Lane_members,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__lane(void) {
+    if (PyType_Ready(&LaneType) < 0) return NULL;
+    s_move_to_end = PyUnicode_InternFromString("move_to_end");
+    s_data = PyUnicode_InternFromString("data");
+    s_count = PyUnicode_InternFromString("count");
+    s_backlog = PyUnicode_InternFromString("backlog");
+    if (!s_move_to_end || !s_data || !s_count || !s_backlog) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&LaneType);
+    if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0) {
+        Py_DECREF(&LaneType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,86 @@
+"""Python lists -> Arrow arrays, built from buffers.
+
+``pyarrow.array(list)`` first asks whether the list is "array-like", which imports pandas when it
+is installed: half a second of a fresh process's time (a script, the command line), before the
+first batch. The column types rows use are simple enough to build from their buffers instead:
+fixed-width values through the standard ``array`` module, strings and lists through offsets.
+
+:func:`array` raises ``OverflowError`` / ``TypeError`` / ``ValueError`` for a value its type
+cannot hold, as ``pyarrow.array`` does, so that the caller can find and null the value; types
+not listed here go to ``pyarrow.array``.
+"""
+
+from __future__ import annotations
+
+from array import array as _packed
+from itertools import accumulate
+
+import pyarrow as pa
+
+_FIXED = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d",
+          pa.timestamp("us", tz="UTC"): "q"}
+_OFFSET_MAX = 2**31 - 1
+_STRING_LIST = pa.list_(pa.string())
+
+
+def _validity(values: list) -> tuple[pa.Buffer | None, int]:
+    """The validity bitmap (None when no value is null) and the null count."""
+    nulls = sum(1 for v in values if v is None)
+    if not nulls:
+        return None, 0
+    bits = bytearray((len(values) + 7) >> 3)
+    for i, v in enumerate(values):
+        if v is not None:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bits), nulls
+
+
+def _bits(values: list) -> pa.Buffer:
+    bits = bytearray((len(values) + 7) >> 3)
+    for i, v in enumerate(values):
+        if v:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bits)
+
+
+def _offsets(lengths) -> pa.Buffer:
+    offsets = _packed("i", [0])
+    offsets.extend(accumulate(lengths))
+    if offsets[-1] > _OFFSET_MAX:
+        raise OverflowError("more than 2 GiB in one column")
+    return pa.py_buffer(offsets)
+
+
+def _strings(values: list, typ: pa.DataType) -> pa.Array:
+    validity, nulls = _validity(values)
+    try:
+        if typ == pa.string():
+            data = [b"" if v is None else v.encode() for v in values]
+        else:
+            data = [b"" if v is None else bytes(v) for v in values]
+    except (AttributeError, UnicodeEncodeError) as e:
+        raise TypeError(f"not a {typ} value: {e}") from None
+    return pa.Array.from_buffers(typ, len(values), [validity, _offsets(map(len, data)), pa.py_buffer(b"".join(data))],
+                                 null_count=nulls)
+
+
+def array(values: list, typ: pa.DataType) -> pa.Array:
+    """``values`` (None for null) as an Arrow array of type ``typ``."""
+    code = _FIXED.get(typ)
+    n = len(values)
+    if code is not None:
+        validity, nulls = _validity(values)
+        data = _packed(code, [0 if v is None else v for v in values] if nulls else values)
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=nulls)
+    if typ == pa.bool_():
+        validity, nulls = _validity(values)
+        return pa.Array.from_buffers(typ, n, [validity, _bits(values)], null_count=nulls)
+    if typ == pa.string() or typ == pa.binary():
+        return _strings(values, typ)
+    if typ == _STRING_LIST:
+        validity, nulls = _validity(values)
+        lists = [() if v is None else v for v in values]
+        child = _strings([s for v in lists for s in v], pa.string())
+        return pa.Array.from_buffers(typ, n, [validity, _offsets(map(len, lists))], null_count=nulls,
+                                     children=[child])
+    return pa.array(values, type=typ)

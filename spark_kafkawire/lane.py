@@ -1,0 +1,78 @@
+"""The fast lane: most packets of a capture, from record to stream, in compiled code.
+
+Most packets of a Kafka capture are the next in-order bytes of a connection already followed, or a
+pure acknowledgement. ``_lane`` (a C extension built when the package is installed, see
+``_lane.c``) takes those straight from the classic pcap records and does exactly what the Python
+stages (capture -> packets -> tcp -> frames) would do with them, on the same objects; every other
+packet (a new connection, SYN/FIN/RST, a hole, a damaged record, pcapng, a link layer it does not
+know) is left to the Python stages. The results are the same either way (tests/test_lane.py reads
+every capture both ways); only the time differs.
+
+Without a C compiler at install time the extension is not built and everything runs in Python.
+``KAFKAWIRE_PURE_PYTHON=1`` in the environment turns the lane off.
+"""
+
+from __future__ import annotations
+
+import os
+from .frames import Framer
+from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
+
+try:
+    from . import _lane
+except ImportError:  # built without a compiler: the Python stages do everything
+    _lane = None
+
+NEVER = (1 << 63) - 1
+
+
+def available() -> bool:
+    """Is the compiled lane there (and not turned off)?"""
+    return _lane is not None and not os.environ.get("KAFKAWIRE_PURE_PYTHON")
+
+
+class FastLane:
+    """The lane over one file's reassembler, for ``CaptureReader.lane``.
+
+    ``stop_from``: packets after this time are left to the Python stages (the reader checks them
+    against a time filter). So is any packet while the reassembler has an ended connection to
+    forget (one ended more than LINGER_NS before the packet, or more ended than it keeps)."""
+
+    def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None):
+        bitmap = None
+        if reasm.ports is not None:
+            bits = bytearray(8192)
+            for p in reasm.ports:
+                bits[p >> 3] |= 1 << (p & 7)
+            bitmap = bytes(bits)
+        self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer)
+        self.ended = reasm.ended
+        self.most = reasm.max_connections
+        self.stop = NEVER if stop_from is None else stop_from
+
+    @property
+    def taken(self) -> int:
+        """Packets taken so far."""
+        return self.lane.taken
+
+    def _until(self) -> int:
+        ended = self.ended
+        if not ended:
+            return self.stop
+        return -1 if len(ended) > self.most else min(self.stop, ended[0].last_ts + LINGER_NS)
+
+    def pcap(self, buf: bytes, pos: int, number: int, offset: int, linktype: int, ns_per_tick: int, big: bool,
+             record_limit: int) -> tuple[int, int, int, bool]:
+        """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
+        whether rows are due)."""
+        return self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big, record_limit, self._until())
+
+    def pcapng(self, buf: bytes, pos: int, number: int, offset: int, big: bool, interfaces: list,
+               record_limit: int) -> tuple[int, int, int, bool]:
+        """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
+        return self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit, self._until())
+
+
+def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None) -> FastLane | None:
+    """The lane for one file, or None when it is not available."""
+    return FastLane(reasm, rows, batch_limit, stop_from) if available() else None

@@ -1,0 +1,227 @@
+"""The fast lane (spark_kafkawire/lane.py, _lane.c) changes the time a read takes, never its rows.
+
+The reference is the same read with the lane turned off (KAFKAWIRE_PURE_PYTHON=1): the Python
+stages, whose own rows the other tests check against tshark, kio and the clients. Every capture is
+read both ways and must give the same batches, row for row and in the same order, in every row
+shape, with the options and filters that change what the stages do (ports, batch size, a
+connection cap that evicts, shares, time and api filters). Each case also checks that the lane took
+packets (most of them, where the capture is clean), so that no comparison holds only because the
+lane stood aside.
+"""
+
+import gzip
+import socket
+import struct
+from pathlib import Path
+
+import dpkt
+import pytest
+
+import damage
+import pcapgen
+from conftest import FINDINGS, PUBLIC, SAMPLES
+from spark_kafkawire import lane as lane_module
+from spark_kafkawire.capture import CaptureReader
+from spark_kafkawire.predicate import Predicate
+from spark_kafkawire.reader import iter_batches
+from spark_kafkawire.table import COLUMNS, ROW_SHAPES
+
+SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+PUBLIC_FILES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".pcap", ".pcapng", ".gz"))
+
+
+def _opts(shape: str, **more) -> dict:
+    return {"rows": shape, **({"includeRecords": "true"} if shape == "records" else {}), **more}
+
+
+def both_ways(monkeypatch, path: Path, shape: str = "exchanges", predicate=None, share=None, **more) -> int:
+    """Read ``path`` with the lane and without it; assert the same batches; return the packets the
+    lane took."""
+    made = []
+    real_make = lane_module.make
+
+    def recording(*a, **k):
+        fast = real_make(*a, **k)
+        if fast is not None:
+            made.append(fast)
+        return fast
+
+    monkeypatch.setattr(lane_module, "make", recording)
+    monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON", raising=False)
+    fast = list(iter_batches(str(path), _opts(shape, **more), predicate, share))
+    monkeypatch.setenv("KAFKAWIRE_PURE_PYTHON", "1")
+    pure = list(iter_batches(str(path), _opts(shape, **more), predicate, share))
+    monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON")
+    assert [b.num_rows for b in fast] == [b.num_rows for b in pure], f"{path.name} rows={shape}: batches differ"
+    for f, p in zip(fast, pure):
+        if not f.equals(p):
+            fr, pr = f.to_pylist(), p.to_pylist()
+            diff = next(i for i, (a, b) in enumerate(zip(fr, pr)) if a != b)
+            raise AssertionError(f"{path.name} rows={shape} row {diff}:\nlane {fr[diff]}\npure {pr[diff]}")
+    return sum(m.taken for m in made)
+
+
+def packets(path: Path) -> int:
+    return sum(1 for _ in CaptureReader(str(path)))
+
+
+def test_the_lane_is_built():
+    """make setup compiles it (a C compiler is on every machine the project installs on): a broken
+    build would otherwise only make everything slower."""
+    assert lane_module.available()
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_sample_captures_read_the_same(monkeypatch, path, shape):
+    taken = both_ways(monkeypatch, path, shape)
+    if "sasl" not in path.name:  # (the SASL sample is a few small packets, most with a flag)
+        assert taken > packets(path) * 0.3, f"{path.name}: the lane took {taken} packets"
+
+
+@pytest.mark.parametrize("path", PUBLIC_FILES, ids=lambda p: p.name)
+def test_public_captures_read_the_same(monkeypatch, path):
+    for shape in ("exchanges", "messages", "connections"):
+        both_ways(monkeypatch, path, shape)
+
+
+@pytest.mark.parametrize("path", sorted(FINDINGS.glob("*.pcap*")), ids=lambda p: p.name)
+def test_hostile_captures_read_the_same(monkeypatch, path):
+    for shape in ("exchanges", "messages", "connections"):
+        both_ways(monkeypatch, path, shape)
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory) -> Path:
+    return damage.interleaved(SAMPLES, tmp_path_factory.mktemp("lane") / "large.pcap")
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+def test_damaged_interleaved_capture_reads_the_same(monkeypatch, large, shape):
+    taken = both_ways(monkeypatch, large, shape)
+    assert taken > packets(large) * 0.5
+
+
+@pytest.mark.parametrize("more", [
+    {"batchSize": "7"},  # batches due in the middle of the lane's run
+    {"ports": "9092"},  # the other brokers' packets passed over
+    {"ports": "1"},  # every packet passed over
+    {"maxFrameBytes": "65536"},  # the largest frames lose their framing
+], ids=lambda m: ",".join(f"{k}={v}" for k, v in m.items()))
+def test_options_that_change_the_stages_read_the_same(monkeypatch, large, more):
+    for shape in ("exchanges", "connections"):
+        both_ways(monkeypatch, large, shape, **more)
+
+
+def test_shares_and_filters_read_the_same(monkeypatch, large):
+    shape_cols = [n for n, _ in COLUMNS["exchanges"]]
+    times = [r["request_time"] for b in iter_batches(str(large), {"rows": "exchanges"}) for r in b.to_pylist()
+             if r["request_time"] is not None]
+    middle = sorted(times)[len(times) // 2]
+    for filters in ([("api_key", "in", [0, 1])], [("request_time", "<", middle)]):
+        pred = Predicate.parse(filters).for_shape(shape_cols)
+        both_ways(monkeypatch, large, "exchanges", pred)
+    for k in range(3):
+        both_ways(monkeypatch, large, "exchanges", share=(k, 3))
+        both_ways(monkeypatch, large, "messages", share=(k, 3))
+
+
+# -- link and network layers the lane reads itself -------------------------------------------------
+
+def _rewrite(tmp_path: Path, name: str, change, linktype: int) -> Path:
+    pkts, _lt = damage.read(SAMPLES / "veth-confluent-mtu.pcap")
+    return damage.write(tmp_path / name, [(ts, change(buf)) for ts, buf in pkts], linktype)
+
+
+def _vlan(buf: bytes) -> bytes:
+    return buf[:12] + b"\x88\xa8\x00\x0a" + b"\x81\x00\x00\x64" + buf[12:]  # QinQ: two tags
+
+
+def _sll(buf: bytes) -> bytes:
+    return struct.pack("!HHH8sH", 0, 1, 6, buf[6:12] + b"\x00\x00", struct.unpack_from("!H", buf, 12)[0]) + buf[14:]
+
+
+def _ipv6(buf: bytes) -> bytes:
+    eth = dpkt.ethernet.Ethernet(buf)
+    ip = eth.data
+    if not isinstance(ip, dpkt.ip.IP):
+        return buf
+    six = dpkt.ip6.IP6(src=b"\xfd" + b"\x00" * 11 + ip.src, dst=b"\xfd" + b"\x00" * 11 + ip.dst, nxt=ip.p, hlim=64,
+                       data=ip.data, plen=len(bytes(ip.data)))
+    six.extension_hdrs = {}
+    return bytes(dpkt.ethernet.Ethernet(src=eth.src, dst=eth.dst, type=dpkt.ethernet.ETH_TYPE_IP6, data=six))
+
+
+@pytest.mark.parametrize("name,change,linktype", [
+    ("vlan.pcap", _vlan, dpkt.pcap.DLT_EN10MB),
+    ("sll.pcap", _sll, 113),
+    ("ipv6.pcap", _ipv6, dpkt.pcap.DLT_EN10MB),
+])
+def test_other_layers_read_the_same(monkeypatch, tmp_path, name, change, linktype):
+    path = _rewrite(tmp_path, name, change, linktype)
+    for shape in ("exchanges", "connections"):
+        taken = both_ways(monkeypatch, path, shape)
+        assert taken > packets(path) * 0.5
+
+
+def test_big_endian_nanosecond_and_gzip_files_read_the_same(monkeypatch, tmp_path):
+    pkts, _lt = damage.read(SAMPLES / "veth-confluent-mtu.pcap")
+    be = tmp_path / "be.pcap"
+    pcapgen.write_pcap_be(be, [buf for _ts, buf in pkts], nano=True)
+    gz = tmp_path / "mtu.pcap.gz"
+    gz.write_bytes(gzip.compress((SAMPLES / "veth-confluent-mtu.pcap").read_bytes()))
+    for path in (be, gz):
+        assert both_ways(monkeypatch, path, "exchanges") > len(pkts) * 0.5
+
+
+def test_packets_the_python_stages_must_read(monkeypatch, tmp_path):
+    """Snaplen cuts, IPv4 options, segmentation offload (IP length 0) and IPv6 extension headers
+    are read by the Python stages; the packets around them still by the lane."""
+    conv = pcapgen.Conversation().handshake()
+    for i in range(30):
+        conv.send("c", pcapgen.request(3, 12, i + 1), mss=40)
+        conv.send("b", pcapgen.response(i + 1, 3, 12), mss=40)
+    raw = conv.fin().packets
+    odd = []
+    for i, p in enumerate(raw):
+        eth = dpkt.ethernet.Ethernet(p)
+        if i % 7 == 3 and isinstance(eth.data, dpkt.ip.IP):
+            eth.data.opts = b"\x01\x01\x01\x00"  # IPv4 options: a 24-byte header
+            eth.data.hl = 6
+            eth.data.len = 0
+            p = bytes(eth)
+        elif i % 7 == 5:
+            p = bytearray(p)
+            struct.pack_into("!H", p, 16, 0)  # IP total length 0, as with segmentation offload
+            p = bytes(p)
+        odd.append(p)
+    path = tmp_path / "odd.pcap"
+    pcapgen.write_pcap(path, odd)
+    cut = damage.snaplen(path, tmp_path / "cut.pcap", 80)
+    for p in (path, cut):
+        for shape in ("exchanges", "messages", "connections"):
+            both_ways(monkeypatch, p, shape)
+    assert both_ways(monkeypatch, path, "exchanges") > len(odd) * 0.3
+
+
+def test_many_short_connections_read_the_same(monkeypatch, tmp_path):
+    """A scan, and short connections: most packets open a connection the lane has never seen; with
+    the smallest cap, connections are evicted and ended ones forgotten between the lane's packets."""
+    out = []
+    for i in range(2500):
+        client = (f"10.1.{i // 200}.{i % 200 + 1}", 40000 + i % 20000)
+        conv = pcapgen.Conversation(client=client, isn_c=1000 + i)
+        if i % 2:
+            conv.handshake()
+        conv.send("c", pcapgen.request(18, 3, i))
+        if i % 3 == 0:
+            conv.send("b", pcapgen.response(i, 18, 3))
+            conv.send("c", pcapgen.request(3, 12, i + 1000), mss=30)
+        if i % 4 == 1:
+            conv.fin()
+        out.extend(conv.packets)
+    path = tmp_path / "scan.pcap"
+    pcapgen.write_pcap(path, out)
+    for more in ({}, {"maxConnections": "1000"}):
+        for shape in ("exchanges", "connections"):
+            assert both_ways(monkeypatch, path, shape, **more) > 1000
