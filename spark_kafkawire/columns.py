@@ -13,7 +13,8 @@ not listed here go to ``pyarrow.array``.
 from __future__ import annotations
 
 from array import array as _packed
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import is_not
 
 import pyarrow as pa
 
@@ -21,26 +22,27 @@ _FIXED = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.
           pa.timestamp("us", tz="UTC"): "q"}
 _OFFSET_MAX = 2**31 - 1
 _STRING_LIST = pa.list_(pa.string())
+_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
+
+
+def _pack(flags: bytes) -> pa.Buffer:
+    """One byte 0/1 per value -> an Arrow bitmap (bit i of byte i // 8, least significant first)."""
+    if not flags:
+        return pa.py_buffer(b"")
+    bits = int(flags[::-1].translate(_DIGITS), 2)
+    return pa.py_buffer(bits.to_bytes((len(flags) + 7) >> 3, "little"))
 
 
 def _validity(values: list) -> tuple[pa.Buffer | None, int]:
     """The validity bitmap (None when no value is null) and the null count."""
-    nulls = sum(1 for v in values if v is None)
+    nulls = values.count(None)
     if not nulls:
         return None, 0
-    bits = bytearray((len(values) + 7) >> 3)
-    for i, v in enumerate(values):
-        if v is not None:
-            bits[i >> 3] |= 1 << (i & 7)
-    return pa.py_buffer(bits), nulls
+    return _pack(bytes(map(is_not, values, repeat(None)))), nulls
 
 
 def _bits(values: list) -> pa.Buffer:
-    bits = bytearray((len(values) + 7) >> 3)
-    for i, v in enumerate(values):
-        if v:
-            bits[i >> 3] |= 1 << (i & 7)
-    return pa.py_buffer(bits)
+    return _pack(bytes(map(bool, values)))
 
 
 def _offsets(lengths) -> pa.Buffer:
@@ -54,8 +56,8 @@ def _offsets(lengths) -> pa.Buffer:
 def _strings(values: list, typ: pa.DataType) -> pa.Array:
     validity, nulls = _validity(values)
     try:
-        if typ == pa.string():
-            data = [b"" if v is None else v.encode() for v in values]
+        if typ == pa.string():  # str, or UTF-8 bytes (JSON bodies)
+            data = [b"" if v is None else v if type(v) is bytes else v.encode() for v in values]
         else:
             data = [b"" if v is None else bytes(v) for v in values]
     except (AttributeError, UnicodeEncodeError) as e:

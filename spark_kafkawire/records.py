@@ -25,7 +25,7 @@ from struct import Struct
 from typing import Iterator, NamedTuple
 
 
-def _require(module: str, package: str):
+def require(module: str, package: str):
     """Import a compiled dependency, or fail naming it: without it CRCs and records would silently
     go missing (a Spark executor whose Python lacks it must fail its task, not give other data)."""
     import importlib
@@ -38,10 +38,10 @@ def _require(module: str, package: str):
                           f"{sys.executable} cannot import: {e}") from None
 
 
-_crc32c = _require("crc32c", "crc32c").crc32c
-cramjam = _require("cramjam", "cramjam")
-zstandard = _require("zstandard", "zstandard")
-lz4_frame = _require("lz4.frame", "lz4")
+_crc32c = require("crc32c", "crc32c").crc32c
+cramjam = require("cramjam", "cramjam")
+zstandard = require("zstandard", "zstandard")
+lz4_frame = require("lz4.frame", "lz4")
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: control record types (key: version int16, type int16), as Kafka's ControlRecordType names them

@@ -7,7 +7,6 @@ into a ``pyarrow.RecordBatch`` of exactly that schema.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from typing import Iterator
 
@@ -531,10 +530,13 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
     return COMPLETE, None
 
 
-# one encoder for every body (json.dumps with options makes a new one per call); decoded bodies are
-# trees, so the check for cycles is left out
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_orjson = rec.require("orjson", "orjson")
+_ENCODE = _orjson.dumps
+_KEYS = _orjson.OPT_NON_STR_KEYS
 
 
-def _json(body: dict | None) -> str | None:
-    return None if body is None else _ENCODE(body)
+def _json(body: dict | None) -> bytes | None:
+    """A body as compact JSON, UTF-8 bytes (the column builder takes them as they are). orjson: a
+    fifth of the json module's time on these bodies; a float64 field holding NaN or infinity
+    becomes null (the json module would write NaN, which is not JSON)."""
+    return None if body is None else _ENCODE(body, option=_KEYS)

@@ -43,6 +43,8 @@ def test_every_column_of_the_samples_equals_pyarrows(shape):
     (pa.string(), ["a", None, "", "żółw ✓ 𝄞", "x" * 1000]),
     (pa.binary(), [b"\x00\xff", None, b""]),
     (pa.list_(pa.string()), [["a", "b"], None, [], ["ü"], [None, "c"]]),
+    (pa.int32(), [i if i % 3 else None for i in range(1001)]),  # bitmaps over many bytes
+    (pa.bool_(), [None if i % 7 == 0 else i % 5 == 0 for i in range(1003)]),
     (pa.string(), []),
     (pa.list_(pa.string()), []),
 ])

@@ -260,7 +260,7 @@ def test_producer_sequence_wraps_after_int_max(tmp_path):
 
 
 @pytest.mark.parametrize("module,package", [("crc32c", "crc32c"), ("cramjam", "cramjam"), ("zstandard", "zstandard"),
-                                            ("lz4.frame", "lz4")])
+                                            ("lz4.frame", "lz4"), ("orjson", "orjson")])
 def test_a_missing_compiled_dependency_fails_naming_it(module, package):
     """An executor whose Python lacks a codec or CRC library must fail, never give rows without
     CRC checks or records (a clean executor once did)."""
