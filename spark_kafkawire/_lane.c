@@ -5,7 +5,8 @@
  * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
  * objects, reading and writing their slots directly, and hands every other packet back untouched.
  *
- * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts)
+ * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts,
+ *          late_from, late_budget)
  * walks classic pcap records in buf from pos and, for each, either
  *   - takes it: the packet is exactly what the Python stages handle by their shortest branch (an
  *     existing, open, opened connection; no SYN/FIN/RST; the direction's next bytes in order, all
@@ -14,11 +15,15 @@
  *     and the Framer's buffer when the bytes fall inside a frame in progress (otherwise the
  *     Framer's own data() is called, as HalfStream.feed calls it); or
  *   - stops before it (anything else: a new connection, a flag, a hole, a damaged record, a link
- *     or network layer not listed here, a time at or past until_ts): the Python stages read it.
+ *     or network layer not listed here, a time past until_ts, the packet after late_budget packets
+ *     timed past late_from): the Python stages read it.
+ * (late_from is a time filter's bound: the reader checks, every 512th packet past it, whether
+ * reading can stop; the lane stops before each such packet and counts those it takes.)
  * Nothing is changed for a packet before every condition for taking it has been checked.
  *
- * Returns (pos, number, offset, flush): where the next record starts, the records counted so far,
- * its byte offset in the file, and whether rows were made that the caller must hand on first.
+ * Returns (pos, number, offset, flush, late): where the next record starts, the records counted so
+ * far, its byte offset in the file, whether rows were made that the caller must hand on first, and
+ * the packets taken timed past late_from.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -391,10 +396,10 @@ fail:
 static PyObject *Lane_run(Lane *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
-    long long number, offset, ns_per_tick, record_limit, until_ts;
+    long long number, offset, ns_per_tick, record_limit, until_ts, late_from, budget, late = 0;
     int linktype, big;
-    if (!PyArg_ParseTuple(args, "y*nLLiLpLL", &view, &pos, &number, &offset, &linktype, &ns_per_tick, &big,
-                          &record_limit, &until_ts))
+    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLL", &view, &pos, &number, &offset, &linktype, &ns_per_tick, &big,
+                          &record_limit, &until_ts, &late_from, &budget))
         return NULL;
     const unsigned char *buf = (const unsigned char *)view.buf;
     Py_ssize_t len = view.len;
@@ -407,7 +412,7 @@ static PyObject *Lane_run(Lane *self, PyObject *args) {
         long long incl = (long long)u32(h + 8, big);
         if (incl > record_limit || pos + 16 + incl > len) break;
         long long ts = (long long)(sec * 1000000000ull + frac * (unsigned long long)ns_per_tick);
-        if (ts > until_ts) break;
+        if (ts > until_ts || (ts > late_from && late >= budget)) break;
         int r = take(self, &rs, h + 16, (Py_ssize_t)incl, linktype, ts, number + 1);
         if (r == FAILED) {
             PyBuffer_Release(&view);
@@ -418,13 +423,14 @@ static PyObject *Lane_run(Lane *self, PyObject *args) {
         offset += 16 + incl;
         number += 1;
         self->taken += 1;
+        if (ts > late_from) late += 1;
         if (r == TAKEN_FLUSH) {
             flush = 1;
             break;
         }
     }
     PyBuffer_Release(&view);
-    return Py_BuildValue("nLLO", pos, number, offset, flush ? Py_True : Py_False);
+    return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
 }
 
 /* nanoseconds of a pcapng timestamp, as capture._ts_ns computes them; 0 when out of int64 range or
@@ -441,17 +447,18 @@ static int ng_time(unsigned long long ticks, long long tps, long long tsoff, lon
     return 1;
 }
 
-/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts): as run(),
+/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts, late_from,
+   late_budget): as run(),
    over the Enhanced Packet Blocks of a pcapng section; interfaces: [(linktype, snaplen,
    ticks_per_second, offset_s)] as capture.py keeps them. Any other block stops it. */
 static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
-    long long number, offset, record_limit, until_ts;
+    long long number, offset, record_limit, until_ts, late_from, budget, late = 0;
     int big;
     PyObject *ifaces;
-    if (!PyArg_ParseTuple(args, "y*nLLpO!LL", &view, &pos, &number, &offset, &big, &PyList_Type, &ifaces,
-                          &record_limit, &until_ts))
+    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLL", &view, &pos, &number, &offset, &big, &PyList_Type, &ifaces,
+                          &record_limit, &until_ts, &late_from, &budget))
         return NULL;
     const unsigned char *buf = (const unsigned char *)view.buf;
     Py_ssize_t len = view.len;
@@ -480,7 +487,7 @@ static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
             break;
         }
         long long ts;
-        if (!ng_time(ticks, tps, tsoff, &ts) || ts > until_ts) break;
+        if (!ng_time(ticks, tps, tsoff, &ts) || ts > until_ts || (ts > late_from && late >= budget)) break;
         int r = take(self, &rs, body + 20, (Py_ssize_t)caplen, (int)linktype, ts, number + 1);
         if (r == FAILED) {
             PyBuffer_Release(&view);
@@ -491,13 +498,14 @@ static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
         offset += blen;
         number += 1;
         self->taken += 1;
+        if (ts > late_from) late += 1;
         if (r == TAKEN_FLUSH) {
             flush = 1;
             break;
         }
     }
     PyBuffer_Release(&view);
-    return Py_BuildValue("nLLO", pos, number, offset, flush ? Py_True : Py_False);
+    return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
 }
 
 static PyMethodDef Lane_methods[] = {

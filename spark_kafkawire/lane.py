@@ -24,6 +24,8 @@ except ImportError:  # built without a compiler: the Python stages do everything
     _lane = None
 
 NEVER = (1 << 63) - 1
+#: past a time filter's bound, the reader asks whether reading can stop at every CHECK_EVERY-th packet
+CHECK_EVERY = 512
 
 
 def available() -> bool:
@@ -34,9 +36,11 @@ def available() -> bool:
 class FastLane:
     """The lane over one file's reassembler, for ``CaptureReader.lane``.
 
-    ``stop_from``: packets after this time are left to the Python stages (the reader checks them
-    against a time filter). So is any packet while the reassembler has an ended connection to
-    forget (one ended more than LINGER_NS before the packet, or more ended than it keeps)."""
+    ``stop_from``: a time filter's bound. Past it, the reader asks at every CHECK_EVERY-th packet
+    whether reading can stop; ``checks`` counts those packets, the lane's and the reader's, and the
+    lane leaves each such packet to the reader. Any packet while the reassembler has an ended
+    connection to forget (one ended more than LINGER_NS before the packet, or more ended than it
+    keeps) is left to the Python stages too."""
 
     def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None):
         bitmap = None
@@ -48,7 +52,8 @@ class FastLane:
         self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer)
         self.ended = reasm.ended
         self.most = reasm.max_connections
-        self.stop = NEVER if stop_from is None else stop_from
+        self.late_from = NEVER if stop_from is None else stop_from
+        self.checks = 0  # packets timed past stop_from so far
 
     @property
     def taken(self) -> int:
@@ -58,19 +63,27 @@ class FastLane:
     def _until(self) -> int:
         ended = self.ended
         if not ended:
-            return self.stop
-        return -1 if len(ended) > self.most else min(self.stop, ended[0].last_ts + LINGER_NS)
+            return NEVER
+        # (a damaged file's times may lie beyond 64 bits: the lane takes no such packet anyway)
+        return -1 if len(ended) > self.most else max(-1, min(NEVER, ended[0].last_ts + LINGER_NS))
 
     def pcap(self, buf: bytes, pos: int, number: int, offset: int, linktype: int, ns_per_tick: int, big: bool,
              record_limit: int) -> tuple[int, int, int, bool]:
         """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
         whether rows are due)."""
-        return self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big, record_limit, self._until())
+        pos, number, offset, flush, late = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
+                                                         record_limit, self._until(), self.late_from,
+                                                         -self.checks % CHECK_EVERY)
+        self.checks += late
+        return pos, number, offset, flush
 
     def pcapng(self, buf: bytes, pos: int, number: int, offset: int, big: bool, interfaces: list,
                record_limit: int) -> tuple[int, int, int, bool]:
         """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
-        return self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit, self._until())
+        pos, number, offset, flush, late = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
+                                                            self._until(), self.late_from, -self.checks % CHECK_EVERY)
+        self.checks += late
+        return pos, number, offset, flush
 
 
 def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None) -> FastLane | None:

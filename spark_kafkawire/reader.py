@@ -14,6 +14,7 @@ import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
@@ -356,8 +357,8 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     # reading stops as soon as every exchange that started in time is settled
     until = predicate.time_upper() if predicate else None
     stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
-    reader.lane = lane.make(reasm, rows, limit, stop_from)
-    checks = 0
+    reader.lane = fast = lane.make(reasm, rows, limit, stop_from)
+    late = fast if fast is not None else SimpleNamespace(checks=0)  # packets timed past stop_from
     for pkt in reader:
         if pkt is None:  # the fast lane took packets and made rows
             if rows.count >= limit or rows.backlog:
@@ -369,8 +370,8 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
             if rows.count >= limit or rows.backlog:
                 yield from _batches(rows, limit, keep, False)
         if stop_from is not None and pkt.ts_ns > stop_from:
-            checks += 1
-            if checks % 512 == 1 and decoder.settled(reasm.open_connections(), until):
+            late.checks += 1
+            if late.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
                 break
     decoder.ending = True
     reasm.close()

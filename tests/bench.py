@@ -11,9 +11,10 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
   CRC checked), rows=messages and rows=connections; the ratio is tshark's time over ours;
 - filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
   read without it;
-- Spark: the capture as a directory of 4 files, read by Spark local[1] and local[2] (scaling
-  efficiency), and local[1] against read_capture on the same files; the capture as one file,
-  whole in local[1] against 2 shares in local[2];
+- Spark: the cost of a query on a tiny capture (planning, scheduling, transfer); then, for the
+  capture and for a 2 GB one made of copies of it: as a directory of 4 files, read by Spark
+  local[1] and local[2] (scaling efficiency), and local[1] against read_capture on the same files;
+  as one file, whole in local[1] against 2 shares in local[2];
 - a million connections: 10^6 SYN-only and 10^6 one-segment connections (rows=connections):
   peak memory and time per packet against the real capture's;
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
@@ -72,7 +73,7 @@ def tshark_fields(path: Path, port: int) -> list[str]:
 
 def split_into(path: Path, parts: int) -> Path:
     """The capture as a directory of ``parts`` files (editcap, as a rotating tcpdump would)."""
-    out = OUT / f"parts{parts}"
+    out = OUT / (f"parts{parts}" if path.name == "realistic.pcap" else f"{path.stem}-parts{parts}")
     if not out.exists():
         out.mkdir()
         total = int(subprocess.run(["capinfos", "-c", "-M", "-T", str(path)], capture_output=True, text=True,
@@ -85,10 +86,12 @@ SPARK_TIMED = """
 import json, sys, time, spark_kafkawire
 spark = spark_kafkawire.spark_session("bench", master=sys.argv[1])
 opts = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+runs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 df = spark.read.format("kafkawire").options(**opts).load(sys.argv[2])
-df.write.format("noop").mode("overwrite").save()   # warm-up: workers started, files cached
+if runs > 1:
+    df.write.format("noop").mode("overwrite").save()   # warm-up: workers started, files cached
 best = 1e9
-for _ in range(3):
+for _ in range(runs):
     t = time.perf_counter()
     spark.read.format("kafkawire").options(**opts).load(sys.argv[2]).write.format("noop").mode("overwrite").save()
     best = min(best, time.perf_counter() - t)
@@ -96,9 +99,11 @@ print(best)
 """
 INPROCESS_TIMED = """
 import sys, time, spark_kafkawire
-spark_kafkawire.read_capture(sys.argv[1])
+runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+if runs > 1:
+    spark_kafkawire.read_capture(sys.argv[1])
 best = 1e9
-for _ in range(3):
+for _ in range(runs):
     t = time.perf_counter()
     spark_kafkawire.read_capture(sys.argv[1])
     best = min(best, time.perf_counter() - t)
@@ -292,27 +297,39 @@ def main() -> None:
     window = best_of(ours(path, filters=[("request_time", "<", until)]))
     print(f"filter request_time in the first fifth of the capture: {window:.2f} s: {full / window:.2f}x faster")
 
-    def spark_time(master: str, p: Path, **opts) -> float:
-        return float(subprocess.run([sys.executable, "-c", SPARK_TIMED, master, str(p), json.dumps(opts)],
+    def spark_time(master: str, p: Path, runs: int = 3, **opts) -> float:
+        return float(subprocess.run([sys.executable, "-c", SPARK_TIMED, master, str(p), json.dumps(opts), str(runs)],
                                     capture_output=True, text=True, check=True).stdout.split()[-1])
 
-    parts = split_into(path, 4)
-    one, two = spark_time("local[1]", parts), spark_time("local[2]", parts)
-    plain = float(subprocess.run([sys.executable, "-c", INPROCESS_TIMED, str(parts)], capture_output=True,
-                                 text=True, check=True).stdout.split()[-1])
-    print(f"Spark on 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
-          f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}")
-    # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the
-    # rows); alternated three times and the medians taken, the gain being smaller than this
-    # machine's run-to-run variation
-    wholes, shared = [], []
-    for _ in range(3):
-        wholes.append(spark_time("local[1]", path, minPartitions=1))
-        shared.append(spark_time("local[2]", path, minPartitions=2))
-    whole, shares = sorted(wholes)[1], sorted(shared)[1]
-    print(f"Spark on the one file (medians of 3 alternating runs): local[1] whole {whole:.2f} s, local[2] in 2 "
-          f"shares {shares:.2f} s: {whole / shares:.2f}x faster, scaling efficiency {whole / (2 * shares):.0%}",
-          flush=True)
+    def in_process(p: Path, runs: int = 3) -> float:
+        return float(subprocess.run([sys.executable, "-c", INPROCESS_TIMED, str(p), str(runs)], capture_output=True,
+                                    text=True, check=True).stdout.split()[-1])
+
+    # what a Spark query costs besides the reading: planning, scheduling, the worker, the transfer
+    tiny = spark_time("local[1]", ROOT / "sample_pcaps" / "mock-kcat.pcap")
+    print(f"Spark's own cost of a query (a 60 KB capture, local[1]): {tiny:.2f} s")
+
+    def scaling(label: str, p: Path, runs: int) -> None:
+        parts = split_into(p, 4)
+        one, two = spark_time("local[1]", parts, runs), spark_time("local[2]", parts, runs)
+        plain = in_process(parts, runs)
+        print(f"Spark on {label} as 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
+              f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}", flush=True)
+        # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the
+        # rows); alternated three times and the medians taken, the gain being close to this
+        # machine's run-to-run variation
+        wholes, shared = [], []
+        for _ in range(3):
+            wholes.append(spark_time("local[1]", p, runs, minPartitions=1))
+            shared.append(spark_time("local[2]", p, runs, minPartitions=2))
+        whole, shares = sorted(wholes)[1], sorted(shared)[1]
+        print(f"Spark on {label} as one file (medians of 3 alternating runs): local[1] whole {whole:.2f} s, "
+              f"local[2] in 2 shares {shares:.2f} s: {whole / shares:.2f}x faster, scaling efficiency "
+              f"{whole / (2 * shares):.0%}", flush=True)
+
+    big = copies(path, port, max(1, -(-2_000_000_000 // size)))
+    scaling(f"the capture ({size / 1e6:.0f} MB)", path, 3)
+    scaling(f"{big.stat().st_size / 1e9:.1f} GB", big, 1)
 
     # per packet of ordinary traffic, timed the same way (in-process, the reading alone)
     r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(path)], check=True, capture_output=True, text=True)
@@ -326,7 +343,6 @@ def main() -> None:
         print(f"10^6 one-packet connections ({kind}): {int(kib) / 1024:.0f} MiB peak, {per * 1e6:.1f} us/packet "
               f"({per / ordinary:.2f}x the real capture's per packet), {rows} connection rows", flush=True)
 
-    big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     for label, p in (("capture", path), ("2 GB", big)):
         r = subprocess.run([sys.executable, "-c", PEAK_OURS, str(p)], check=True, capture_output=True, text=True)
         rows, kib = r.stdout.split()
