@@ -355,6 +355,20 @@ def main() -> None:
     big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     scaling(f"the capture ({size / 1e6:.0f} MB)", path, 3)
     scaling(f"{big.stat().st_size / 1e9:.1f} GB", big, 1)
+    # the same two cores without Spark: two read_capture processes on two of those files at once
+    two_files = sorted(split_into(big, 4).iterdir())[:2]
+    seq = par = float("inf")
+    for _ in range(2):
+        t = time.perf_counter()
+        for f in two_files:
+            subprocess.run(ours(f), check=True)
+        seq = min(seq, time.perf_counter() - t)
+        t = time.perf_counter()
+        for proc in [subprocess.Popen(ours(f)) for f in two_files]:
+            proc.wait()
+        par = min(par, time.perf_counter() - t)
+    print(f"without Spark, two files of {two_files[0].stat().st_size / 1e6:.0f} MB: one after the other {seq:.2f} s, "
+          f"two processes at once {par:.2f} s: scaling efficiency {seq / (2 * par):.0%}", flush=True)
     print("the JVM's share of the CPU the queries used (the rest: Spark's Python workers): " +
           ", ".join(f"{m} {min(v):.0%}-{max(v):.0%}" for m, v in cpu_seen.items()), flush=True)
 
