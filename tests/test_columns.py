@@ -27,7 +27,7 @@ def test_every_column_of_the_samples_equals_pyarrows(shape):
         column = table.column(field.name)
         # the builder is given microseconds for a time
         values = (column.cast(pa.int64()) if field.type == TS else column).to_pylist()
-        ours = columns.array(values, field.type)
+        ours = columns._build(values, field.type)
         assert ours.equals(pa.array(values, type=field.type)), f"rows={shape} column {field.name}"
         ours.validate(full=True)
 
@@ -49,7 +49,7 @@ def test_every_column_of_the_samples_equals_pyarrows(shape):
     (pa.list_(pa.string()), []),
 ])
 def test_edge_values_equal_pyarrows(typ, values):
-    ours = columns.array(values, typ)
+    ours = columns._build(values, typ)
     ours.validate(full=True)
     assert ours.equals(pa.array(values, type=typ))
     assert ours.null_count == pa.array(values, type=typ).null_count
@@ -67,7 +67,18 @@ def test_values_a_type_cannot_hold_are_refused(typ, values):
     with pytest.raises((OverflowError, TypeError, pa.ArrowInvalid)):
         pa.array(values, type=typ)
     with pytest.raises((OverflowError, TypeError)):
-        columns.array(values, typ)
+        columns._build(values, typ)
+
+
+def test_a_large_read_leaves_the_rest_to_pyarrow(monkeypatch):
+    calls = []
+    monkeypatch.setattr(columns, "_pandas_loaded", lambda: False)
+    monkeypatch.setattr(columns, "_built", [columns.BUDGET - 10])
+    monkeypatch.setattr(columns, "_build", lambda v, t: calls.append(len(v)) or pa.array(v, type=t))
+    columns.array(list(range(5)), pa.int64())
+    columns.array(list(range(20)), pa.int64())  # the budget is spent: pyarrow's own
+    columns.array(list(range(20)), pa.int64())
+    assert calls == [5, 20]
 
 
 def test_a_read_does_not_import_pandas(tmp_path):
