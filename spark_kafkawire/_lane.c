@@ -393,45 +393,12 @@ fail:
     return FAILED;
 }
 
-static PyObject *Lane_run(Lane *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos;
-    long long number, offset, ns_per_tick, record_limit, until_ts, late_from, budget, late = 0;
-    int linktype, big;
-    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLL", &view, &pos, &number, &offset, &linktype, &ns_per_tick, &big,
-                          &record_limit, &until_ts, &late_from, &budget))
-        return NULL;
-    const unsigned char *buf = (const unsigned char *)view.buf;
-    Py_ssize_t len = view.len;
-    RunState rs;
-    memset(&rs, 0, sizeof rs);
-    int flush = 0;
-    while (len - pos >= 16) {
-        const unsigned char *h = buf + pos;
-        unsigned long long sec = u32(h, big), frac = u32(h + 4, big);
-        long long incl = (long long)u32(h + 8, big);
-        if (incl > record_limit || pos + 16 + incl > len) break;
-        long long ts = (long long)(sec * 1000000000ull + frac * (unsigned long long)ns_per_tick);
-        if (ts > until_ts || (ts > late_from && late >= budget)) break;
-        int r = take(self, &rs, h + 16, (Py_ssize_t)incl, linktype, ts, number + 1);
-        if (r == FAILED) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-        if (r == STOP) break;
-        pos += 16 + incl;
-        offset += 16 + incl;
-        number += 1;
-        self->taken += 1;
-        if (ts > late_from) late += 1;
-        if (r == TAKEN_FLUSH) {
-            flush = 1;
-            break;
-        }
-    }
-    PyBuffer_Release(&view);
-    return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
-}
+/* where a file's records are and what they hold: classic pcap, or a pcapng section's interfaces */
+typedef struct {
+    int big, pcapng, linktype;
+    long long ns_per_tick, record_limit;
+    PyObject *ifaces; /* pcapng: [(linktype, snaplen, ticks_per_second, offset_s)] */
+} Format;
 
 /* nanoseconds of a pcapng timestamp, as capture._ts_ns computes them; 0 when out of int64 range or
    of a resolution that does not divide a second into whole nanoseconds (the Python stages read it) */
@@ -447,55 +414,74 @@ static int ng_time(unsigned long long ticks, long long tps, long long tsoff, lon
     return 1;
 }
 
-/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts, late_from,
-   late_budget): as run(),
-   over the Enhanced Packet Blocks of a pcapng section; interfaces: [(linktype, snaplen,
-   ticks_per_second, offset_s)] as capture.py keeps them. Any other block stops it. */
-static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t pos;
-    long long number, offset, record_limit, until_ts, late_from, budget, late = 0;
-    int big;
-    PyObject *ifaces;
-    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLL", &view, &pos, &number, &offset, &big, &PyList_Type, &ifaces,
-                          &record_limit, &until_ts, &late_from, &budget))
-        return NULL;
-    const unsigned char *buf = (const unsigned char *)view.buf;
-    Py_ssize_t len = view.len;
+/* the record at buf[pos:len]: 1 and its packet bytes, link type, time and length in the file, or 0
+   when the lane cannot read it (cut short by the buffer's end, damaged, another kind of block) */
+static int record(const Format *f, const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos,
+                  const unsigned char **data, Py_ssize_t *dlen, int *linktype, long long *ts, long long *rlen) {
+    const unsigned char *h = buf + pos;
+    int big = f->big;
+    if (!f->pcapng) {
+        if (len - pos < 16) return 0;
+        unsigned long long sec = u32(h, big), frac = u32(h + 4, big);
+        long long incl = (long long)u32(h + 8, big);
+        if (incl > f->record_limit || pos + 16 + incl > len) return 0;
+        *ts = (long long)(sec * 1000000000ull + frac * (unsigned long long)f->ns_per_tick);
+        *data = h + 16;
+        *dlen = (Py_ssize_t)incl;
+        *linktype = f->linktype;
+        *rlen = 16 + incl;
+        return 1;
+    }
+    if (len - pos < 28 || u32(h, big) != 6) return 0; /* an Enhanced Packet Block, nothing else */
+    long long blen = (long long)u32(h + 4, big);
+    if (blen < 12 || blen % 4 || blen > f->record_limit || pos + blen > len) return 0;
+    const unsigned char *body = h + 8;
+    long long body_len = blen - 12; /* without the trailing copy of the length */
+    if (body_len < 20) return 0;
+    unsigned long iface = u32(body, big);
+    unsigned long long ticks = ((unsigned long long)u32(body + 4, big) << 32) | u32(body + 8, big);
+    long long caplen = (long long)u32(body + 12, big);
+    if ((Py_ssize_t)iface >= PyList_GET_SIZE(f->ifaces) || 20 + caplen > body_len) return 0;
+    PyObject *t = PyList_GET_ITEM(f->ifaces, iface);
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 4) return 0;
+    long lt = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
+    long long tps = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+    long long tsoff = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!ng_time(ticks, tps, tsoff, ts)) return 0;
+    *data = body + 20;
+    *dlen = (Py_ssize_t)caplen;
+    *linktype = (int)lt;
+    *rlen = blen;
+    return 1;
+}
+
+/* take records from pos on, as the module's comment says, for either format */
+static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long number, long long offset,
+                      const Format *f, long long until_ts, long long late_from, long long budget) {
+    const unsigned char *buf = (const unsigned char *)view->buf;
+    Py_ssize_t len = view->len;
     RunState rs;
     memset(&rs, 0, sizeof rs);
     int flush = 0;
-    while (len - pos >= 28) {
-        const unsigned char *h = buf + pos;
-        if (u32(h, big) != 6) break;
-        long long blen = (long long)u32(h + 4, big);
-        if (blen < 12 || blen % 4 || blen > record_limit || pos + blen > len) break;
-        const unsigned char *body = h + 8;
-        long long body_len = blen - 12; /* without the trailing copy of the length */
-        if (body_len < 20) break;
-        unsigned long iface = u32(body, big);
-        unsigned long long ticks = ((unsigned long long)u32(body + 4, big) << 32) | u32(body + 8, big);
-        long long caplen = (long long)u32(body + 12, big);
-        if ((Py_ssize_t)iface >= PyList_GET_SIZE(ifaces) || 20 + caplen > body_len) break;
-        PyObject *t = PyList_GET_ITEM(ifaces, iface);
-        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 4) break;
-        long linktype = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
-        long long tps = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
-        long long tsoff = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            break;
-        }
-        long long ts;
-        if (!ng_time(ticks, tps, tsoff, &ts) || ts > until_ts || (ts > late_from && late >= budget)) break;
-        int r = take(self, &rs, body + 20, (Py_ssize_t)caplen, (int)linktype, ts, number + 1);
+    long long late = 0;
+    const unsigned char *data;
+    Py_ssize_t dlen;
+    int linktype;
+    long long ts, rlen;
+    while (record(f, buf, len, pos, &data, &dlen, &linktype, &ts, &rlen)) {
+        if (ts > until_ts || (ts > late_from && late >= budget)) break;
+        int r = take(self, &rs, data, dlen, linktype, ts, number + 1);
         if (r == FAILED) {
-            PyBuffer_Release(&view);
+            PyBuffer_Release(view);
             return NULL;
         }
         if (r == STOP) break;
-        pos += blen;
-        offset += blen;
+        pos += rlen;
+        offset += rlen;
         number += 1;
         self->taken += 1;
         if (ts > late_from) late += 1;
@@ -504,8 +490,35 @@ static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
             break;
         }
     }
-    PyBuffer_Release(&view);
+    PyBuffer_Release(view);
     return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
+}
+
+static PyObject *Lane_run(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, until_ts, late_from, budget;
+    Format f = {0};
+    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLL", &view, &pos, &number, &offset, &f.linktype, &f.ns_per_tick, &f.big,
+                          &f.record_limit, &until_ts, &late_from, &budget))
+        return NULL;
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget);
+}
+
+/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts, late_from,
+   late_budget): as run(), over the Enhanced Packet Blocks of a pcapng section; interfaces:
+   [(linktype, snaplen, ticks_per_second, offset_s)] as capture.py keeps them. Any other block
+   stops it. */
+static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, until_ts, late_from, budget;
+    Format f = {0};
+    f.pcapng = 1;
+    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLL", &view, &pos, &number, &offset, &f.big, &PyList_Type, &f.ifaces,
+                          &f.record_limit, &until_ts, &late_from, &budget))
+        return NULL;
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget);
 }
 
 static PyMethodDef Lane_methods[] = {
