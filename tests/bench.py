@@ -151,9 +151,10 @@ def copies(path: Path, broker: int, n: int) -> Path:
     out = OUT / f"copies{n}.pcap"
     if out.exists():
         return out
-    from spark_kafkawire.capture import CaptureReader
-
     import dpkt
+    from damage import moved_ports
+
+    from spark_kafkawire.capture import CaptureReader
 
     pkts = list(CaptureReader(str(path)))
     span = pkts[-1].ts_ns - pkts[0].ts_ns + 1_000_000_000
@@ -161,14 +162,7 @@ def copies(path: Path, broker: int, n: int) -> Path:
         w = dpkt.pcap.Writer(f, linktype=1, nano=True, snaplen=262144)
         for i in range(n):
             for p in pkts:
-                d = bytearray(p.data)
-                tcp = 14 + (d[14] & 0x0F) * 4
-                for at in (tcp, tcp + 2):
-                    port = struct.unpack_from("!H", d, at)[0]
-                    if port != broker:  # client ports move; never onto the broker's
-                        moved = (port - 1024 + 97 * i) % 64000 + 1024
-                        struct.pack_into("!H", d, at, moved + 1 if moved == broker else moved)
-                w.writepkt(bytes(d), ts=(p.ts_ns + i * span) / 1e9)
+                w.writepkt(moved_ports(p.data, broker, i, stride=97), ts=(p.ts_ns + i * span) / 1e9)
     return out
 
 

@@ -92,6 +92,19 @@ def dropped(packets, linktype, rng, share=0.01):
     return [p for i, p in enumerate(packets) if i not in lost], sorted(lost)
 
 
+def moved_ports(data: bytes, broker: int, copy: int, stride: int = 131) -> bytes:
+    """An Ethernet/IPv4/TCP packet of copy number ``copy`` of a capture: its client port moved, never
+    onto the broker's, so that copies are connections of their own."""
+    d = bytearray(data)
+    tcp = 14 + (d[14] & 0x0F) * 4
+    for at in (tcp, tcp + 2):
+        port = struct.unpack_from("!H", d, at)[0]
+        if port != broker:
+            moved = (port - 1024 + stride * copy) % 60000 + 1024
+            struct.pack_into("!H", d, at, moved + 1 if moved == broker else moved)
+    return bytes(d)
+
+
 def interleaved(samples: Path, path: Path, copies: int = 12) -> Path:
     """``copies`` copies of each Ethernet sample capture (MTU-segmented Produce and Fetch, admin and
     transactions, SASL logins, kcat), on other client ports and interleaved in time, so that dozens
@@ -110,13 +123,7 @@ def interleaved(samples: Path, path: Path, copies: int = 12) -> Path:
         start, span = pkts[0].ts_ns, pkts[-1].ts_ns - pkts[0].ts_ns
         for i in range(copies):
             for p in pkts:
-                d = bytearray(p.data)
-                tcp = 14 + (d[14] & 0x0F) * 4
-                for at in (tcp, tcp + 2):
-                    port = struct.unpack_from("!H", d, at)[0]
-                    if port != broker:
-                        struct.pack_into("!H", d, at, (port - 1024 + 131 * i) % 60000 + 1024)
-                out.append((1_700_000_000 + (p.ts_ns - start + i * span // 5) / 1e9, bytes(d)))
+                out.append((1_700_000_000 + (p.ts_ns - start + i * span // 5) / 1e9, moved_ports(p.data, broker, i)))
     out.sort(key=lambda x: x[0])
     rng = random.Random(7)
     out, _lost = dropped(out, dpkt.pcap.DLT_EN10MB, rng)
