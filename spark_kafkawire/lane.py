@@ -2,10 +2,10 @@
 
 Most packets of a Kafka capture are the next in-order bytes of a connection already followed, or a
 pure acknowledgement. ``_lane`` (a C extension built when the package is installed, see
-``_lane.c``) takes those straight from the classic pcap records and does exactly what the Python
-stages (capture -> packets -> tcp -> frames) would do with them, on the same objects; every other
-packet (a new connection, SYN/FIN/RST, a hole, a damaged record, pcapng, a link layer it does not
-know) is left to the Python stages. The results are the same either way (tests/test_lane.py reads
+``_lane.c``) takes those straight from classic pcap records and pcapng Enhanced Packet Blocks and
+does exactly what the Python stages (capture -> packets -> tcp -> frames) would do with them, on
+the same objects; every other packet (a new connection, SYN/FIN/RST, a hole, a damaged record, a
+link layer it does not know) is left to the Python stages. The results are the same either way (tests/test_lane.py reads
 every capture both ways); only the time differs.
 
 Without a C compiler at install time the extension is not built and everything runs in Python.
