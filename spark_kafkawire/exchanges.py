@@ -86,6 +86,8 @@ TLS_CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "T
 TLS_MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
+LEARNED = 256  # bodies remembered for the topic ids they teach (see Decoder._learn)
+LEARNED_BYTES = 1 << 20  # the largest such body remembered
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
 
 _I32 = Struct("!i")
@@ -183,6 +185,9 @@ class Decoder:
         self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
         self.ending = False  # set while the capture's end flushes open connections
         self.topic_ids: dict[str, str] = {}  # topic id -> name, from responses seen so far
+        # what bodies decoded only for their topic ids taught, by their bytes: a client asks for
+        # the same metadata again and again, and a share need not decode each answer anew
+        self.learned: dict[tuple[int, int, bytes], dict[str, str]] = {}
 
     def _mine(self) -> bool:
         """Are the rows beginning here this decoder's share? (Asked once for each, in every share.)"""
@@ -425,11 +430,12 @@ class Decoder:
         body = err = facts = None
         try:
             _corr, pos = parse_response_header(frame.data, hv)
-            if hv is not None and self.decode_bodies and \
-                    (not req.skip or always_decode(h.api_key, h.api_version, False)):
+            if hv is not None and self.decode_bodies and not req.skip:
                 body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
                 if facts is not None:
                     self.topic_ids.update(facts.topic_ids)
+            elif hv is not None and self.decode_bodies and always_decode(h.api_key, h.api_version, False):
+                self._learn(st, h, frame, pos)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"
         if req.skip:
@@ -442,6 +448,25 @@ class Decoder:
         elif not (req.frame.complete and frame.complete):
             status, detail = TRUNCATED, "cut short by a gap in the capture or its end"
         self._emit(st, req, resp, status, detail)
+
+    def _learn(self, st: _ConnState, h: RequestHeader, frame: Frame, pos: int) -> None:
+        """A response no row of this decoder shows, decoded for the state it teaches. Topic ids are
+        remembered by the body's bytes (up to LEARNED entries of at most LEARNED_BYTES each); bodies
+        with secrets are decoded every time (the connection's secrets are collected from them)."""
+        if not frame.complete or h.api_key in schemas().secret_apis or len(frame.data) - pos > LEARNED_BYTES:
+            _body, _err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
+            if facts is not None:
+                self.topic_ids.update(facts.topic_ids)
+            return
+        key = (h.api_key, h.api_version, frame.data[pos:])
+        ids = self.learned.get(key)
+        if ids is None:
+            _body, _err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
+            ids = facts.topic_ids if facts is not None else {}
+            if len(self.learned) >= LEARNED:
+                self.learned.clear()
+            self.learned[key] = ids
+        self.topic_ids.update(ids)
 
     def _emit(self, st: _ConnState, req: Request | None, resp: Response | None, status: str,
               detail: str | None) -> None:

@@ -106,6 +106,25 @@ def test_a_share_decodes_only_its_bodies(large, monkeypatch):
     assert 0 < calls[0] < 0.6 * whole
 
 
+def test_a_share_decodes_a_repeated_metadata_answer_once(large, monkeypatch):
+    """Responses every share decodes for the topic ids they teach (Metadata) are remembered by their
+    bytes: a share decodes the repeated answers that are not its rows once, not each time (the
+    capture holds 12 copies of each sample, so each answer comes a dozen times)."""
+    calls = [0]
+    real = exchanges_module.decode_with_facts
+
+    def counting(api_key, version, request, *a, **k):
+        calls[0] += api_key == 3 and not request
+        return real(api_key, version, request, *a, **k)
+
+    monkeypatch.setattr(exchanges_module, "decode_with_facts", counting)
+    rows(large, "exchanges")
+    whole, calls[0] = calls[0], 0
+    rows(large, "exchanges", (0, 2))
+    assert whole > 50
+    assert calls[0] < 0.65 * whole  # its own half, and the others' distinct answers once
+
+
 def test_share_must_be_within_its_count():
     with pytest.raises(ValueError, match=r"share \(2, 2\)"):
         list(iter_batches(str(SAMPLE_FILES[0]), {}, None, (2, 2)))
