@@ -77,8 +77,9 @@ class CaptureReader:
         self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
         self.format = ""
-        # the fast lane (lane.py): takes the packets it can from classic pcap records itself; the
-        # reader then yields None where the rows it made must be handed on before the next packet
+        # the fast lane (lane.py): takes the packets it can from pcap records and pcapng packet
+        # blocks itself; the reader then yields None where the rows it made must be handed on
+        # before the next packet
         self.lane = None
 
     def __iter__(self) -> Iterator[Packet]:

@@ -87,7 +87,7 @@ TLS_MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
 LEARNED = 256  # bodies remembered for the topic ids they teach (see Decoder._learn)
-LEARNED_BYTES = 1 << 20  # the largest such body remembered
+LEARNED_BYTES = 64 << 10  # the largest such body remembered (at most 16 MiB in all)
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
 
 _I32 = Struct("!i")
@@ -450,19 +450,19 @@ class Decoder:
         self._emit(st, req, resp, status, detail)
 
     def _learn(self, st: _ConnState, h: RequestHeader, frame: Frame, pos: int) -> None:
-        """A response no row of this decoder shows, decoded for the state it teaches. Topic ids are
-        remembered by the body's bytes (up to LEARNED entries of at most LEARNED_BYTES each); bodies
-        with secrets are decoded every time (the connection's secrets are collected from them)."""
-        if not frame.complete or h.api_key in schemas().secret_apis or len(frame.data) - pos > LEARNED_BYTES:
-            _body, _err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
-            if facts is not None:
-                self.topic_ids.update(facts.topic_ids)
-            return
-        key = (h.api_key, h.api_version, frame.data[pos:])
-        ids = self.learned.get(key)
-        if ids is None:
-            _body, _err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
-            ids = facts.topic_ids if facts is not None else {}
+        """A response no row of this decoder shows, decoded for the state it teaches. Its topic ids
+        are remembered by the body's bytes (at most LEARNED bodies of up to LEARNED_BYTES each);
+        bodies with secrets are decoded every time (the connection's secrets are collected there)."""
+        key = None
+        if frame.complete and h.api_key not in schemas().secret_apis and len(frame.data) - pos <= LEARNED_BYTES:
+            key = (h.api_key, h.api_version, frame.data[pos:])
+            ids = self.learned.get(key)
+            if ids is not None:
+                self.topic_ids.update(ids)
+                return
+        _body, _err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
+        ids = facts.topic_ids if facts is not None else {}
+        if key is not None:
             if len(self.learned) >= LEARNED:
                 self.learned.clear()
             self.learned[key] = ids
