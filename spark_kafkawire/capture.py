@@ -115,6 +115,31 @@ class CaptureReader:
             self.stream_error = f"compressed stream unreadable: {e}"
             return b""
 
+    def _refill(self, f: BinaryIO, buf: bytearray, view: memoryview, pos: int, end: int,
+                need: int) -> tuple[bytearray, memoryview, int]:
+        """The read-ahead buffer: moves its unread bytes buf[pos:end] to the front and reads after
+        them into it (as much as fits, at least ``need`` bytes in all unless the file ends first).
+        One buffer refilled in place: a chunk costs the read's own copy and no new allocation.
+        Returns (buffer, its view, end of the bytes in it); they now start at 0."""
+        keep = end - pos
+        if need > len(buf):  # a record larger than the buffer: a larger one
+            grown = bytearray(max(need, 2 * len(buf)))
+            grown[:keep] = view[pos:end]
+            buf, view = grown, memoryview(grown)
+        elif keep and pos:
+            view[:keep] = bytes(view[pos:end])
+        end = keep
+        while end < need:
+            try:
+                got = f.readinto(view[end:])
+            except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
+                self.stream_error = f"compressed stream unreadable: {e}"
+                got = 0
+            if not got:
+                break
+            end += got
+        return buf, view, end
+
     # -- classic pcap ------------------------------------------------------------------------
     def _pcap(self, f: BinaryIO, magic: bytes) -> Iterator[Packet]:
         endian, ns_per_tick = PCAP_MAGICS[magic]
@@ -129,25 +154,26 @@ class CaptureReader:
         number = 0
         limit = max(snaplen, 262144) if snaplen else MAX_RECORD
         limit = min(limit, MAX_RECORD)
-        read = self._read
+        refill = self._refill
         unpack = rec.unpack_from
-        chunk = READ_CHUNK
-        buf = b""  # bytes read ahead (records are cut from it: one read per chunk, not two per record)
-        pos = 0
+        # bytes read ahead: records are cut from buf[pos:end] (one read per chunk, not two per record)
+        buf = bytearray(2 * READ_CHUNK)
+        view = memoryview(buf)
+        pos = end = 0
         lane = self.lane
         big = endian == ">"
         while True:
             if lane is not None:
-                pos, number, offset, flush = lane.pcap(buf, pos, number, offset, linktype, ns_per_tick, big, limit)
+                pos, number, offset, flush = lane.pcap(view[:end], pos, number, offset, linktype, ns_per_tick, big,
+                                                       limit)
                 if flush:
                     yield None  # type: ignore[misc]
                     continue
-            if len(buf) - pos < 16:
-                more = read(f, chunk)
-                buf = buf[pos:] + more
+            if end - pos < 16:
+                buf, view, end = refill(f, buf, view, pos, end, 16)
                 pos = 0
             number += 1
-            n = len(buf) - pos
+            n = end - pos
             if not n:
                 if self.stream_error:
                     self._damaged(number, offset, "file ends")
@@ -159,18 +185,18 @@ class CaptureReader:
             if incl > limit:
                 self._damaged(number, offset, f"corrupt record header (captured length {incl})")
                 return
-            end = pos + 16 + incl
-            if end > len(buf):
-                more = read(f, max(chunk, end - len(buf)))
-                buf = buf[pos:] + more
-                end -= pos
+            stop = pos + 16 + incl
+            if stop > end:
+                buf, view, end = refill(f, buf, view, pos, end, 16 + incl)
+                stop -= pos
                 pos = 0
-                if end > len(buf):
+                if stop > end:
                     self._damaged(number, offset, "file ends inside a packet")
                     return
-            yield Packet(number, sec * 1_000_000_000 + frac * ns_per_tick, linktype, buf[pos + 16 : end], orig)
+            yield Packet(number, sec * 1_000_000_000 + frac * ns_per_tick, linktype, view[pos + 16 : stop].tobytes(),
+                         orig)
             offset += 16 + incl
-            pos = end
+            pos = stop
 
     # -- pcapng ------------------------------------------------------------------------------
     def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet]:
@@ -181,24 +207,27 @@ class CaptureReader:
         number = 0
         pending_type = first
         lane = self.lane
-        buf = b""  # bytes read ahead: one read per chunk, blocks are cut from it
-        pos = 0
+        # bytes read ahead: one read per chunk, blocks are cut from buf[pos:end]
+        buf = bytearray(2 * READ_CHUNK)
+        view = memoryview(buf)
+        pos = end = 0
 
         def read(f: BinaryIO, n: int) -> bytes:  # n bytes, fewer only where the file or stream ends
-            nonlocal buf, pos
-            if len(buf) - pos < n:
-                buf = buf[pos:] + self._read(f, max(READ_CHUNK, n - (len(buf) - pos)))
+            nonlocal buf, view, pos, end
+            if end - pos < n:
+                buf, view, end = self._refill(f, buf, view, pos, end, n)
                 pos = 0
-            out = buf[pos : pos + n]
+            out = view[pos : min(end, pos + n)].tobytes()
             pos += len(out)
             return out
 
         while True:
             if lane is not None and pending_type is None and ifaces:
-                if len(buf) - pos < 1 << 16:
-                    buf = buf[pos:] + self._read(f, READ_CHUNK)
+                if end - pos < 1 << 16:
+                    buf, view, end = self._refill(f, buf, view, pos, end, READ_CHUNK)
                     pos = 0
-                pos, number, offset, flush = lane.pcapng(buf, pos, number, offset, endian == ">", ifaces, MAX_RECORD)
+                pos, number, offset, flush = lane.pcapng(view[:end], pos, number, offset, endian == ">", ifaces,
+                                                         MAX_RECORD)
                 if flush:
                     yield None  # type: ignore[misc]
                     continue
