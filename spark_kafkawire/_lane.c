@@ -12,8 +12,10 @@
  *     existing, open, opened connection; no SYN/FIN/RST; the direction's next bytes in order, all
  *     captured, nothing queued in either direction), and the effect is theirs, slot for slot:
  *     Connection.last_ts, the live order (OrderedDict.move_to_end), HalfStream.last_ts/captured/nxt,
- *     and the Framer's buffer when the bytes fall inside a frame in progress (otherwise the
- *     Framer's own data() is called, as HalfStream.feed calls it); or
+ *     and the Framer's: its buffer when the bytes fall inside a frame in progress; when they
+ *     complete or start frames of a framer that knows where frames start, Framer._frames' loop
+ *     (accounting, the frame in progress, a Frame for each whole one handed to its on_frame);
+ *     otherwise the Framer's own data() is called, as HalfStream.feed calls it; or
  *   - stops before it (anything else: a new connection, a flag, a hole, a damaged record, a link
  *     or network layer not listed here, a time past until_ts, the packet after late_budget packets
  *     timed past late_from): the Python stages read it.
@@ -41,17 +43,19 @@ typedef struct {
     PyObject *table;    /* dict: (src, sport, dst, dport) -> (Connection, direction) */
     PyObject *live;     /* OrderedDict of open connections, least recently used first */
     PyObject *rows;     /* the row builder: count and backlog tell when batches are due */
-    PyObject *conn_type, *half_type, *framer_type;
+    PyObject *conn_type, *half_type, *framer_type, *frame_type, *acct_type;
     PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
-    long long batch_limit;
+    long long batch_limit, min_frame;
     long long taken;    /* packets taken so far (the tests check the lane is used) */
     /* slot offsets, from the classes' member descriptors */
     Py_ssize_t c_done, c_self, c_opened, c_last_ts, c_halves;
     Py_ssize_t h_base, h_nxt, h_pending, h_captured, h_last_ts, h_sink;
     Py_ssize_t f_rest_to, f_buf, f_target, f_pos;
+    Py_ssize_t f_on_frame, f_max_frame, f_synced, f_first, f_disabled, f_acct, f_ts, f_num, f_off;
+    Py_ssize_t a_frames, a_frame_bytes;
 } Lane;
 
-static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog;
+static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog, *s_frames;
 
 static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
     PyObject *d = PyObject_GetAttrString(cls, name);
@@ -88,15 +92,27 @@ static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->conn_type);
     Py_XDECREF(self->half_type);
     Py_XDECREF(self->framer_type);
+    Py_XDECREF(self->frame_type);
+    Py_XDECREF(self->acct_type);
     Py_XDECREF(self->ports);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
-    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft;
-    long long limit;
-    if (!PyArg_ParseTuple(args, "O!OOLOOOO", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht, &ft))
+    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft, *frt, *at;
+    long long limit, min_frame;
+    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OL", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht, &ft,
+                          &PyType_Type, &frt, &at, &min_frame))
         return -1;
+    /* Frame: a tuple of six (ts_ns, number, offset, size, data, complete), made as tuple.__new__ would */
+    PyObject *fields = PyObject_GetAttrString(frt, "_fields");
+    if (fields == NULL) return -1;
+    int six = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 6;
+    Py_DECREF(fields);
+    if (!six || !PyType_IsSubtype((PyTypeObject *)frt, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Frame: a named tuple of six fields");
+        return -1;
+    }
     if (ports != Py_None && (!PyBytes_Check(ports) || PyBytes_GET_SIZE(ports) != 8192)) {
         PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
         return -1;
@@ -108,7 +124,12 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
         slot_offset(ht, "captured", &self->h_captured) || slot_offset(ht, "last_ts", &self->h_last_ts) ||
         slot_offset(ht, "sink", &self->h_sink) || slot_offset(ft, "rest_to", &self->f_rest_to) ||
         slot_offset(ft, "buf", &self->f_buf) || slot_offset(ft, "target", &self->f_target) ||
-        slot_offset(ft, "pos", &self->f_pos))
+        slot_offset(ft, "pos", &self->f_pos) || slot_offset(ft, "on_frame", &self->f_on_frame) ||
+        slot_offset(ft, "max_frame", &self->f_max_frame) || slot_offset(ft, "synced", &self->f_synced) ||
+        slot_offset(ft, "first", &self->f_first) || slot_offset(ft, "disabled", &self->f_disabled) ||
+        slot_offset(ft, "acct", &self->f_acct) || slot_offset(ft, "f_ts", &self->f_ts) ||
+        slot_offset(ft, "f_num", &self->f_num) || slot_offset(ft, "f_off", &self->f_off) ||
+        slot_offset(at, "frames", &self->a_frames) || slot_offset(at, "frame_bytes", &self->a_frame_bytes))
         return -1;
 #define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
     KEEP(table, table);
@@ -118,8 +139,11 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
     KEEP(conn_type, ct);
     KEEP(half_type, ht);
     KEEP(framer_type, ft);
+    KEEP(frame_type, frt);
+    KEEP(acct_type, at);
 #undef KEEP
     self->batch_limit = limit;
+    self->min_frame = min_frame;
     return 0;
 }
 
@@ -220,6 +244,177 @@ static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
 }
 
 static int empty_list(PyObject *v) { return v != NULL && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0; }
+
+/* a Frame(ts, number, offset, size, data, True), taking the references to off, size and data */
+static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *off, PyObject *size, PyObject *data) {
+    PyObject *f = NULL;
+    if (off != NULL && size != NULL && data != NULL)
+        f = ((PyTypeObject *)self->frame_type)->tp_alloc((PyTypeObject *)self->frame_type, 6);
+    if (f == NULL) {
+        Py_XDECREF(off);
+        Py_XDECREF(size);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    Py_INCREF(ts);
+    Py_INCREF(num);
+    Py_INCREF(Py_True);
+    PyTuple_SET_ITEM(f, 0, ts);
+    PyTuple_SET_ITEM(f, 1, num);
+    PyTuple_SET_ITEM(f, 2, off);
+    PyTuple_SET_ITEM(f, 3, size);
+    PyTuple_SET_ITEM(f, 4, data);
+    PyTuple_SET_ITEM(f, 5, Py_True);
+    return f;
+}
+
+/* the framer as _frames found it: synced, enabled, nothing held back by a gap, this buffer */
+static int framing_as_before(Lane *self, PyObject *fr, PyObject *buf) {
+    long long rest = -1;
+    return SLOT(fr, self->f_buf) == buf && SLOT(fr, self->f_synced) == Py_True &&
+           SLOT(fr, self->f_disabled) == Py_False && !int_slot(SLOT(fr, self->f_rest_to), &rest) && rest == 0;
+}
+
+/* size field of a frame: 4 bytes, the first `had` of them in the frame buffer */
+static long long size_field(PyObject *buf, Py_ssize_t had, const unsigned char *c) {
+    unsigned char b[4];
+    memcpy(b, PyByteArray_AS_STRING(buf), had);
+    memcpy(b + had, c, 4 - had);
+    return (long long)(int32_t)u32be(b);
+}
+
+/* Framer.data(chunk) of a framer that knows where frames start (its _frames loop), in C: 1 done, 0
+   when the Python method must take the chunk (nothing has been changed: the framer is in another
+   state, or a size field the chunk completes is out of bounds, which loses sync), -1 error. */
+static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssize_t n, PyObject *ts, PyObject *num) {
+    long long target, fpos, maxf;
+    PyObject *buf = SLOT(fr, self->f_buf), *acct = SLOT(fr, self->f_acct), *on_frame = SLOT(fr, self->f_on_frame);
+    if (SLOT(fr, self->f_first) != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
+        !framing_as_before(self, fr, buf) || acct == NULL || !Py_IS_TYPE(acct, (PyTypeObject *)self->acct_type) ||
+        on_frame == NULL || int_slot(SLOT(fr, self->f_target), &target) ||
+        int_slot(SLOT(fr, self->f_pos), &fpos) || int_slot(SLOT(fr, self->f_max_frame), &maxf))
+        return 0;
+    /* first, without changing anything: every size field the chunk completes is within bounds */
+    Py_ssize_t p = 0, held = PyByteArray_GET_SIZE(buf);
+    long long tg = target;
+    if (held > 0 && (tg < 4 || (tg == 4 && held >= 4) || held >= tg)) return 0;
+    while (p < n) {
+        long long size;
+        if (held == 0) {
+            if (n - p < 4) break;
+            size = (long long)(int32_t)u32be(c + p);
+            if (size < self->min_frame || size > maxf) return 0;
+            if (n - p - 4 < size) break;
+            p += 4 + size;
+            continue;
+        }
+        if ((long long)(n - p) < tg - held) break; /* the frame in progress goes on after the chunk */
+        if (tg == 4) {
+            size = size_field(buf, held, c + p);
+            if (size < self->min_frame || size > maxf) return 0;
+            p += 4 - held;
+            held = 4;
+            tg = 4 + size;
+            continue;
+        }
+        p += tg - held;
+        held = 0;
+        tg = 4;
+    }
+    /* then the loop's effects, in its order */
+    if (add_slot(fr, self->f_pos, fpos, n) < 0) return -1;
+    long long frames, fbytes;
+    p = 0;
+    while (p < n) {
+        if (p > 0 && !framing_as_before(self, fr, buf)) { /* an on_frame changed the framer: its way */
+            PyObject *rest = PyBytes_FromStringAndSize((const char *)c + p, n - p);
+            PyObject *at = PyLong_FromLongLong(fpos + p);
+            PyObject *r = rest && at ? PyObject_CallMethodObjArgs(fr, s_frames, rest, ts, num, at, NULL) : NULL;
+            Py_XDECREF(rest);
+            Py_XDECREF(at);
+            if (r == NULL) return -1;
+            Py_DECREF(r);
+            return 1;
+        }
+        held = PyByteArray_GET_SIZE(buf);
+        if (int_slot(SLOT(acct, self->a_frames), &frames) || int_slot(SLOT(acct, self->a_frame_bytes), &fbytes)) {
+            PyErr_SetString(PyExc_RuntimeError, "frame accounting is not an int");
+            return -1;
+        }
+        if (held == 0) { /* a frame starts at p */
+            long long size = 0;
+            if (n - p >= 4) {
+                size = (long long)(int32_t)u32be(c + p);
+                if (n - p - 4 >= size) { /* the whole frame is in this chunk */
+                    if (add_slot(acct, self->a_frames, frames, 1) < 0 ||
+                        add_slot(acct, self->a_frame_bytes, fbytes, 4 + size) < 0)
+                        return -1;
+                    PyObject *f = new_frame(self, ts, num, PyLong_FromLongLong(fpos + p), PyLong_FromLongLong(size),
+                                            PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size));
+                    if (f == NULL) return -1;
+                    PyObject *r = PyObject_CallOneArg(on_frame, f);
+                    Py_DECREF(f);
+                    if (r == NULL) return -1;
+                    Py_DECREF(r);
+                    p += 4 + size;
+                    continue;
+                }
+            }
+            PyObject *tv = PyLong_FromLongLong(n - p >= 4 ? 4 + size : 4);
+            PyObject *off = PyLong_FromLongLong(fpos + p);
+            if (tv == NULL || off == NULL) {
+                Py_XDECREF(tv);
+                Py_XDECREF(off);
+                return -1;
+            }
+            set_slot(fr, self->f_target, tv);
+            Py_INCREF(ts);
+            set_slot(fr, self->f_ts, ts);
+            Py_INCREF(num);
+            set_slot(fr, self->f_num, num);
+            set_slot(fr, self->f_off, off);
+            if (PyByteArray_Resize(buf, n - p) < 0) return -1;
+            memcpy(PyByteArray_AS_STRING(buf), c + p, n - p);
+            return 1;
+        }
+        /* continue the frame in progress */
+        if (int_slot(SLOT(fr, self->f_target), &tg)) {
+            PyErr_SetString(PyExc_RuntimeError, "frame target is not an int");
+            return -1;
+        }
+        Py_ssize_t take = tg - held < n - p ? (Py_ssize_t)(tg - held) : n - p;
+        if (PyByteArray_Resize(buf, held + take) < 0) return -1;
+        memcpy(PyByteArray_AS_STRING(buf) + held, c + p, take);
+        p += take;
+        if (held + take < tg) return 1;
+        if (tg == 4) { /* its size field is now complete (checked above) */
+            PyObject *tv = PyLong_FromLongLong(4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf)));
+            if (tv == NULL) return -1;
+            set_slot(fr, self->f_target, tv);
+            continue;
+        }
+        if (add_slot(acct, self->a_frames, frames, 1) < 0 || add_slot(acct, self->a_frame_bytes, fbytes, tg) < 0)
+            return -1;
+        PyObject *ft = SLOT(fr, self->f_ts), *fn = SLOT(fr, self->f_num), *fo = SLOT(fr, self->f_off);
+        if (ft == NULL || fn == NULL || fo == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "frame in progress without its start");
+            return -1;
+        }
+        Py_INCREF(fo);
+        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4),
+                                PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + 4, (Py_ssize_t)(tg - 4)));
+        if (f == NULL) return -1;
+        PyObject *r = PyObject_CallOneArg(on_frame, f);
+        Py_DECREF(f);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        if (PyByteArray_Resize(buf, 0) < 0) return -1;
+        PyObject *four = PyLong_FromLong(4);
+        if (four == NULL) return -1;
+        set_slot(fr, self->f_target, four);
+    }
+    return 1;
+}
 
 /* one packet's captured bytes d[0:dl]: TAKEN, TAKEN_FLUSH, STOP or FAILED */
 static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
@@ -355,18 +550,29 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         memcpy(PyByteArray_AS_STRING(fbuf) + had, payload, wire_len);
         if (add_slot(sink, self->f_pos, fpos, wire_len) < 0) goto fail;
     } else {
-        PyObject *chunk = PyBytes_FromStringAndSize((const char *)payload, wire_len);
         PyObject *num = PyLong_FromLongLong(number);
-        if (chunk == NULL || num == NULL) {
-            Py_XDECREF(chunk);
-            Py_XDECREF(num);
+        if (num == NULL) goto fail;
+        int framed = Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type) ?
+            frame_chunk(self, sink, payload, wire_len, ts, num) : 0;
+        if (framed < 0) {
+            Py_DECREF(num);
             goto fail;
         }
-        PyObject *r = PyObject_CallMethodObjArgs(sink, s_data, chunk, ts, num, NULL);
-        Py_DECREF(chunk);
+        if (!framed) {
+            PyObject *chunk = PyBytes_FromStringAndSize((const char *)payload, wire_len);
+            if (chunk == NULL) {
+                Py_DECREF(num);
+                goto fail;
+            }
+            PyObject *r = PyObject_CallMethodObjArgs(sink, s_data, chunk, ts, num, NULL);
+            Py_DECREF(chunk);
+            if (r == NULL) {
+                Py_DECREF(num);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
         Py_DECREF(num);
-        if (r == NULL) goto fail;
-        Py_DECREF(r);
         /* rows may have been made: the caller hands full batches on before the next packet */
         PyObject *count = PyObject_GetAttr(self->rows, s_count);
         if (count == NULL) goto fail;
@@ -537,7 +743,8 @@ static PyTypeObject LaneType = {
     .tp_name = "spark_kafkawire._lane.Lane",
     .tp_basicsize = sizeof(Lane),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Lane(table, live, rows, batch_limit, ports_bitmap, Connection, HalfStream, Framer)",
+    .tp_doc = "Lane(table, live, rows, batch_limit, ports_bitmap, Connection, HalfStream, Framer, Frame, Accounting, "
+              "min_frame)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Lane_init,
     .tp_dealloc = (destructor)Lane_dealloc,
@@ -553,7 +760,8 @@ PyMODINIT_FUNC PyInit__lane(void) {
     s_data = PyUnicode_InternFromString("data");
     s_count = PyUnicode_InternFromString("count");
     s_backlog = PyUnicode_InternFromString("backlog");
-    if (!s_move_to_end || !s_data || !s_count || !s_backlog) return NULL;
+    s_frames = PyUnicode_InternFromString("_frames");
+    if (!s_move_to_end || !s_data || !s_count || !s_backlog || !s_frames) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&LaneType);

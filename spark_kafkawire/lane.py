@@ -15,7 +15,7 @@ Without a C compiler at install time the extension is not built and everything r
 from __future__ import annotations
 
 import os
-from .frames import Framer
+from .frames import MIN_FRAME, Accounting, Frame, Framer
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
 
 try:
@@ -49,7 +49,8 @@ class FastLane:
             for p in reasm.ports:
                 bits[p >> 3] |= 1 << (p & 7)
             bitmap = bytes(bits)
-        self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer)
+        self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
+                               Frame, Accounting, MIN_FRAME)
         self.ended = reasm.ended
         self.most = reasm.max_connections
         self.late_from = NEVER if stop_from is None else stop_from

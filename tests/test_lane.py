@@ -9,6 +9,7 @@ packets (most of them, where the capture is clean), so that no comparison holds 
 lane stood aside.
 """
 
+import dataclasses
 import gzip
 import socket
 import struct
@@ -100,6 +101,68 @@ def large(tmp_path_factory) -> Path:
 def test_damaged_interleaved_capture_reads_the_same(monkeypatch, large, shape):
     taken = both_ways(monkeypatch, large, shape)
     assert taken > packets(large) * 0.5
+
+
+def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
+    """Every frame handed to the decoder (with its connection and direction, every field) and each
+    framer's accounting at its connection's end, read with the lane and without; the same both
+    ways. Returns them and the framers' Python loop calls (_frames) with the lane and without."""
+    from spark_kafkawire import exchanges, frames
+
+    seen: list = []
+    loops = [0]
+    real_frame, real_closed, real_loop = exchanges.Decoder._frame, exchanges.Decoder.closed, frames.Framer._frames
+
+    def frame(self, st, d, f):
+        seen.append((st.conn.a, st.conn.b, d, tuple(f)))
+        return real_frame(self, st, d, f)
+
+    def closed(self, conn):
+        if conn.state is not None:
+            seen.append((conn.a, conn.b, [dataclasses.astuple(f.acct) for f in conn.state.framers]))
+        return real_closed(self, conn)
+
+    def loop(self, *a):
+        loops[0] += 1
+        return real_loop(self, *a)
+
+    monkeypatch.setattr(exchanges.Decoder, "_frame", frame)
+    monkeypatch.setattr(exchanges.Decoder, "closed", closed)
+    monkeypatch.setattr(frames.Framer, "_frames", loop)
+    runs = []
+    for pure in (False, True):
+        if pure:
+            monkeypatch.setenv("KAFKAWIRE_PURE_PYTHON", "1")
+        else:
+            monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON", raising=False)
+        seen.clear()
+        loops[0] = 0
+        for _ in iter_batches(str(path), _opts("exchanges", **more)):
+            pass
+        runs.append((list(seen), loops[0]))
+    monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON")
+    (fast, fast_loops), (pure, pure_loops) = runs
+    assert len(fast) == len(pure), f"{path.name}: {len(fast)} frames and ends with the lane, {len(pure)} without"
+    for i, (a, b) in enumerate(zip(fast, pure)):
+        assert a == b, f"{path.name}: item {i} differs:\nlane {a}\npure {b}"
+    return fast, fast_loops, pure_loops
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES + PUBLIC_FILES, ids=lambda p: p.name)
+def test_the_lane_cuts_the_same_frames(monkeypatch, path):
+    """Where the lane cuts frames itself (in-order bytes of a stream whose frame starts are known),
+    each frame has the time, packet number, stream offset, size and bytes the Python framer gives
+    it, and the framers' accounting ends the same."""
+    seen, fast_loops, pure_loops = frames_both_ways(monkeypatch, path)
+    assert any(len(x) == 4 for x in seen) or "sasl" in path.name or "tls" in path.name
+
+
+def test_the_lane_cuts_the_same_frames_of_a_damaged_capture(monkeypatch, large):
+    """Holes, reordering and duplicates in between: the lane hands each stream back to the Python
+    framer and takes it again, and the frames are still the same; most are cut by the lane."""
+    seen, fast_loops, pure_loops = frames_both_ways(monkeypatch, large)
+    assert sum(len(x) == 4 for x in seen) > 1000
+    assert fast_loops < pure_loops / 3, (fast_loops, pure_loops)
 
 
 @pytest.mark.parametrize("more", [
