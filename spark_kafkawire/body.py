@@ -471,20 +471,43 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: bytes, po
     return _with_version(_decode(s, api_key, version, request, data, pos, opts), version)
 
 
+#: leading fields read so far: (api_key, version, request, name) -> {length of the bytes read:
+#: {those bytes: the value}}; the same bytes from the body's start give the same value
+_LEADING: dict[tuple, dict[int, dict[bytes, object]]] = {}
+_MISSING = object()
+LEADING_KEPT = 1024  # values remembered in all (the bytes come from the capture: bounded)
+_leading_count = 0
+
+
 def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: int, name: str):
     """The value of top-level field ``name`` read by itself: the fields before it are read, nothing
     after (a Produce request's Acks without its records). None when the layout has no such field
-    or the bytes do not hold it."""
+    or the bytes do not hold it. A client sends the same leading bytes again and again (its
+    transactional id, its acks): a value is remembered by the bytes it was read from."""
+    global _leading_count
+    key = (api_key, version, request, name)
+    seen = _LEADING.get(key)
+    if seen:
+        for n, values in seen.items():
+            value = values.get(data[pos : pos + n], _MISSING)
+            if value is not _MISSING:
+                return value
     s = schemas()
     used = _layout_version(s, api_key, version, request)
     if used is None:
         return None
     sid, flex = s.messages[(api_key, used, request)]
     reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
+    start = pos
     try:
         for f in s.structs[sid][0]:
             value, pos = reader.field(f, pos)
             if f.name == name:
+                if _leading_count >= LEADING_KEPT:
+                    _LEADING.clear()
+                    _leading_count = 0
+                _LEADING.setdefault(key, {}).setdefault(pos - start, {})[bytes(data[start:pos])] = value
+                _leading_count += 1
                 return value
     except (BodyError, struct_error, IndexError, ValueError):
         pass

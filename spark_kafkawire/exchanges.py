@@ -426,6 +426,9 @@ class Decoder:
                 self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
         h = req.header
         hv = protocol.response_header_version(h.api_key, h.api_version)
+        learn = hv is not None and self.decode_bodies and always_decode(h.api_key, h.api_version, False)
+        if req.skip and not learn:  # another share's or filtered out, and teaching nothing: nothing to read
+            return
         status, detail = COMPLETE, None
         body = err = facts = None
         try:
@@ -434,7 +437,7 @@ class Decoder:
                 body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
                 if facts is not None:
                     self.topic_ids.update(facts.topic_ids)
-            elif hv is not None and self.decode_bodies and always_decode(h.api_key, h.api_version, False):
+            elif learn:
                 self._learn(st, h, frame, pos)
         except HeaderError as e:
             status, detail = MALFORMED, f"response header: {e}"

@@ -78,6 +78,8 @@ def read_uvarint(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
 
 
 def skip_tagged_fields(buf: bytes, pos: int, limit: int) -> int:
+    if pos < limit and buf[pos] == 0:  # no tagged fields: nearly every header
+        return pos + 1
     count, pos = read_uvarint(buf, pos, limit)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos, limit)

@@ -219,7 +219,7 @@ def _literal_ok(name: str, op: str, value: object) -> bool:
     return all(isinstance(v, str) for v in vals)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)  # (keys and versions come from the capture's bytes: bounded)
 def names_topic_ids(api_key: int, version: int) -> bool:
     """Does this response's layout hold a struct with a TopicId beside a topic name? Such bodies
     teach the decoder topic id -> name, which other exchanges' ``topics`` depend on."""
@@ -245,6 +245,7 @@ def names_topic_ids(api_key: int, version: int) -> bool:
     return visit(entry[0])
 
 
+@lru_cache(maxsize=4096)
 def always_decode(api_key: int, version: int, request: bool) -> bool:
     """Bodies decoded whatever the filter, and by every task reading a share of a file: state that
     other rows depend on (client software, SASL mechanism and user, topic ids, and the secrets a

@@ -11,6 +11,7 @@ branches:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 
 API_VERSIONS_KEY = 18
@@ -65,6 +66,11 @@ def is_known(key: int, version: int) -> bool:
     return a is not None and a.has_version(version)
 
 
+#: (key, version) pairs whose header versions are remembered (read from untrusted bytes: bounded)
+HEADER_VERSIONS_KEPT = 4096
+
+
+@lru_cache(maxsize=HEADER_VERSIONS_KEPT)
 def request_header_version(key: int, version: int) -> int | None:
     """Header version of a request, or None when (key, version) was never defined."""
     a = api(key)
@@ -75,6 +81,7 @@ def request_header_version(key: int, version: int) -> int | None:
     return 2 if a.is_flexible(version) else 1
 
 
+@lru_cache(maxsize=HEADER_VERSIONS_KEPT)
 def response_header_version(key: int, version: int) -> int | None:
     """Header version of the response to a request of (key, version), or None if unknown."""
     a = api(key)
