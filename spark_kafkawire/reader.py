@@ -374,7 +374,9 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
             if late.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
                 break
     decoder.ending = True
-    reasm.close()
+    for _ in reasm.closing():
+        if rows.count >= limit or rows.backlog:
+            yield from _batches(rows, limit, keep, False)
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
     yield from _batches(rows, limit, keep, True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from operator import itemgetter
 from collections import OrderedDict, deque
-from typing import Protocol
+from typing import Iterator, Protocol
 
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
@@ -437,7 +437,14 @@ class Reassembler:
 
     def close(self) -> None:
         """End of capture: flush every open connection."""
-        for conn, d in self.table.values():
-            if d == 0:
+        for _ in self.closing():
+            pass
+
+    def closing(self) -> Iterator[None]:
+        """End of capture: flush the open connections one at a time, pausing after each (its rows
+        can be handed on before the next: there may be a hundred thousand of them)."""
+        for conn, d in list(self.table.values()):
+            if d == 0 and not conn.done:
                 self._finish(conn)
+                yield
         self.table.clear()

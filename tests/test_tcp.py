@@ -212,3 +212,30 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     # below the cap nothing changes
     small = decoded_rows(tmp_path, packets[:600], rows="connections", maxConnections=1000)
     assert len(small) == 600 and {r["end_captured"] for r in small} == {"open"}
+
+
+def test_connections_open_at_the_capture_end_leave_in_batches(tmp_path, monkeypatch):
+    """The capture's end closes every connection still open (up to maxConnections of them, each with
+    a request waiting for its answer): their rows leave in batches as they are made, not all at
+    once (10^6 one-segment connections held 1.2 GB at the end before)."""
+    from pcapgen import write_pcap
+    from spark_kafkawire.reader import iter_batches
+    from spark_kafkawire.table import RowBuilder
+
+    packets = [tcp_packet(("10.9.0.3", 20000 + i), BROKER, 5000, request(3, 1, 1, "one", body=b"\0\0\0\0"))
+               for i in range(3000)]
+    path = tmp_path / "open.pcap"
+    write_pcap(path, packets)
+    most = 0
+    real = RowBuilder.exchange
+
+    def counting(self, *a, **k):
+        nonlocal most
+        real(self, *a, **k)
+        most = max(most, self.count)
+
+    monkeypatch.setattr(RowBuilder, "exchange", counting)
+    batches = list(iter_batches(str(path), {"batchSize": "100"}))
+    assert sum(b.num_rows for b in batches) == 3000
+    assert {r["status"] for b in batches for r in b.to_pylist()} == {"no_response"}
+    assert most <= 100
