@@ -6,7 +6,7 @@
  * objects, reading and writing their slots directly, and hands every other packet back untouched.
  *
  * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts,
- *          late_from, late_budget)
+ *          late_from, late_budget, until)
  * walks classic pcap records in buf from pos and, for each, either
  *   - takes it: the packet is exactly what the Python stages handle by their shortest branch (an
  *     existing, open, opened connection; no SYN/FIN/RST; the direction's next bytes in order, all
@@ -16,9 +16,13 @@
  *     complete or start frames of a framer that knows where frames start, Framer._frames' loop
  *     (accounting, the frame in progress, a Frame for each whole one handed to its on_frame);
  *     otherwise the Framer's own data() is called, as HalfStream.feed calls it; or
- *   - stops before it (anything else: a new connection, a flag, a hole, a damaged record, a link
- *     or network layer not listed here, a time past until_ts, the packet after late_budget packets
- *     timed past late_from): the Python stages read it.
+ *   - hands it to the reassembler (any other packet of a link and network layer listed here: a new
+ *     connection, a flag, a hole, a retransmission, bytes cut by the snaplen): the Segment
+ *     packets.decode would make, given to Reassembler.feed as the reader gives it; or
+ *   - stops before it (a damaged record, a link or network layer not listed here, a time past
+ *     until_ts, the packet after late_budget packets timed past late_from): the Python stages
+ *     read it. (until_ts: when the reassembler next forgets an ended connection, which only its
+ *     feed does; asked again of until() after each segment handed to it.)
  * (late_from is a time filter's bound: the reader checks, every 512th packet past it, whether
  * reading can stop; the lane stops before each such packet and counts those it takes.)
  * Nothing is changed for a packet before every condition for taking it has been checked.
@@ -43,7 +47,8 @@ typedef struct {
     PyObject *table;    /* dict: (src, sport, dst, dport) -> (Connection, direction) */
     PyObject *live;     /* OrderedDict of open connections, least recently used first */
     PyObject *rows;     /* the row builder: count and backlog tell when batches are due */
-    PyObject *conn_type, *half_type, *framer_type, *frame_type, *acct_type;
+    PyObject *conn_type, *half_type, *framer_type, *frame_type, *acct_type, *segment_type;
+    PyObject *feed;     /* Reassembler.feed */
     PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
     long long batch_limit, min_frame;
     long long taken;    /* packets taken so far (the tests check the lane is used) */
@@ -94,16 +99,26 @@ static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->framer_type);
     Py_XDECREF(self->frame_type);
     Py_XDECREF(self->acct_type);
+    Py_XDECREF(self->segment_type);
+    Py_XDECREF(self->feed);
     Py_XDECREF(self->ports);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
-    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft, *frt, *at;
+    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft, *frt, *at, *sgt, *feed;
     long long limit, min_frame;
-    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OL", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht, &ft,
-                          &PyType_Type, &frt, &at, &min_frame))
+    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OLO!O", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht,
+                          &ft, &PyType_Type, &frt, &at, &min_frame, &PyType_Type, &sgt, &feed))
         return -1;
+    PyObject *sfields = PyObject_GetAttrString(sgt, "_fields");
+    if (sfields == NULL) return -1;
+    int eleven = PyTuple_Check(sfields) && PyTuple_GET_SIZE(sfields) == 11;
+    Py_DECREF(sfields);
+    if (!eleven || !PyType_IsSubtype((PyTypeObject *)sgt, &PyTuple_Type) || !PyCallable_Check(feed)) {
+        PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of eleven fields; feed: callable");
+        return -1;
+    }
     /* Frame: a tuple of six (ts_ns, number, offset, size, data, complete), made as tuple.__new__ would */
     PyObject *fields = PyObject_GetAttrString(frt, "_fields");
     if (fields == NULL) return -1;
@@ -141,6 +156,8 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
     KEEP(framer_type, ft);
     KEEP(frame_type, frt);
     KEEP(acct_type, at);
+    KEEP(segment_type, sgt);
+    KEEP(feed, feed);
 #undef KEEP
     self->batch_limit = limit;
     self->min_frame = min_frame;
@@ -181,7 +198,7 @@ static inline int add_slot(PyObject *obj, Py_ssize_t off, long long base, long l
 typedef struct {
     unsigned char key[36];
     int len;
-    PyObject *conn; /* borrowed from the table, which cannot change during one run */
+    PyObject *conn; /* borrowed from the table: forgotten whenever a segment goes to feed() */
     int dir;
 } KeyCache;
 
@@ -191,6 +208,7 @@ typedef struct {
     KeyCache cache[CACHE];
     int next;
     PyObject *last_moved; /* the connection last moved to the end of the live order this run */
+    int fed;              /* a segment went to feed(): until_ts must be asked again */
 } RunState;
 
 static int lookup(Lane *self, RunState *rs, const unsigned char *src, const unsigned char *dst, int alen,
@@ -416,6 +434,56 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
     return 1;
 }
 
+/* rows made: are batches due before the next packet? 1 yes, 0 no, -1 error */
+static int flush_due(Lane *self) {
+    PyObject *count = PyObject_GetAttr(self->rows, s_count);
+    if (count == NULL) return -1;
+    long long c = PyLong_AsLongLong(count);
+    Py_DECREF(count);
+    if (c == -1 && PyErr_Occurred()) return -1;
+    PyObject *backlog = PyObject_GetAttr(self->rows, s_backlog);
+    if (backlog == NULL) return -1;
+    int full = PyObject_IsTrue(backlog);
+    Py_DECREF(backlog);
+    if (full < 0) return -1;
+    return c >= self->batch_limit || full;
+}
+
+/* the Segment packets.decode makes of this packet, handed to Reassembler.feed as the reader hands
+   it: TAKEN, TAKEN_FLUSH or FAILED */
+static int feed_segment(Lane *self, RunState *rs, long long number, long long ts_ns, const unsigned char *src,
+                        const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
+                        unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
+                        Py_ssize_t wire_len) {
+    PyObject *items[11] = {
+        PyLong_FromLongLong(number), PyLong_FromLongLong(ts_ns),
+        PyBytes_FromStringAndSize((const char *)src, alen), PyLong_FromUnsignedLong(sport),
+        PyBytes_FromStringAndSize((const char *)dst, alen), PyLong_FromUnsignedLong(dport),
+        PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack), PyLong_FromUnsignedLong(flags),
+        PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
+    };
+    PyObject *seg = NULL;
+    int ok = 1;
+    for (int i = 0; i < 11; i++) ok = ok && items[i] != NULL;
+    if (ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 11);
+    if (seg == NULL) {
+        for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
+        return FAILED;
+    }
+    for (int i = 0; i < 11; i++) PyTuple_SET_ITEM(seg, i, items[i]);
+    PyObject *r = PyObject_CallOneArg(self->feed, seg);
+    Py_DECREF(seg);
+    /* the reassembler may have added, ended, evicted or forgotten connections: nothing looked up
+       so far in this run stands */
+    memset(rs->cache, 0, sizeof rs->cache);
+    rs->last_moved = NULL;
+    rs->fed = 1;
+    if (r == NULL) return FAILED;
+    Py_DECREF(r);
+    int due = flush_due(self);
+    return due < 0 ? FAILED : due ? TAKEN_FLUSH : TAKEN;
+}
+
 /* one packet's captured bytes d[0:dl]: TAKEN, TAKEN_FLUSH, STOP or FAILED */
 static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
                 long long number) {
@@ -486,7 +554,9 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     Py_ssize_t stop = end < dl ? end : dl;
     if (start + wire_len < stop) stop = start + wire_len;
     Py_ssize_t caplen = stop > start ? stop - start : 0;
-    if (flags & (TCP_SYN | TCP_FIN | TCP_RST)) return STOP;
+    /* from here on, a packet the lane does not take itself goes to the reassembler as the reader would give it */
+#define FEED return feed_segment(self, rs, number, ts_ns, src, dst, alen, sport, dport, seq, u32be(t + 8), flags, d + start, caplen, wire_len)
+    if (flags & (TCP_SYN | TCP_FIN | TCP_RST)) FEED;
     if (self->ports != Py_None) {
         const unsigned char *bits = (const unsigned char *)PyBytes_AS_STRING(self->ports);
         if (!(bits[sport >> 3] & (1 << (sport & 7))) && !(bits[dport >> 3] & (1 << (dport & 7))))
@@ -496,8 +566,8 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     int dir;
     int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
     if (found < 0) return FAILED;
-    if (!found) return STOP;
-    if (SLOT(conn, self->c_done) != Py_False || SLOT(conn, self->c_self) != Py_False) return STOP;
+    if (!found) FEED;
+    if (SLOT(conn, self->c_done) != Py_False || SLOT(conn, self->c_self) != Py_False) FEED;
     if (wire_len == 0) { /* a pure acknowledgement: the connection is only touched */
         PyObject *ts = PyLong_FromLongLong(ts_ns);
         if (ts == NULL) return FAILED;
@@ -505,23 +575,23 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         Py_DECREF(ts);
         return r < 0 ? FAILED : TAKEN;
     }
-    if (caplen != wire_len) return STOP; /* cut by the snaplen */
-    if (SLOT(conn, self->c_opened) != Py_True) return STOP;
+    if (caplen != wire_len) FEED; /* cut by the snaplen */
+    if (SLOT(conn, self->c_opened) != Py_True) FEED;
     PyObject *halves = SLOT(conn, self->c_halves);
-    if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) return STOP;
+    if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) FEED;
     PyObject *half = PyList_GET_ITEM(halves, dir), *other = PyList_GET_ITEM(halves, 1 - dir);
     if (!Py_IS_TYPE(half, (PyTypeObject *)self->half_type) || !Py_IS_TYPE(other, (PyTypeObject *)self->half_type))
-        return STOP;
-    if ((flags & TCP_ACK) && !empty_list(SLOT(other, self->h_pending))) return STOP;
-    if (!empty_list(SLOT(half, self->h_pending))) return STOP;
+        FEED;
+    if ((flags & TCP_ACK) && !empty_list(SLOT(other, self->h_pending))) FEED;
+    if (!empty_list(SLOT(half, self->h_pending))) FEED;
     long long base, nxt, captured;
     if (int_slot(SLOT(half, self->h_base), &base) || int_slot(SLOT(half, self->h_nxt), &nxt) ||
         int_slot(SLOT(half, self->h_captured), &captured))
-        return STOP;
+        FEED;
     if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
-        return STOP;
+        FEED;
     PyObject *sink = SLOT(half, self->h_sink);
-    if (sink == NULL || sink == Py_None) return STOP;
+    if (sink == NULL || sink == Py_None) FEED;
     /* inside a frame in progress (Framer.data's first branch): the bytes join its buffer */
     int append = 0;
     PyObject *fbuf = NULL;
@@ -574,17 +644,9 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         }
         Py_DECREF(num);
         /* rows may have been made: the caller hands full batches on before the next packet */
-        PyObject *count = PyObject_GetAttr(self->rows, s_count);
-        if (count == NULL) goto fail;
-        long long c = PyLong_AsLongLong(count);
-        Py_DECREF(count);
-        if (c == -1 && PyErr_Occurred()) goto fail;
-        PyObject *backlog = PyObject_GetAttr(self->rows, s_backlog);
-        if (backlog == NULL) goto fail;
-        int full = PyObject_IsTrue(backlog);
-        Py_DECREF(backlog);
-        if (full < 0) goto fail;
-        if (c >= self->batch_limit || full) result = TAKEN_FLUSH;
+        int due = flush_due(self);
+        if (due < 0) goto fail;
+        if (due) result = TAKEN_FLUSH;
         /* the sink may have read or changed the stream's offset: take it again */
         if (int_slot(SLOT(half, self->h_nxt), &nxt)) {
             PyErr_SetString(PyExc_RuntimeError, "stream offset changed type during delivery");
@@ -598,6 +660,7 @@ fail:
     Py_DECREF(ts);
     return FAILED;
 }
+#undef FEED
 
 /* where a file's records are and what they hold: classic pcap, or a pcapng section's interfaces */
 typedef struct {
@@ -667,7 +730,7 @@ static int record(const Format *f, const unsigned char *buf, Py_ssize_t len, Py_
 
 /* take records from pos on, as the module's comment says, for either format */
 static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long number, long long offset,
-                      const Format *f, long long until_ts, long long late_from, long long budget) {
+                      const Format *f, long long until_ts, long long late_from, long long budget, PyObject *until) {
     const unsigned char *buf = (const unsigned char *)view->buf;
     Py_ssize_t len = view->len;
     RunState rs;
@@ -691,6 +754,16 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
         number += 1;
         self->taken += 1;
         if (ts > late_from) late += 1;
+        if (rs.fed) { /* the reassembler may have ended a connection: when is the next one forgotten? */
+            rs.fed = 0;
+            PyObject *u = PyObject_CallNoArgs(until);
+            until_ts = u != NULL ? PyLong_AsLongLong(u) : -1;
+            Py_XDECREF(u);
+            if (PyErr_Occurred()) {
+                PyBuffer_Release(view);
+                return NULL;
+            }
+        }
         if (r == TAKEN_FLUSH) {
             flush = 1;
             break;
@@ -705,14 +778,15 @@ static PyObject *Lane_run(Lane *self, PyObject *args) {
     Py_ssize_t pos;
     long long number, offset, until_ts, late_from, budget;
     Format f = {0};
-    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLL", &view, &pos, &number, &offset, &f.linktype, &f.ns_per_tick, &f.big,
-                          &f.record_limit, &until_ts, &late_from, &budget))
+    PyObject *until;
+    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLLO", &view, &pos, &number, &offset, &f.linktype, &f.ns_per_tick, &f.big,
+                          &f.record_limit, &until_ts, &late_from, &budget, &until))
         return NULL;
-    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget);
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget, until);
 }
 
 /* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts, late_from,
-   late_budget): as run(), over the Enhanced Packet Blocks of a pcapng section; interfaces:
+   late_budget, until): as run(), over the Enhanced Packet Blocks of a pcapng section; interfaces:
    [(linktype, snaplen, ticks_per_second, offset_s)] as capture.py keeps them. Any other block
    stops it. */
 static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
@@ -721,10 +795,11 @@ static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
     long long number, offset, until_ts, late_from, budget;
     Format f = {0};
     f.pcapng = 1;
-    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLL", &view, &pos, &number, &offset, &f.big, &PyList_Type, &f.ifaces,
-                          &f.record_limit, &until_ts, &late_from, &budget))
+    PyObject *until;
+    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLLO", &view, &pos, &number, &offset, &f.big, &PyList_Type, &f.ifaces,
+                          &f.record_limit, &until_ts, &late_from, &budget, &until))
         return NULL;
-    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget);
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget, until);
 }
 
 static PyMethodDef Lane_methods[] = {
@@ -744,7 +819,7 @@ static PyTypeObject LaneType = {
     .tp_basicsize = sizeof(Lane),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Lane(table, live, rows, batch_limit, ports_bitmap, Connection, HalfStream, Framer, Frame, Accounting, "
-              "min_frame)",
+              "min_frame, Segment, feed)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Lane_init,
     .tp_dealloc = (destructor)Lane_dealloc,

@@ -34,7 +34,7 @@ sasl_token         a raw SASL token: after a SaslHandshake v0 the client and bro
 from __future__ import annotations
 
 from struct import Struct
-from typing import NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from . import protocol
 from .body import (
@@ -126,6 +126,10 @@ class RowSink(Protocol):
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: dict | None) -> None: ...
 
+    #: optional: called with each TCP connection's row, (conn, endpoints, client direction, protocol,
+    #: framers); None or absent where the rows have none (the decoder then spares working it out)
+    connection: Callable[..., None] | None
+
 
 class _ConnState:
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
@@ -173,6 +177,7 @@ class Decoder:
                  record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
                  decode_bodies: bool = True, share: tuple[int, int] | None = None):
         self.rows = rows
+        self.connection_row = getattr(rows, "connection", None)
         #: (k, n): this decoder makes the rows of one n-th of the file, those whose number (in the
         #: order rows begin: requests, answers without a request, connections) is k modulo n. It
         #: does every other step for every connection, so all shares see the same state.
@@ -224,7 +229,7 @@ class Decoder:
         st: _ConnState = conn.state  # type: ignore[assignment]
         mine = self._mine()
         if st is None:  # no payload ever: only a connection row
-            connection = getattr(self.rows, "connection", None)
+            connection = self.connection_row
             if connection is not None and mine:
                 st = _ConnState(conn)
                 role = self._endpoints_guess(st)
@@ -236,7 +241,7 @@ class Decoder:
             self._endpoints_guess(st)
             if mine:
                 self.rows.exchange(st.endpoints, None, None, TLS, st.tls, None)
-        connection = getattr(self.rows, "connection", None)
+        connection = self.connection_row
         if connection is not None and mine:
             client_dir = st.client_dir if st.client_dir is not None else self._endpoints_guess(st)
             connection(conn, st.endpoints, client_dir,

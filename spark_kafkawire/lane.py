@@ -4,9 +4,11 @@ Most packets of a Kafka capture are the next in-order bytes of a connection alre
 pure acknowledgement. ``_lane`` (a C extension built when the package is installed, see
 ``_lane.c``) takes those straight from classic pcap records and pcapng Enhanced Packet Blocks and
 does exactly what the Python stages (capture -> packets -> tcp -> frames) would do with them, on
-the same objects; every other packet (a new connection, SYN/FIN/RST, a hole, a damaged record, a
-link layer it does not know) is left to the Python stages. The results are the same either way (tests/test_lane.py reads
-every capture both ways); only the time differs.
+the same objects, cutting frames too where a stream's frame starts are known. Any other packet of
+the link and network layers it reads (a new connection, SYN/FIN/RST, a hole, a retransmission) it
+hands to the reassembler as the reader would (the segment packets.decode makes); a damaged record
+or a layer it does not read is left to the Python stages. The results are the same either way
+(tests/test_lane.py reads every capture both ways); only the time differs.
 
 Without a C compiler at install time the extension is not built and everything runs in Python.
 ``KAFKAWIRE_PURE_PYTHON=1`` in the environment turns the lane off.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 from .frames import MIN_FRAME, Accounting, Frame, Framer
+from .packets import Segment
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
 
 try:
@@ -50,7 +53,7 @@ class FastLane:
                 bits[p >> 3] |= 1 << (p & 7)
             bitmap = bytes(bits)
         self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
-                               Frame, Accounting, MIN_FRAME)
+                               Frame, Accounting, MIN_FRAME, Segment, reasm.feed)
         self.ended = reasm.ended
         self.most = reasm.max_connections
         self.late_from = NEVER if stop_from is None else stop_from
@@ -74,7 +77,7 @@ class FastLane:
         whether rows are due)."""
         pos, number, offset, flush, late = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
                                                          record_limit, self._until(), self.late_from,
-                                                         -self.checks % CHECK_EVERY)
+                                                         -self.checks % CHECK_EVERY, self._until)
         self.checks += late
         return pos, number, offset, flush
 
@@ -82,7 +85,8 @@ class FastLane:
                record_limit: int) -> tuple[int, int, int, bool]:
         """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
         pos, number, offset, flush, late = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
-                                                            self._until(), self.late_from, -self.checks % CHECK_EVERY)
+                                                            self._until(), self.late_from, -self.checks % CHECK_EVERY,
+                                                            self._until)
         self.checks += late
         return pos, number, offset, flush
 

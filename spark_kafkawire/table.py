@@ -189,6 +189,8 @@ class RowBuilder:
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS):
         self.shape = rows
         self.mode = mode
+        #: the row of each TCP connection: only rows=connections has them
+        self.connection = self._connection if rows == "connections" else None
         self.schema = arrow_schema(rows)
         self.capture_file = capture_file
         self.names = [n for n, _ in COLUMNS[rows]]
@@ -276,10 +278,8 @@ class RowBuilder:
         for name, _t in _HEADLINE:
             c[name].append(extra.get(name) if extra else None)
 
-    def connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers) -> None:
-        """One row per TCP connection (rows=connections); other shapes ignore it."""
-        if self.shape != "connections":
-            return
+    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers) -> None:
+        """One row per TCP connection (rows=connections: the builder's ``connection``)."""
         c = self.cols
         self._endpoints(ep)
         c["first_time"].append(conn.first_ts)
