@@ -304,28 +304,27 @@ class Reassembler:
         self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
 
     def feed(self, seg: Segment) -> None:
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
         ended = self.ended
-        if ended and (seg.ts_ns - ended[0].last_ts > LINGER_NS or len(ended) > self.max_connections):
+        if ended and (ts - ended[0].last_ts > LINGER_NS or len(ended) > self.max_connections):
             self._forget(ended.popleft())
-        if self.ports is not None and seg.sport not in self.ports and seg.dport not in self.ports:
+        if self.ports is not None and sport not in self.ports and dport not in self.ports:
             return
-        key = (seg.src, seg.sport, seg.dst, seg.dport)
-        flags = seg.flags
+        key = (src, sport, dst, dport)
         hit = self.table.get(key)
         if hit is not None and not flags & (TCP_SYN | TCP_FIN | TCP_RST):  # the common case, in short
             conn, d = hit
             if not conn.done and not conn.self_connected:
-                conn.last_ts = seg.ts_ns
+                conn.last_ts = ts
                 self.live.move_to_end(conn)
-                wire_len = seg.wire_len
                 if wire_len:
                     if not conn.opened:
                         self._open(conn)
                     if flags & TCP_ACK:
                         other = conn.halves[1 - d]
                         if other.pending:
-                            other.acked(seg.ack)
-                    conn.halves[d].feed(seg.seq, seg.payload, wire_len, seg.ts_ns, seg.number)
+                            other.acked(ack)
+                    conn.halves[d].feed(seq, payload, wire_len, ts, number)
                 return
         syn = flags & TCP_SYN
         if hit is not None:
@@ -338,19 +337,19 @@ class Reassembler:
                 # RST or after both FINs, a late copy of a lost tail): those open a connection of
                 # their own, so that every captured byte is counted once
                 if syn:
-                    if conn.isn[d] == seg.seq:
+                    if conn.isn[d] == seq:
                         return
-                elif not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload))):
+                elif not (payload and conn.halves[d].novel(seq, len(payload))):
                     return
                 hit = None
-            elif syn and conn.isn[d] != seg.seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
+            elif syn and conn.isn[d] != seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
                 self._finish(conn)  # the 4-tuple is reused by a new connection
                 hit = None
         if hit is None:
-            conn = Connection((seg.src, seg.sport), (seg.dst, seg.dport), seg.ts_ns, seg.number)
+            conn = Connection((src, sport), (dst, dport), ts, number)
             d = 0
             self.table[key] = (conn, 0)
-            rkey = (seg.dst, seg.dport, seg.src, seg.sport)
+            rkey = (dst, dport, src, sport)
             if rkey == key:  # both ends share address and port (a TCP self-connection)
                 conn.self_connected = True
             else:
@@ -366,9 +365,8 @@ class Reassembler:
                 self._forget(oldest)
         else:
             self.live.move_to_end(conn)
-        conn.last_ts = seg.ts_ns
+        conn.last_ts = ts
         half = conn.halves[d]
-        seq = seg.seq
         if syn:
             if conn.isn[d] is None:
                 conn.isn[d] = seq
@@ -376,19 +374,19 @@ class Reassembler:
                 if conn.client is None:
                     conn.client = 1 - d if flags & TCP_ACK else d
             seq += 1
-        if flags & TCP_ACK and seg.wire_len:
+        if flags & TCP_ACK and wire_len:
             # data from one side acknowledging bytes of the other that the capture lacks: those
             # were lost by the capture. Settled before this segment's data (a response follows its
             # request). Pure ACKs are not trusted for this: captures reorder them around data.
             other = conn.halves[1 - d]
             if other.pending:
-                other.acked(seg.ack)
-        if seg.wire_len:
+                other.acked(ack)
+        if wire_len:
             if not conn.opened:
                 self._open(conn)
-            half.feed(seq, seg.payload, seg.wire_len, seg.ts_ns, seg.number)
+            half.feed(seq, payload, wire_len, ts, number)
         if flags & TCP_FIN and half.base is not None:
-            fin_off = half.offset(seq) + seg.wire_len
+            fin_off = half.offset(seq) + wire_len
             if half.fin_off is None or fin_off > half.fin_off:
                 half.fin_off = fin_off
         if flags & TCP_RST:
