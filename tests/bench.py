@@ -15,8 +15,8 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
   capture and for a 2 GB one made of copies of it: as a directory of 4 files, read by Spark
   local[1] and local[2] (scaling efficiency), and local[1] against read_capture on the same files;
   as one file, whole in local[1] against 2 shares in local[2];
-- a million connections: 10^6 SYN-only and 10^6 one-segment connections (rows=connections):
-  peak memory and time per packet against the real capture's;
+- a million connections: 10^6 SYN-only and 10^6 one-segment connections, in the default row shape
+  and in rows=connections: peak memory and time per packet against the real capture's in that shape;
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
   for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale;
 - hostile inputs (made here): 50,000 one-byte segments behind a lost byte, a Metadata response
@@ -136,7 +136,7 @@ PEAK_TIMED = """
 import resource, sys, time
 from spark_kafkawire.reader import iter_batches
 t = time.perf_counter()
-rows = sum(b.num_rows for b in iter_batches(sys.argv[1], {"rows": "connections"}))
+rows = sum(b.num_rows for b in iter_batches(sys.argv[1], {"rows": sys.argv[2]}))
 print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t)
 """
 PEAK_CHILD = """
@@ -366,17 +366,22 @@ def main() -> None:
     print("the JVM's share of the CPU the queries used (the rest: Spark's Python workers): " +
           ", ".join(f"{m} {min(v):.0%}-{max(v):.0%}" for m, v in cpu_seen.items()), flush=True)
 
-    # per packet of ordinary traffic, timed the same way (in-process, the reading alone)
-    r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(path)], check=True, capture_output=True, text=True)
-    ordinary = float(r.stdout.split()[2]) / sum(1 for _ in CaptureReader(str(path)))
-    for kind in ("syn", "segment"):
-        many = many_connections(kind)
-        r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(many)], check=True, capture_output=True,
+    # one-packet connections against ordinary traffic per packet, timed the same way (in-process,
+    # the reading alone), in the default row shape and in rows=connections (a row per connection)
+    n_packets = sum(1 for _ in CaptureReader(str(path)))
+    for shape in ("exchanges", "connections"):
+        r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(path), shape], check=True, capture_output=True,
                            text=True)
-        rows, kib, took = r.stdout.split()
-        per = float(took) / 1_000_000
-        print(f"10^6 one-packet connections ({kind}): {int(kib) / 1024:.0f} MiB peak, {per * 1e6:.1f} us/packet "
-              f"({per / ordinary:.2f}x the real capture's per packet), {rows} connection rows", flush=True)
+        ordinary = float(r.stdout.split()[2]) / n_packets
+        for kind in ("syn", "segment"):
+            many = many_connections(kind)
+            r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(many), shape], check=True, capture_output=True,
+                               text=True)
+            rows, kib, took = r.stdout.split()
+            per = float(took) / 1_000_000
+            print(f"10^6 one-packet connections ({kind}, rows={shape}): {int(kib) / 1024:.0f} MiB peak, "
+                  f"{per * 1e6:.1f} us/packet ({per / ordinary:.2f}x the real capture's {ordinary * 1e6:.1f} us per "
+                  f"packet), {rows} rows", flush=True)
 
     for label, p in (("capture", path), ("2 GB", big)):
         r = subprocess.run([sys.executable, "-c", PEAK_OURS, str(p)], check=True, capture_output=True, text=True)
