@@ -151,6 +151,27 @@ class _ConnState:
         self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
 
 
+class _Side:
+    """One direction of a connection as its framer's listener (one small object for its three
+    callbacks: a hundred thousand connections may be open at once)."""
+
+    __slots__ = ("decoder", "st", "d")
+
+    def __init__(self, decoder: "Decoder", st: _ConnState, d: int):
+        self.decoder = decoder
+        self.st = st
+        self.d = d
+
+    def frame(self, f: Frame) -> None:
+        self.decoder._frame(self.st, self.d, f)
+
+    def plausible(self, data: bytes, strict: bool) -> bool:
+        return self.decoder._plausible(self.st, self.d, data, strict)
+
+    def first_bytes(self, chunk: bytes) -> None:
+        self.decoder._first_bytes(self.st, chunk)
+
+
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
             opts: RecordOptions, st: _ConnState) -> tuple[dict | None, str | None, Facts | None]:
     """Decode a body; returns (value, None, facts) or (None, why not, None)."""
@@ -206,14 +227,11 @@ class Decoder:
     def opened(self, conn: Connection) -> tuple[Framer, Framer]:
         st = _ConnState(conn)
         conn.state = st
-        st.framers = [
-            Framer(lambda f, st=st: self._frame(st, 0, f), self.max_frame, synced=False,
-                   plausible=lambda b, strict, st=st: self._plausible(st, 0, b, strict),
-                   on_first=lambda chunk, st=st: self._first_bytes(st, chunk)),
-            Framer(lambda f, st=st: self._frame(st, 1, f), self.max_frame, synced=False,
-                   plausible=lambda b, strict, st=st: self._plausible(st, 1, b, strict),
-                   on_first=lambda chunk, st=st: self._first_bytes(st, chunk)),
-        ]
+        st.framers = []
+        for d in (0, 1):
+            side = _Side(self, st, d)
+            st.framers.append(Framer(side.frame, self.max_frame, synced=False, plausible=side.plausible,
+                                     on_first=side.first_bytes))
         return st.framers[0], st.framers[1]
 
     def _first_bytes(self, st: _ConnState, chunk: bytes) -> None:
