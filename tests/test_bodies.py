@@ -51,19 +51,25 @@ def _approx(a, b, tagged_defaults=False):
     return a == b
 
 
-@pytest.mark.parametrize("key,ver,kind", TRIPLES, ids=[f"{k}-v{v}-{e}" for k, v, e in TRIPLES])
-def test_kio_written_messages_decode(key, ver, kind):
+def kio_messages(key: int, ver: int, kind: str, n: int, seed: str):
+    """n random messages of (key, version, kind) as kio builds them: (the object, its bytes)."""
     name = api_key_map[key]
     cls = resolve_name(schema_name_map[name][ver][EntityType.request if kind == "request" else EntityType.response])
-    rnd = random.Random(f"{key}/{ver}/{kind}")
+    rnd = random.Random(seed)
     done = 0
-    while done < 3:
+    while done < n:
         obj = build(cls, rnd)
         try:
             data = write(obj)
         except TypeError:  # kio's type hints allow a None its writer refuses: draw again
             continue
         done += 1
+        yield obj, data
+
+
+@pytest.mark.parametrize("key,ver,kind", TRIPLES, ids=[f"{k}-v{v}-{e}" for k, v, e in TRIPLES])
+def test_kio_written_messages_decode(key, ver, kind):
+    for obj, data in kio_messages(key, ver, kind, 3, f"{key}/{ver}/{kind}"):
         got, used = decode_body(key, ver, kind == "request", data, 0)
         if key == 18 and kind == "response" and used == 0 and ver > 0:
             continue  # generated error code 35: decoded as the v0-shaped answer, checked below
@@ -254,18 +260,8 @@ def test_leading_fields_read_by_themselves():
     bounded."""
     from spark_kafkawire import body
 
-    name = api_key_map[0]
-    for ver in sorted(schema_name_map[name]):
-        cls = resolve_name(schema_name_map[name][ver][EntityType.request])
-        rnd = random.Random(f"acks/{ver}")
-        made = 0
-        while made < 40:
-            obj = build(cls, rnd)
-            try:
-                data = write(obj)
-            except TypeError:
-                continue
-            made += 1
+    for ver in sorted(schema_name_map[api_key_map[0]]):
+        for obj, data in kio_messages(0, ver, "request", 40, f"acks/{ver}"):
             for _ in range(2):
                 assert body.leading_field(0, ver, True, data, 0, "Acks") == obj.acks, (ver, obj)
     for i in range(body.LEADING_KEPT * 2):  # as many transactional ids as a hostile capture likes
