@@ -240,8 +240,9 @@ def test_big_endian_nanosecond_and_gzip_files_read_the_same(monkeypatch, tmp_pat
 
 
 def test_packets_the_python_stages_must_read(monkeypatch, tmp_path):
-    """Snaplen cuts, IPv4 options, segmentation offload (IP length 0) and IPv6 extension headers
-    are read by the Python stages; the packets around them still by the lane."""
+    """IPv4 options with IP length 0 (as with segmentation offload) and IPv6 extension headers are
+    read by the Python stages, packets cut by the snaplen reach the reassembler from the lane; the
+    packets around them are still the lane's."""
     conv = pcapgen.Conversation().handshake()
     for i in range(30):
         conv.send("c", pcapgen.request(3, 12, i + 1), mss=40)
