@@ -108,12 +108,25 @@ class CaptureReader:
             reason = f"{reason} ({self.stream_error})"
         self.damage = Damage(number, offset, reason)
 
-    def _read(self, f: BinaryIO, n: int) -> bytes:
+    def _readinto(self, f: BinaryIO, into: memoryview) -> int:
+        """Bytes read into ``into``: 0 at the file's end, or where its stream breaks."""
         try:
-            return f.read(n)
+            return f.readinto(into) or 0
         except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
             self.stream_error = f"compressed stream unreadable: {e}"
-            return b""
+            return 0
+
+    def _read(self, f: BinaryIO, n: int) -> bytes:
+        """n bytes, fewer only where the file or its stream ends."""
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self._readinto(f, view[got:])
+            if not k:
+                break
+            got += k
+        return bytes(view[:got])
 
     def _refill(self, f: BinaryIO, buf: bytearray, view: memoryview, pos: int, end: int,
                 need: int) -> tuple[bytearray, memoryview, int]:
@@ -130,11 +143,7 @@ class CaptureReader:
             view[:keep] = bytes(view[pos:end])
         end = keep
         while end < need:
-            try:
-                got = f.readinto(view[end:])
-            except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
-                self.stream_error = f"compressed stream unreadable: {e}"
-                got = 0
+            got = self._readinto(f, view[end:])
             if not got:
                 break
             end += got
