@@ -827,10 +827,411 @@ static PyTypeObject LaneType = {
     .tp_members = Lane_members,
 };
 
+/* ---------------------------------------------------------------------------------------------
+ * Pairing, for a decoder that makes one share of a file's rows (exchanges.Decoder, share=(k, n)).
+ *
+ * Every share follows every connection: a request whose rows another share makes is still parsed
+ * and waits for its response (the order of rows, acks=0, topic ids and a connection's secrets are
+ * the same in every share). A Side is a framer's on_frame for one direction of a connection; for
+ * the common frame of another share's row it does in C what Decoder._request and _response do
+ * with it, on the same objects:
+ *   - a request (the connection's roles decided, no raw SASL): the row number is counted
+ *     (Decoder.seq, as _mine() counts it); when the row is another share's, a header that parses
+ *     by the header rules' shortest branches (client_id UTF-8 or null, no tagged fields), whose
+ *     body is not one every share decodes (always_decode), not a SaslHandshake v0, whose
+ *     correlation id is not already waiting and with room among the waiting requests: the
+ *     RequestHeader and the skipped Request (Produce: acks read by leading_field) are made as
+ *     _request makes them and put among the connection's waiting requests;
+ *   - a response to a waiting request of another share whose body teaches nothing (not
+ *     always_decode): the request is taken off, and acks=0 Produce requests sent before it go too
+ *     when they are all other shares' (nothing is shown of them).
+ * Every other frame, and every frame of a whole read (n == 0), goes to the decoder's own methods:
+ * _frame while the roles are undecided, else _request (given the row's share, already counted)
+ * or _response. Nothing is changed before the frame is known to be one taken here.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *decoder;
+    PyObject *req_hv, *resp_hv, *always, *leading, *request_type, *header_type;
+    long long k, n;         /* the share; n == 0: the whole read */
+    int decode_bodies;
+    Py_ssize_t max_pending;
+    Py_ssize_t o_client_dir, o_framed, o_sasl_raw, o_pending;  /* _ConnState slots */
+    long long skimmed, passed;  /* frames of other shares taken here; frames of a share handed on */
+} Pairing;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Pairing *pairing;
+    PyObject *st;
+    PyObject *d;  /* the direction, as an int object */
+    long dir;
+} Side;
+
+static PyObject *s_seq, *s__frame, *s__request, *s__response, *s_acks_name, *s_zero;
+
+static void Pairing_dealloc(Pairing *self) {
+    Py_XDECREF(self->decoder);
+    Py_XDECREF(self->req_hv);
+    Py_XDECREF(self->resp_hv);
+    Py_XDECREF(self->always);
+    Py_XDECREF(self->leading);
+    Py_XDECREF(self->request_type);
+    Py_XDECREF(self->header_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Pairing_init(Pairing *self, PyObject *args, PyObject *kw) {
+    PyObject *decoder, *share, *rq, *rs, *al, *le, *rt, *ht, *state;
+    int bodies;
+    Py_ssize_t most;
+    if (!PyArg_ParseTuple(args, "OOpOOOOO!O!O!n", &decoder, &share, &bodies, &rq, &rs, &al, &le, &PyType_Type, &rt,
+                          &PyType_Type, &ht, &PyType_Type, &state, &most))
+        return -1;
+    long long k = 0, n = 0;
+    if (share != Py_None && !PyArg_ParseTuple(share, "LL", &k, &n)) return -1;
+    if (share != Py_None && !(n >= 1 && 0 <= k && k < n)) {
+        PyErr_SetString(PyExc_ValueError, "share: want (k, n) with 0 <= k < n");
+        return -1;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)rt, &PyTuple_Type) || !PyType_IsSubtype((PyTypeObject *)ht, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Request and RequestHeader: named tuples");
+        return -1;
+    }
+    if (slot_offset(state, "client_dir", &self->o_client_dir) || slot_offset(state, "framed", &self->o_framed) ||
+        slot_offset(state, "sasl_raw", &self->o_sasl_raw) || slot_offset(state, "pending", &self->o_pending))
+        return -1;
+    PyObject *olds[] = {self->decoder, self->req_hv, self->resp_hv, self->always, self->leading, self->request_type,
+                        self->header_type};
+    Py_INCREF(decoder); self->decoder = decoder;
+    Py_INCREF(rq); self->req_hv = rq;
+    Py_INCREF(rs); self->resp_hv = rs;
+    Py_INCREF(al); self->always = al;
+    Py_INCREF(le); self->leading = le;
+    Py_INCREF(rt); self->request_type = rt;
+    Py_INCREF(ht); self->header_type = ht;
+    for (int i = 0; i < 7; i++) Py_XDECREF(olds[i]);
+    self->k = k;
+    self->n = n;
+    self->decode_bodies = bodies;
+    self->max_pending = most;
+    self->skimmed = self->passed = 0;
+    return 0;
+}
+
+static inline int i16be(const unsigned char *p) { return (int)(int16_t)u16be(p); }
+
+/* a named tuple of these items (references taken), or NULL with every reference given back */
+static PyObject *new_tuple(PyObject *type, PyObject **items, Py_ssize_t n) {
+    PyObject *t = NULL;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n; i++) ok &= items[i] != NULL;
+    if (ok) t = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (t == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+}
+
+/* call fn(a, b, c) and give its truth: 1, 0, or -1 on error */
+static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c) {
+    PyObject *r = PyObject_CallFunctionObjArgs(fn, a, b, c, NULL);
+    if (r == NULL) return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+/* another share's request: 1 taken (waiting now), 0 for _request, -1 error */
+static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
+    PyObject *data = PyTuple_GET_ITEM(f, 4);
+    PyObject *pending = SLOT(st, P->o_pending);
+    if (!PyBytes_Check(data) || SLOT(st, P->o_sasl_raw) != Py_False || pending == NULL || !PyDict_CheckExact(pending))
+        return 0;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (n < 8) return 0;
+    int key = i16be(b), ver = i16be(b + 2);
+    long corr = (long)(int32_t)u32be(b + 4);
+    if (key == 17 && ver == 0) return 0; /* SaslHandshake v0: raw tokens follow */
+    if (PyDict_GET_SIZE(pending) >= P->max_pending) return 0;
+    int ret = -1;
+    PyObject *k_obj = PyLong_FromLong(key), *v_obj = PyLong_FromLong(ver), *c_obj = PyLong_FromLong(corr);
+    PyObject *hv = NULL, *client_id = NULL, *acks = NULL;
+    if (k_obj == NULL || v_obj == NULL || c_obj == NULL) goto done;
+    int known = PyDict_Contains(pending, c_obj);
+    if (known) { ret = known < 0 ? -1 : 0; goto done; }
+    hv = PyObject_CallFunctionObjArgs(P->req_hv, k_obj, v_obj, NULL);
+    if (hv == NULL) goto done;
+    long hvv = -1;
+    if (hv != Py_None) {
+        hvv = PyLong_AsLong(hv);
+        if (hvv == -1 && PyErr_Occurred()) goto done;
+    }
+    Py_ssize_t pos = 8;
+    if (hvv == 0) {
+        client_id = Py_NewRef(Py_None);
+    } else {
+        if (n < 10) { ret = 0; goto done; }
+        int ln = i16be(b + 8);
+        pos = 10;
+        if (ln >= 0) {
+            if (pos + ln > n) { ret = 0; goto done; }
+            client_id = PyUnicode_DecodeUTF8((const char *)b + pos, ln, "strict");
+            if (client_id == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { PyErr_Clear(); ret = 0; }
+                goto done;
+            }
+            pos += ln;
+        } else if (ln == -1) {
+            client_id = Py_NewRef(Py_None);
+        } else {
+            ret = 0;
+            goto done;
+        }
+        if (hvv == 2) {
+            if (pos < n && b[pos] == 0) pos += 1;
+            else { ret = 0; goto done; }
+        }
+    }
+    if (hv != Py_None && P->decode_bodies) {
+        int t = call_truth(P->always, k_obj, v_obj, Py_True);
+        if (t != 0) { ret = t < 0 ? -1 : 0; goto done; }
+    }
+    if (key == 0 && hv != Py_None) {
+        PyObject *at = PyLong_FromSsize_t(pos);
+        if (at == NULL) goto done;
+        acks = PyObject_CallFunctionObjArgs(P->leading, k_obj, v_obj, Py_True, data, at, s_acks_name, NULL);
+        Py_DECREF(at);
+        if (acks == NULL) goto done;
+    } else {
+        acks = Py_NewRef(Py_None);
+    }
+    {
+        PyObject *hitems[6] = {Py_NewRef(k_obj), Py_NewRef(v_obj), Py_NewRef(c_obj), client_id, Py_NewRef(hv),
+                               PyLong_FromSsize_t(pos)};
+        client_id = NULL;
+        PyObject *h = new_tuple(P->header_type, hitems, 6);
+        if (h == NULL) goto done;
+        PyObject *ritems[7] = {Py_NewRef(f), h, acks, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_True),
+                               Py_NewRef(Py_None)};
+        acks = NULL;
+        PyObject *req = new_tuple(P->request_type, ritems, 7);
+        if (req == NULL) goto done;
+        int r = PyDict_SetItem(pending, c_obj, req);
+        Py_DECREF(req);
+        ret = r < 0 ? -1 : 1;
+    }
+done:
+    Py_XDECREF(k_obj);
+    Py_XDECREF(v_obj);
+    Py_XDECREF(c_obj);
+    Py_XDECREF(hv);
+    Py_XDECREF(client_id);
+    Py_XDECREF(acks);
+    return ret;
+}
+
+/* the response to another share's request, teaching nothing: 1 taken, 0 for _response, -1 error */
+static int skim_response(Pairing *P, PyObject *st, PyObject *f) {
+    PyObject *data = PyTuple_GET_ITEM(f, 4);
+    PyObject *pending = SLOT(st, P->o_pending);
+    if (!PyBytes_Check(data) || PyBytes_GET_SIZE(data) < 4 || pending == NULL || !PyDict_CheckExact(pending))
+        return 0;
+    PyObject *c_obj = PyLong_FromLong((long)(int32_t)u32be((const unsigned char *)PyBytes_AS_STRING(data)));
+    if (c_obj == NULL) return -1;
+    int ret = -1;
+    PyObject *hv = NULL, *gone = NULL;
+    PyObject *req = PyDict_GetItemWithError(pending, c_obj); /* borrowed */
+    if (req == NULL) { ret = PyErr_Occurred() ? -1 : 0; goto done; }
+    Py_INCREF(req);
+    if (!PyTuple_Check(req) || PyTuple_GET_SIZE(req) != 7 || PyTuple_GET_ITEM(req, 5) != Py_True) { ret = 0; goto done; }
+    PyObject *h = PyTuple_GET_ITEM(req, 1), *rf = PyTuple_GET_ITEM(req, 0);
+    if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 6 || !PyTuple_Check(rf) || PyTuple_GET_SIZE(rf) != 6) {
+        ret = 0;
+        goto done;
+    }
+    PyObject *key = PyTuple_GET_ITEM(h, 0), *ver = PyTuple_GET_ITEM(h, 1);
+    hv = PyObject_CallFunctionObjArgs(P->resp_hv, key, ver, NULL);
+    if (hv == NULL) goto done;
+    if (hv != Py_None && P->decode_bodies) {
+        int t = call_truth(P->always, key, ver, Py_False);
+        if (t != 0) { ret = t < 0 ? -1 : 0; goto done; } /* its body teaches: _response decodes it */
+    }
+    /* Kafka answers in order: acks=0 requests sent before it were never going to be answered */
+    gone = PyList_New(0);
+    if (gone == NULL) goto done;
+    PyObject *at = PyTuple_GET_ITEM(rf, 2);
+    Py_ssize_t i = 0;
+    PyObject *c, *r;
+    while (PyDict_Next(pending, &i, &c, &r)) {
+        if (r == req) continue;
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 7 || !PyTuple_Check(PyTuple_GET_ITEM(r, 0)) ||
+            PyTuple_GET_SIZE(PyTuple_GET_ITEM(r, 0)) != 6) {
+            ret = 0;
+            goto done;
+        }
+        int zero = PyObject_RichCompareBool(PyTuple_GET_ITEM(r, 2), s_zero, Py_EQ);
+        if (zero < 0) goto done;
+        if (!zero) continue;
+        int before = PyObject_RichCompareBool(PyTuple_GET_ITEM(PyTuple_GET_ITEM(r, 0), 2), at, Py_LT);
+        if (before < 0) goto done;
+        if (!before) continue;
+        if (PyTuple_GET_ITEM(r, 5) != Py_True) { ret = 0; goto done; } /* a row to show: _response's */
+        if (PyList_Append(gone, c) < 0) goto done;
+    }
+    if (PyDict_DelItem(pending, c_obj) < 0) goto done;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(gone); j++)
+        if (PyDict_DelItem(pending, PyList_GET_ITEM(gone, j)) < 0) goto done;
+    ret = 1;
+done:
+    Py_XDECREF(req);
+    Py_DECREF(c_obj);
+    Py_XDECREF(hv);
+    Py_XDECREF(gone);
+    return ret;
+}
+
+/* is the row beginning now this share's? (Decoder._mine: counts it) 1, 0, -1 */
+static int next_mine(Pairing *P) {
+    PyObject *seq = PyObject_GetAttr(P->decoder, s_seq);
+    if (seq == NULL) return -1;
+    long long s = PyLong_AsLongLong(seq);
+    Py_DECREF(seq);
+    if (s == -1 && PyErr_Occurred()) return -1;
+    PyObject *next = PyLong_FromLongLong(s + 1);
+    if (next == NULL) return -1;
+    int r = PyObject_SetAttr(P->decoder, s_seq, next);
+    Py_DECREF(next);
+    if (r < 0) return -1;
+    return s % P->n == P->k;
+}
+
+static PyObject *side_frame(Side *self, PyObject *f) {
+    Pairing *P = self->pairing;
+    PyObject *st = self->st, *dec = P->decoder;
+    PyObject *cd = SLOT(st, P->o_client_dir);
+    if (cd == NULL || cd == Py_None || !PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 6) {
+        if (P->n) P->passed++;
+        return PyObject_CallMethodObjArgs(dec, s__frame, st, self->d, f, NULL);
+    }
+    long cdv = PyLong_AsLong(cd);
+    if (cdv == -1 && PyErr_Occurred()) return NULL;
+    set_slot(st, P->o_framed, Py_NewRef(Py_True));
+    if (cdv == self->dir) {
+        if (P->n == 0) return PyObject_CallMethodObjArgs(dec, s__request, st, f, NULL);
+        int mine = next_mine(P);
+        if (mine < 0) return NULL;
+        if (!mine) {
+            int r = skim_request(P, st, f);
+            if (r < 0) return NULL;
+            if (r) {
+                P->skimmed++;
+                Py_RETURN_NONE;
+            }
+        }
+        P->passed++;
+        return PyObject_CallMethodObjArgs(dec, s__request, st, f, mine ? Py_True : Py_False, NULL);
+    }
+    if (P->n) {
+        int r = skim_response(P, st, f);
+        if (r < 0) return NULL;
+        if (r) {
+            P->skimmed++;
+            Py_RETURN_NONE;
+        }
+        P->passed++;
+    }
+    return PyObject_CallMethodObjArgs(dec, s__response, st, f, NULL);
+}
+
+static PyObject *Side_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "a side takes one frame");
+        return NULL;
+    }
+    return side_frame((Side *)callable, args[0]);
+}
+
+static void Side_dealloc(Side *self) {
+    Py_XDECREF(self->pairing);
+    Py_XDECREF(self->st);
+    Py_XDECREF(self->d);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject SideType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire._lane.Side",
+    .tp_basicsize = sizeof(Side),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A framer's on_frame for one direction of a connection (Pairing.side)",
+    .tp_vectorcall_offset = offsetof(Side, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)Side_dealloc,
+};
+
+/* Pairing.side(st, d): the on_frame of direction d of the connection whose _ConnState is st */
+static PyObject *Pairing_side(Pairing *self, PyObject *args) {
+    PyObject *st, *d;
+    if (!PyArg_ParseTuple(args, "OO!", &st, &PyLong_Type, &d)) return NULL;
+    long dir = PyLong_AsLong(d);
+    if (dir == -1 && PyErr_Occurred()) return NULL;
+    if (self->decoder == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Pairing not initialised");
+        return NULL;
+    }
+    Side *s = PyObject_New(Side, &SideType);
+    if (s == NULL) return NULL;
+    s->vectorcall = Side_vectorcall;
+    s->pairing = (Pairing *)Py_NewRef(self);
+    s->st = Py_NewRef(st);
+    s->d = Py_NewRef(d);
+    s->dir = dir;
+    return (PyObject *)s;
+}
+
+static PyMethodDef Pairing_methods[] = {
+    {"side", (PyCFunction)Pairing_side, METH_VARARGS, "side(st, d): the on_frame of one direction of a connection"},
+    {NULL},
+};
+
+static PyMemberDef Pairing_members[] = {
+    {"skimmed", T_LONGLONG, offsetof(Pairing, skimmed), READONLY, "frames of other shares' rows taken here"},
+    {"passed", T_LONGLONG, offsetof(Pairing, passed), READONLY,
+     "frames of a shared read handed to the decoder's own methods"},
+    {NULL},
+};
+
+static PyTypeObject PairingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire._lane.Pairing",
+    .tp_basicsize = sizeof(Pairing),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Pairing(decoder, share, decode_bodies, request_header_version, response_header_version, "
+              "always_decode, leading_field, Request, RequestHeader, _ConnState, max_pending)",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Pairing_init,
+    .tp_dealloc = (destructor)Pairing_dealloc,
+    .tp_methods = Pairing_methods,
+    .tp_members = Pairing_members,
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__lane(void) {
-    if (PyType_Ready(&LaneType) < 0) return NULL;
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&SideType) < 0 || PyType_Ready(&PairingType) < 0) return NULL;
+    s_seq = PyUnicode_InternFromString("seq");
+    s__frame = PyUnicode_InternFromString("_frame");
+    s__request = PyUnicode_InternFromString("_request");
+    s__response = PyUnicode_InternFromString("_response");
+    s_acks_name = PyUnicode_InternFromString("Acks");
+    s_zero = PyLong_FromLong(0);
+    if (!s_seq || !s__frame || !s__request || !s__response || !s_acks_name || !s_zero) return NULL;
     s_move_to_end = PyUnicode_InternFromString("move_to_end");
     s_data = PyUnicode_InternFromString("data");
     s_count = PyUnicode_InternFromString("count");
@@ -842,6 +1243,12 @@ PyMODINIT_FUNC PyInit__lane(void) {
     Py_INCREF(&LaneType);
     if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0) {
         Py_DECREF(&LaneType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PairingType);
+    if (PyModule_AddObject(m, "Pairing", (PyObject *)&PairingType) < 0) {
+        Py_DECREF(&PairingType);
         Py_DECREF(m);
         return NULL;
     }

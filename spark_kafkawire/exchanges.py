@@ -214,6 +214,9 @@ class Decoder:
         # what bodies decoded only for their topic ids taught, by their bytes: a client asks for
         # the same metadata again and again, and a share need not decode each answer anew
         self.learned: dict[tuple[int, int, bytes], dict[str, str]] = {}
+        #: sides(st, d) -> on_frame of a connection's direction d: the compiled lane's pairing (see
+        #: lane.pairing), which takes the common frame of another share's row itself; None: _Side.frame
+        self.sides: Callable[[_ConnState, int], Callable[[Frame], None]] | None = None
 
     def _mine(self) -> bool:
         """Are the rows beginning here this decoder's share? (Asked once for each, in every share.)"""
@@ -228,10 +231,11 @@ class Decoder:
         st = _ConnState(conn)
         conn.state = st
         st.framers = []
+        sides = self.sides
         for d in (0, 1):
             side = _Side(self, st, d)
-            st.framers.append(Framer(side.frame, self.max_frame, synced=False, plausible=side.plausible,
-                                     on_first=side.first_bytes))
+            st.framers.append(Framer(side.frame if sides is None else sides(st, d), self.max_frame, synced=False,
+                                     plausible=side.plausible, on_first=side.first_bytes))
         return st.framers[0], st.framers[1]
 
     def _first_bytes(self, st: _ConnState, chunk: bytes) -> None:
@@ -376,8 +380,10 @@ class Decoder:
         else:
             self._response(st, frame)
 
-    def _request(self, st: _ConnState, frame: Frame) -> None:
-        mine = self._mine()
+    def _request(self, st: _ConnState, frame: Frame, mine: bool | None = None) -> None:
+        """``mine``: whether the row is this share's, when it was already counted (see _mine)."""
+        if mine is None:
+            mine = self._mine()
         if st.sasl_raw:
             if not looks_like_request(frame.data):  # a token: its bytes may be a password
                 if frame.complete and st.sasl[1] is None:

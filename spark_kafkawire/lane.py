@@ -17,6 +17,8 @@ Without a C compiler at install time the extension is not built and everything r
 from __future__ import annotations
 
 import os
+from typing import Callable
+
 from .frames import MIN_FRAME, Accounting, Frame, Framer
 from .packets import Segment
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
@@ -89,6 +91,23 @@ class FastLane:
                                                             self._until)
         self.checks += late
         return pos, number, offset, flush
+
+
+def pairing(decoder) -> Callable | None:
+    """The lane's pairing for a decoder: ``sides(st, d)`` giving each direction of a connection an
+    on_frame that takes the common frame of another share's row in C (see _lane.c), or None when
+    the lane is not available."""
+    if not available():
+        return None
+    from .body import leading_field
+    from .exchanges import MAX_PENDING_REQUESTS, Request, _ConnState
+    from .frames import RequestHeader
+    from .predicate import always_decode
+    from .protocol import request_header_version, response_header_version
+
+    return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
+                         response_header_version, always_decode, leading_field, Request, RequestHeader, _ConnState,
+                         MAX_PENDING_REQUESTS).side
 
 
 def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None) -> FastLane | None:

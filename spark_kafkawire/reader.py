@@ -348,6 +348,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None)
     rows.topic_ids = decoder.topic_ids
+    decoder.sides = lane.pairing(decoder)
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     reader = CaptureReader(path, opts.endpoint_url)
     limit = opts.batch_size

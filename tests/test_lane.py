@@ -111,11 +111,16 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
 
     seen: list = []
     loops = [0]
-    real_frame, real_closed, real_loop = exchanges.Decoder._frame, exchanges.Decoder.closed, frames.Framer._frames
+    real_opened, real_closed, real_loop = exchanges.Decoder.opened, exchanges.Decoder.closed, frames.Framer._frames
 
-    def frame(self, st, d, f):
-        seen.append((st.conn.a, st.conn.b, d, tuple(f)))
-        return real_frame(self, st, d, f)
+    def opened(self, conn):
+        framers = real_opened(self, conn)
+        for d, fr in enumerate(framers):  # every frame as the decoder gets it, whoever takes it there
+            def on_frame(f, d=d, inner=fr.on_frame):
+                seen.append((conn.a, conn.b, d, tuple(f)))
+                return inner(f)
+            fr.on_frame = on_frame
+        return framers
 
     def closed(self, conn):
         if conn.state is not None:
@@ -126,7 +131,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
         loops[0] += 1
         return real_loop(self, *a)
 
-    monkeypatch.setattr(exchanges.Decoder, "_frame", frame)
+    monkeypatch.setattr(exchanges.Decoder, "opened", opened)
     monkeypatch.setattr(exchanges.Decoder, "closed", closed)
     monkeypatch.setattr(frames.Framer, "_frames", loop)
     runs = []
