@@ -87,6 +87,7 @@ import json, os, sys, time, spark_kafkawire
 spark = spark_kafkawire.spark_session("bench", master=sys.argv[1])
 opts = json.loads(sys.argv[3])
 runs = int(sys.argv[4])
+WARM_QUERIES = 10
 def query(path):
     spark.read.format("kafkawire").options(**opts).load(path).write.format("noop").mode("overwrite").save()
 def cpu():  # seconds of CPU used so far by the JVM and by Spark's Python workers
@@ -101,8 +102,10 @@ def cpu():  # seconds of CPU used so far by the JVM and by Spark's Python worker
         if kind:
             out[kind] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
-# warm-up: the JVM compiles its hot paths over the first queries, workers start, files are cached
-for _ in range(3):
+# warm-up: workers start, files are cached, and the JVM compiles its hot paths over the first
+# queries (its JIT compilers take ~2.5 s of CPU in the first and keep at it for about ten: unwarmed,
+# they compete with the Python workers for a 2-core machine's cores, and local[1] leaves them one)
+for _ in range(WARM_QUERIES):
     query(sys.argv[5])
 best, used = 1e9, None
 for _ in range(runs):
