@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench"
+PAIRS = 5  # alternating runs of one file whole and in shares
 sys.path.insert(0, str(ROOT / "tests"))
 
 
@@ -340,14 +341,14 @@ def main() -> None:
         print(f"Spark on {label} as 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
               f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}", flush=True)
         # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the
-        # rows); alternated three times and the medians taken, the gain being close to this
+        # rows); alternated five times and the medians taken, the gain being close to this
         # machine's run-to-run variation
         wholes, shared = [], []
-        for _ in range(3):
+        for _ in range(PAIRS):
             wholes.append(spark_time("local[1]", p, runs, minPartitions=1))
             shared.append(spark_time("local[2]", p, runs, minPartitions=2))
         whole, shares = sorted(wholes)[1], sorted(shared)[1]
-        print(f"Spark on {label} as one file (medians of 3 alternating runs): local[1] whole {whole:.2f} s, "
+        print(f"Spark on {label} as one file (medians of {PAIRS} alternating runs): local[1] whole {whole:.2f} s, "
               f"local[2] in 2 shares {shares:.2f} s: {whole / shares:.2f}x faster, scaling efficiency "
               f"{whole / (2 * shares):.0%}", flush=True)
 
