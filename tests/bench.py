@@ -347,7 +347,7 @@ def main() -> None:
         for _ in range(PAIRS):
             wholes.append(spark_time("local[1]", p, runs, minPartitions=1))
             shared.append(spark_time("local[2]", p, runs, minPartitions=2))
-        whole, shares = sorted(wholes)[1], sorted(shared)[1]
+        whole, shares = sorted(wholes)[PAIRS // 2], sorted(shared)[PAIRS // 2]
         print(f"Spark on {label} as one file (medians of {PAIRS} alternating runs): local[1] whole {whole:.2f} s, "
               f"local[2] in 2 shares {shares:.2f} s: {whole / shares:.2f}x faster, scaling efficiency "
               f"{whole / (2 * shares):.0%}", flush=True)
