@@ -872,14 +872,34 @@ typedef struct {
 
 static PyObject *s_seq, *s__frame, *s__request, *s__response, *s_acks_name, *s_zero;
 
+/* Pairing and Side take part in garbage collection: a decoder holds its pairing (decoder.sides),
+   which holds the decoder; a connection's state holds its framers, whose on_frame (a Side) holds
+   the state. A read given up half way leaves such cycles for the collector. */
+static int Pairing_traverse(Pairing *self, visitproc visit, void *arg) {
+    Py_VISIT(self->decoder);
+    Py_VISIT(self->req_hv);
+    Py_VISIT(self->resp_hv);
+    Py_VISIT(self->always);
+    Py_VISIT(self->leading);
+    Py_VISIT(self->request_type);
+    Py_VISIT(self->header_type);
+    return 0;
+}
+
+static int Pairing_clear(Pairing *self) {
+    Py_CLEAR(self->decoder);
+    Py_CLEAR(self->req_hv);
+    Py_CLEAR(self->resp_hv);
+    Py_CLEAR(self->always);
+    Py_CLEAR(self->leading);
+    Py_CLEAR(self->request_type);
+    Py_CLEAR(self->header_type);
+    return 0;
+}
+
 static void Pairing_dealloc(Pairing *self) {
-    Py_XDECREF(self->decoder);
-    Py_XDECREF(self->req_hv);
-    Py_XDECREF(self->resp_hv);
-    Py_XDECREF(self->always);
-    Py_XDECREF(self->leading);
-    Py_XDECREF(self->request_type);
-    Py_XDECREF(self->header_type);
+    PyObject_GC_UnTrack(self);
+    Pairing_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1113,6 +1133,10 @@ static int next_mine(Pairing *P) {
 
 static PyObject *side_frame(Side *self, PyObject *f) {
     Pairing *P = self->pairing;
+    if (P == NULL || P->decoder == NULL || self->st == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a side of a connection already collected");
+        return NULL;
+    }
     PyObject *st = self->st, *dec = P->decoder;
     PyObject *cd = SLOT(st, P->o_client_dir);
     if (cd == NULL || cd == Py_None || !PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 6) {
@@ -1157,10 +1181,23 @@ static PyObject *Side_vectorcall(PyObject *callable, PyObject *const *args, size
     return side_frame((Side *)callable, args[0]);
 }
 
+static int Side_traverse(Side *self, visitproc visit, void *arg) {
+    Py_VISIT(self->pairing);
+    Py_VISIT(self->st);
+    Py_VISIT(self->d);
+    return 0;
+}
+
+static int Side_clear(Side *self) {
+    Py_CLEAR(self->pairing);
+    Py_CLEAR(self->st);
+    Py_CLEAR(self->d);
+    return 0;
+}
+
 static void Side_dealloc(Side *self) {
-    Py_XDECREF(self->pairing);
-    Py_XDECREF(self->st);
-    Py_XDECREF(self->d);
+    PyObject_GC_UnTrack(self);
+    Side_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1168,8 +1205,10 @@ static PyTypeObject SideType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "spark_kafkawire._lane.Side",
     .tp_basicsize = sizeof(Side),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A framer's on_frame for one direction of a connection (Pairing.side)",
+    .tp_traverse = (traverseproc)Side_traverse,
+    .tp_clear = (inquiry)Side_clear,
     .tp_vectorcall_offset = offsetof(Side, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_dealloc = (destructor)Side_dealloc,
@@ -1185,13 +1224,14 @@ static PyObject *Pairing_side(Pairing *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "Pairing not initialised");
         return NULL;
     }
-    Side *s = PyObject_New(Side, &SideType);
+    Side *s = PyObject_GC_New(Side, &SideType);
     if (s == NULL) return NULL;
     s->vectorcall = Side_vectorcall;
     s->pairing = (Pairing *)Py_NewRef(self);
     s->st = Py_NewRef(st);
     s->d = Py_NewRef(d);
     s->dir = dir;
+    PyObject_GC_Track(s);
     return (PyObject *)s;
 }
 
@@ -1211,7 +1251,9 @@ static PyTypeObject PairingType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "spark_kafkawire._lane.Pairing",
     .tp_basicsize = sizeof(Pairing),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)Pairing_traverse,
+    .tp_clear = (inquiry)Pairing_clear,
     .tp_doc = "Pairing(decoder, share, decode_bodies, request_header_version, response_header_version, "
               "always_decode, leading_field, Request, RequestHeader, _ConnState, max_pending)",
     .tp_new = PyType_GenericNew,

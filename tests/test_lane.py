@@ -296,3 +296,33 @@ def test_many_short_connections_read_the_same(monkeypatch, tmp_path):
     for more in ({}, {"maxConnections": "1000"}):
         for shape in ("exchanges", "connections"):
             assert both_ways(monkeypatch, path, shape, **more) > 1000
+
+
+def test_a_read_leaves_nothing_behind(monkeypatch):
+    """The lane's objects join the garbage collection: a decoder holds the lane's pairing, which
+    holds it, and a connection's framers hold sides that hold the connection. After a whole read,
+    a shared one, and one given up after its first batch (a LIMIT, a cancelled task), nothing of
+    the decoder is left once the collector has run (a worker reading file after file would grow)."""
+    import gc
+    import weakref
+
+    from spark_kafkawire import exchanges
+
+    decoders = []
+    real = exchanges.Decoder.__init__
+
+    def init(self, *a, **k):
+        decoders.append(weakref.ref(self))
+        real(self, *a, **k)
+
+    monkeypatch.setattr(exchanges.Decoder, "__init__", init)
+    path = str(SAMPLES / "mock-confluent-group.pcapng")
+    for share in (None, (0, 2)):
+        for _ in iter_batches(path, {}, share=share):
+            pass
+        batches = iter_batches(path, {"batchSize": 1}, share=share)
+        next(batches)
+        del batches
+    gc.collect()
+    assert len(decoders) == 4
+    assert [d() for d in decoders] == [None] * 4
