@@ -153,7 +153,9 @@ class _ConnState:
 
 class _Side:
     """One direction of a connection as its framer's listener (one small object for its three
-    callbacks: a hundred thousand connections may be open at once)."""
+    callbacks: a hundred thousand connections may be open at once). With the compiled lane the
+    framer's on_frame is the lane's own Side instead (see lane.pairing), which hands frames on to
+    the same Decoder methods."""
 
     __slots__ = ("decoder", "st", "d")
 
