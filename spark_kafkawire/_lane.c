@@ -923,16 +923,14 @@ static int Pairing_init(Pairing *self, PyObject *args, PyObject *kw) {
     if (slot_offset(state, "client_dir", &self->o_client_dir) || slot_offset(state, "framed", &self->o_framed) ||
         slot_offset(state, "sasl_raw", &self->o_sasl_raw) || slot_offset(state, "pending", &self->o_pending))
         return -1;
-    PyObject *olds[] = {self->decoder, self->req_hv, self->resp_hv, self->always, self->leading, self->request_type,
-                        self->header_type};
-    Py_INCREF(decoder); self->decoder = decoder;
-    Py_INCREF(rq); self->req_hv = rq;
-    Py_INCREF(rs); self->resp_hv = rs;
-    Py_INCREF(al); self->always = al;
-    Py_INCREF(le); self->leading = le;
-    Py_INCREF(rt); self->request_type = rt;
-    Py_INCREF(ht); self->header_type = ht;
-    for (int i = 0; i < 7; i++) Py_XDECREF(olds[i]);
+    Pairing_clear(self);
+    self->decoder = Py_NewRef(decoder);
+    self->req_hv = Py_NewRef(rq);
+    self->resp_hv = Py_NewRef(rs);
+    self->always = Py_NewRef(al);
+    self->leading = Py_NewRef(le);
+    self->request_type = Py_NewRef(rt);
+    self->header_type = Py_NewRef(ht);
     self->k = k;
     self->n = n;
     self->decode_bodies = bodies;

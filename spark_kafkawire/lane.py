@@ -19,8 +19,12 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from .frames import MIN_FRAME, Accounting, Frame, Framer
+from .body import leading_field
+from .exchanges import MAX_PENDING_REQUESTS, Request, _ConnState
+from .frames import MIN_FRAME, Accounting, Frame, Framer, RequestHeader
 from .packets import Segment
+from .predicate import always_decode
+from .protocol import request_header_version, response_header_version
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
 
 try:
@@ -99,12 +103,6 @@ def pairing(decoder) -> Callable | None:
     the lane is not available."""
     if not available():
         return None
-    from .body import leading_field
-    from .exchanges import MAX_PENDING_REQUESTS, Request, _ConnState
-    from .frames import RequestHeader
-    from .predicate import always_decode
-    from .protocol import request_header_version, response_header_version
-
     return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
                          response_header_version, always_decode, leading_field, Request, RequestHeader, _ConnState,
                          MAX_PENDING_REQUESTS).side
