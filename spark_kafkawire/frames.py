@@ -341,6 +341,19 @@ class Framer:
 
     # -- finding a frame boundary --------------------------------------------------------------
     def _scan(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        if not self.scan and not self.scan_from and len(chunk) >= 8:
+            # nothing held and the chunk is one whole frame with a plausible header (a connection
+            # seen from its middle, a request per packet): what _find_boundary concludes at once
+            size = _I32.unpack_from(chunk)[0]
+            if len(chunk) == 4 + size and MIN_FRAME <= size <= self.max_frame:
+                at_start = self.at_start
+                if self.plausible(bytes(chunk[4 : 4 + min(size, HEADER_PEEK)]), not at_start):
+                    self.at_start = False
+                    if not at_start:
+                        self.resyncs += 1
+                    self.synced = True
+                    self._frames(chunk, ts, number, base)
+                    return
         self._hold(chunk, ts, number, base)
         self._find_boundary()
 

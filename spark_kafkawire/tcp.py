@@ -251,7 +251,7 @@ class Connection:
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
     __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state",
-                 "self_connected", "opened", "evicted")
+                 "self_connected", "opened", "evicted", "keys")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -268,6 +268,7 @@ class Connection:
         self.self_connected = False  # a == b: directions told apart by sequence numbers
         self.opened = False  # the listener has been told (at the first payload: most scans carry none)
         self.evicted = False  # retired to keep the table within maxConnections
+        self.keys: tuple[tuple, ...] = ()  # its keys in the reassembler's table
 
     def self_direction(self, seg: Segment) -> int:
         """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
@@ -348,18 +349,22 @@ class Reassembler:
         if hit is None:
             conn = Connection((src, sport), (dst, dport), ts, number)
             d = 0
-            self.table[key] = (conn, 0)
+            table = self.table
+            table[key] = (conn, 0)
             rkey = (dst, dport, src, sport)
+            mp = self.max_pending
+            conn.halves = [HalfStream(None, mp), HalfStream(None, mp)]
             if rkey == key:  # both ends share address and port (a TCP self-connection)
                 conn.self_connected = True
-            else:
-                self.table[rkey] = (conn, 1)
-            conn.halves = [HalfStream(None, self.max_pending), HalfStream(None, self.max_pending)]
-            if conn.self_connected:
+                conn.keys = (key,)
                 d = conn.self_direction(seg)
-            self.live[conn] = None
-            if len(self.live) > self.max_connections:  # retire the longest idle, as if it had closed
-                oldest = next(iter(self.live))
+            else:
+                table[rkey] = (conn, 1)
+                conn.keys = (key, rkey)
+            live = self.live
+            live[conn] = None
+            if len(live) > self.max_connections:  # retire the longest idle, as if it had closed
+                oldest = next(iter(live))
                 oldest.evicted = True
                 self._finish(oldest)
                 self._forget(oldest)
@@ -408,10 +413,11 @@ class Reassembler:
 
     def _forget(self, conn: Connection) -> None:
         """Drop a connection's table entries (an ended one past its linger, or one evicted)."""
-        for key in ((conn.a[0], conn.a[1], conn.b[0], conn.b[1]), (conn.b[0], conn.b[1], conn.a[0], conn.a[1])):
-            hit = self.table.get(key)
+        table = self.table
+        for key in conn.keys:
+            hit = table.get(key)
             if hit is not None and hit[0] is conn:
-                del self.table[key]
+                del table[key]
 
     def _finish(self, conn: Connection) -> None:
         if conn.done:
@@ -427,7 +433,8 @@ class Reassembler:
         # recognised as belonging to a connection that has ended
         for h in conn.halves:
             h.sink = None
-            h.pending = []
+            if h.pending:
+                h.pending = []
         conn.state = None
 
     def open_connections(self):

@@ -190,3 +190,43 @@ def test_message_rows_have_the_status_of_their_own_frame(tmp_path):
     # DROPMALFORMED drops the frame that did not decode, not its well-formed request
     kept = decoded_rows(tmp_path, c.packets, rows="messages", mode="DROPMALFORMED")
     assert [(r["correlation_id"], r["direction"]) for r in kept] == [(1, "request"), (2, "request")]
+
+
+def test_framer_takes_a_whole_frame_chunk_from_a_stream_seen_from_its_middle():
+    """A chunk that is exactly one frame with a plausible header starts framing at once: the
+    frame, its stamp and the counts are what the boundary scan gives."""
+    from spark_kafkawire.frames import looks_like_request
+
+    def framer(frames):
+        return Framer(frames.append, synced=False, plausible=lambda b, strict: looks_like_request(b))
+
+    one, two = request(3, 1, 7, body=b"\x00" * 4), request(18, 3, 8, body=b"\x00\x00")
+    frames = []
+    f = framer(frames)  # connection seen from its middle: finding the boundary is a resync
+    f.data(one, 10, 1)
+    f.data(two, 11, 2)
+    f.end()
+    assert [(fr.ts_ns, fr.number, fr.offset, fr.size, fr.data) for fr in frames] == \
+        [(10, 1, 0, len(one) - 4, one[4:]), (11, 2, len(one), len(two) - 4, two[4:])]
+    assert (f.synced, f.resyncs, f.acct.frames, f.acct.frame_bytes, f.acct.skipped_bytes) == \
+        (True, 1, 2, len(one) + len(two), 0)
+
+    frames = []
+    f = framer(frames)
+    f.start()  # SYN seen: the first byte is a frame's, no resync
+    f.data(one, 10, 1)
+    assert len(frames) == 1 and f.resyncs == 0
+
+    frames = []
+    f = framer(frames)  # three stray bytes first: the frame after them is found by the scan
+    f.data(b"\x01\x02\x03", 9, 1)
+    f.data(one, 10, 2)
+    f.end()
+    assert [fr.data for fr in frames] == [one[4:]] and f.acct.skipped_bytes == 3 and f.resyncs == 1
+
+    frames = []
+    f = framer(frames)  # the right length for its size field, but no request header: not a frame
+    junk = struct.pack("!i", 8) + struct.pack("!hhi", 999, 99, 1)
+    f.data(junk, 10, 1)
+    f.end()
+    assert frames == [] and f.acct.skipped_bytes == len(junk) and f.acct.frames == 0
