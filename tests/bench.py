@@ -70,6 +70,15 @@ def ours(path: Path, rows: str = "exchanges", filters: list | None = None) -> li
             f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r})"]
 
 
+def at_once(cmds: list[list[str]]) -> float:
+    """Wall time of these commands started together."""
+    t = time.perf_counter()
+    for proc in [subprocess.Popen(cmd) for cmd in cmds]:
+        if proc.wait():
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return time.perf_counter() - t
+
+
 def tshark_fields(path: Path, port: int) -> list[str]:
     return ["tshark", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "fields", "-e", "kafka.api_key",
             "-e", "kafka.api_version", "-e", "kafka.correlation_id", "-e", "kafka.client_id"]
@@ -369,30 +378,16 @@ def main() -> None:
     big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     scaling(f"the capture ({size / 1e6:.0f} MB)", path, 3)
     scaling(f"{big.stat().st_size / 1e9:.1f} GB", big, 1)
-    # the same two cores without Spark: two read_capture processes on two of those files at once
+    # the same two cores without Spark: two read_capture processes on two of those files at once, and
+    # the one large file whole in one process against its 2 shares in two processes at once
     two_files = sorted(split_into(big, 4).iterdir())[:2]
-    seq = par = float("inf")
-    for _ in range(2):
-        t = time.perf_counter()
-        for f in two_files:
-            subprocess.run(ours(f), check=True)
-        seq = min(seq, time.perf_counter() - t)
-        t = time.perf_counter()
-        for proc in [subprocess.Popen(ours(f)) for f in two_files]:
-            proc.wait()
-        par = min(par, time.perf_counter() - t)
+    seq = min(sum(at_once([ours(f)]) for f in two_files) for _ in range(2))
+    par = min(at_once([ours(f) for f in two_files]) for _ in range(2))
     print(f"without Spark, two files of {two_files[0].stat().st_size / 1e6:.0f} MB: one after the other {seq:.2f} s, "
           f"two processes at once {par:.2f} s: scaling efficiency {seq / (2 * par):.0%}", flush=True)
-    # and the one large file without Spark: whole in one process, or its 2 shares in two at once
-    whole = par = float("inf")
-    for _ in range(2):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", SHARE_READ, str(big), "0", "1"], check=True)
-        whole = min(whole, time.perf_counter() - t)
-        t = time.perf_counter()
-        for proc in [subprocess.Popen([sys.executable, "-c", SHARE_READ, str(big), str(k), "2"]) for k in (0, 1)]:
-            proc.wait()
-        par = min(par, time.perf_counter() - t)
+    share = [[sys.executable, "-c", SHARE_READ, str(big), str(k), str(n)] for k, n in ((0, 1), (0, 2), (1, 2))]
+    whole = min(at_once(share[:1]) for _ in range(2))
+    par = min(at_once(share[1:]) for _ in range(2))
     print(f"without Spark, {big.stat().st_size / 1e9:.1f} GB as one file: whole {whole:.2f} s, its 2 shares in two "
           f"processes at once {par:.2f} s: scaling efficiency {whole / (2 * par):.0%}", flush=True)
     print("the JVM's share of the CPU the queries used (the rest: Spark's Python workers): " +
