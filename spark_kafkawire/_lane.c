@@ -875,25 +875,19 @@ static PyObject *s_seq, *s__frame, *s__request, *s__response, *s_acks_name, *s_z
 /* Pairing and Side take part in garbage collection: a decoder holds its pairing (decoder.sides),
    which holds the decoder; a connection's state holds its framers, whose on_frame (a Side) holds
    the state. A read given up half way leaves such cycles for the collector. */
+/* the object fields of each type, listed once for its traverse and clear */
+#define PAIRING_OBJECTS(X) X(decoder) X(req_hv) X(resp_hv) X(always) X(leading) X(request_type) X(header_type)
+#define SIDE_OBJECTS(X) X(pairing) X(st) X(d)
+#define VISIT_FIELD(f) Py_VISIT(self->f);
+#define CLEAR_FIELD(f) Py_CLEAR(self->f);
+
 static int Pairing_traverse(Pairing *self, visitproc visit, void *arg) {
-    Py_VISIT(self->decoder);
-    Py_VISIT(self->req_hv);
-    Py_VISIT(self->resp_hv);
-    Py_VISIT(self->always);
-    Py_VISIT(self->leading);
-    Py_VISIT(self->request_type);
-    Py_VISIT(self->header_type);
+    PAIRING_OBJECTS(VISIT_FIELD)
     return 0;
 }
 
 static int Pairing_clear(Pairing *self) {
-    Py_CLEAR(self->decoder);
-    Py_CLEAR(self->req_hv);
-    Py_CLEAR(self->resp_hv);
-    Py_CLEAR(self->always);
-    Py_CLEAR(self->leading);
-    Py_CLEAR(self->request_type);
-    Py_CLEAR(self->header_type);
+    PAIRING_OBJECTS(CLEAR_FIELD)
     return 0;
 }
 
@@ -1180,16 +1174,12 @@ static PyObject *Side_vectorcall(PyObject *callable, PyObject *const *args, size
 }
 
 static int Side_traverse(Side *self, visitproc visit, void *arg) {
-    Py_VISIT(self->pairing);
-    Py_VISIT(self->st);
-    Py_VISIT(self->d);
+    SIDE_OBJECTS(VISIT_FIELD)
     return 0;
 }
 
 static int Side_clear(Side *self) {
-    Py_CLEAR(self->pairing);
-    Py_CLEAR(self->st);
-    Py_CLEAR(self->d);
+    SIDE_OBJECTS(CLEAR_FIELD)
     return 0;
 }
 
