@@ -301,6 +301,24 @@ static long long size_field(PyObject *buf, Py_ssize_t had, const unsigned char *
     return (long long)(int32_t)u32be(b);
 }
 
+/* the frame in progress grows by n bytes towards `target` bytes in all. Its buffer becomes the
+   frame's data, so it is sized for the whole frame as soon as a sixteenth of it has arrived (one
+   allocation, no copies as it grows); before that it doubles, so a size field nothing backs yet
+   reserves at most 16 times the bytes actually held. */
+static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, long long target) {
+    PyByteArrayObject *b = (PyByteArrayObject *)buf;
+    Py_ssize_t held = Py_SIZE(b), need = held + n;
+    if (b->ob_exports > 0 || b->ob_start != b->ob_bytes || need + 1 > b->ob_alloc) {
+        Py_ssize_t room = need;
+        if (target > need) room = (long long)need * 16 >= target ? (Py_ssize_t)target : 2 * need;
+        if (PyByteArray_Resize(buf, room) < 0) return -1;
+    }
+    memcpy(b->ob_start + held, src, n);
+    Py_SET_SIZE(b, need);
+    b->ob_start[need] = '\0';
+    return 0;
+}
+
 /* Framer.data(chunk) of a framer that knows where frames start (its _frames loop), in C: 1 done, 0
    when the Python method must take the chunk (nothing has been changed: the framer is in another
    state, or a size field the chunk completes is out of bounds, which loses sync), -1 error. */
@@ -391,9 +409,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             Py_INCREF(num);
             set_slot(fr, self->f_num, num);
             set_slot(fr, self->f_off, off);
-            if (PyByteArray_Resize(buf, n - p) < 0) return -1;
-            memcpy(PyByteArray_AS_STRING(buf), c + p, n - p);
-            return 1;
+            return frame_append(buf, c + p, n - p, n - p >= 4 ? 4 + size : 4) < 0 ? -1 : 1;
         }
         /* continue the frame in progress */
         if (int_slot(SLOT(fr, self->f_target), &tg)) {
@@ -401,8 +417,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             return -1;
         }
         Py_ssize_t take = tg - held < n - p ? (Py_ssize_t)(tg - held) : n - p;
-        if (PyByteArray_Resize(buf, held + take) < 0) return -1;
-        memcpy(PyByteArray_AS_STRING(buf) + held, c + p, take);
+        if (frame_append(buf, c + p, take, tg) < 0) return -1;
         p += take;
         if (held + take < tg) return 1;
         if (tg == 4) { /* its size field is now complete (checked above) */
@@ -418,18 +433,26 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             PyErr_SetString(PyExc_RuntimeError, "frame in progress without its start");
             return -1;
         }
+        /* the buffer becomes the frame's data (its size field dropped by moving its start) and
+           the framer takes a new one, as _frames does */
+        PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0), *four = PyLong_FromLong(4);
+        if (fresh == NULL || four == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
+            Py_XDECREF(fresh);
+            Py_XDECREF(four);
+            return -1;
+        }
+        PyObject *data = buf;
+        Py_INCREF(data); /* new_frame takes this reference; set_slot drops the framer's */
         Py_INCREF(fo);
-        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4),
-                                PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + 4, (Py_ssize_t)(tg - 4)));
+        buf = fresh;
+        set_slot(fr, self->f_buf, fresh);
+        set_slot(fr, self->f_target, four);
+        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data);
         if (f == NULL) return -1;
         PyObject *r = PyObject_CallOneArg(on_frame, f);
         Py_DECREF(f);
         if (r == NULL) return -1;
         Py_DECREF(r);
-        if (PyByteArray_Resize(buf, 0) < 0) return -1;
-        PyObject *four = PyLong_FromLong(4);
-        if (four == NULL) return -1;
-        set_slot(fr, self->f_target, four);
     }
     return 1;
 }
@@ -615,9 +638,7 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     const unsigned char *payload = d + start;
     int result = TAKEN;
     if (append) {
-        Py_ssize_t had = PyByteArray_GET_SIZE(fbuf);
-        if (PyByteArray_Resize(fbuf, had + wire_len) < 0) goto fail;
-        memcpy(PyByteArray_AS_STRING(fbuf) + had, payload, wire_len);
+        if (frame_append(fbuf, payload, wire_len, target) < 0) goto fail;
         if (add_slot(sink, self->f_pos, fpos, wire_len) < 0) goto fail;
     } else {
         PyObject *num = PyLong_FromLongLong(number);
@@ -958,14 +979,30 @@ static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c) {
     return t;
 }
 
+/* a frame's data: bytes, or the bytearray of a frame that spanned segments (1), else 0 */
+static int frame_data(PyObject *data, const unsigned char **b, Py_ssize_t *n) {
+    if (PyBytes_CheckExact(data)) {
+        *b = (const unsigned char *)PyBytes_AS_STRING(data);
+        *n = PyBytes_GET_SIZE(data);
+        return 1;
+    }
+    if (PyByteArray_CheckExact(data)) {
+        *b = (const unsigned char *)PyByteArray_AS_STRING(data);
+        *n = PyByteArray_GET_SIZE(data);
+        return 1;
+    }
+    return 0;
+}
+
 /* another share's request: 1 taken (waiting now), 0 for _request, -1 error */
 static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
     PyObject *data = PyTuple_GET_ITEM(f, 4);
     PyObject *pending = SLOT(st, P->o_pending);
-    if (!PyBytes_Check(data) || SLOT(st, P->o_sasl_raw) != Py_False || pending == NULL || !PyDict_CheckExact(pending))
+    const unsigned char *b;
+    Py_ssize_t n;
+    if (!frame_data(data, &b, &n) || SLOT(st, P->o_sasl_raw) != Py_False || pending == NULL ||
+        !PyDict_CheckExact(pending))
         return 0;
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
-    Py_ssize_t n = PyBytes_GET_SIZE(data);
     if (n < 8) return 0;
     int key = i16be(b), ver = i16be(b + 2);
     long corr = (long)(int32_t)u32be(b + 4);
@@ -1050,11 +1087,12 @@ done:
 
 /* the response to another share's request, teaching nothing: 1 taken, 0 for _response, -1 error */
 static int skim_response(Pairing *P, PyObject *st, PyObject *f) {
-    PyObject *data = PyTuple_GET_ITEM(f, 4);
     PyObject *pending = SLOT(st, P->o_pending);
-    if (!PyBytes_Check(data) || PyBytes_GET_SIZE(data) < 4 || pending == NULL || !PyDict_CheckExact(pending))
+    const unsigned char *b;
+    Py_ssize_t n;
+    if (!frame_data(PyTuple_GET_ITEM(f, 4), &b, &n) || n < 4 || pending == NULL || !PyDict_CheckExact(pending))
         return 0;
-    PyObject *c_obj = PyLong_FromLong((long)(int32_t)u32be((const unsigned char *)PyBytes_AS_STRING(data)));
+    PyObject *c_obj = PyLong_FromLong((long)(int32_t)u32be(b));
     if (c_obj == NULL) return -1;
     int ret = -1;
     PyObject *hv = NULL, *gone = NULL;

@@ -231,7 +231,7 @@ class _Reader:
             if pos + n > end:
                 raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
             if t == "records":
-                summary = rec.summarize(buf[pos : pos + n], self.budget)
+                summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
                 if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
                     summary = RawRecords(summary, bytes(buf[pos : pos + n]))
                 return summary, pos + n
@@ -489,7 +489,7 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
     seen = _LEADING.get(key)
     if seen:
         for n, values in seen.items():
-            value = values.get(data[pos : pos + n], _MISSING)
+            value = values.get(bytes(data[pos : pos + n]), _MISSING)  # data may be a bytearray
             if value is not _MISSING:
                 return value
     s = schemas()

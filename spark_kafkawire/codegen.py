@@ -118,7 +118,8 @@ class Compiler:
         if t == "string":
             return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')"])
         if t == "records":
-            return self._sized(flex, True, ["v = summarize(buf[pos:e], r.budget)",
+            # the records are summarised through a view of the frame's bytes: no copy of them
+            return self._sized(flex, True, ["v = summarize(memoryview(buf)[pos:e], r.budget)",
                                             "if r.opts.keep_raw:",
                                             "    v = RawRecords(v, bytes(buf[pos:e]))"])
         if t == "bytes":

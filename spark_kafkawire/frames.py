@@ -37,7 +37,8 @@ class Frame(NamedTuple):
     number: int  # that packet's number in the capture file
     offset: int  # stream offset of the size field
     size: int  # the int32 size field
-    data: bytes  # header + body (shorter than size when incomplete)
+    data: bytes | bytearray  # header + body (shorter than size when incomplete); a frame that
+    # spanned segments keeps the framer's buffer (a bytearray) instead of a copy of it
     complete: bool
 
 
@@ -323,11 +324,13 @@ class Framer:
                 continue
             acct.frames += 1
             acct.frame_bytes += self.target
-            with memoryview(buf) as whole:  # one copy of a large frame, not two
-                data = bytes(whole[4:])
-            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, self.target - 4, data, True))
-            buf.clear()
+            # the buffer becomes the frame's data (one copy of a large frame, not two): a bytearray
+            # drops its size field by moving its start, and the framer takes a new buffer
+            data = buf
+            del data[:4]
+            self.buf = buf = bytearray()
             self.target = 4
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True))
 
     def _lose_sync(self, pieces: list[tuple[bytes, int, int, int]]) -> None:
         """A frame start holds no valid size: look for the next boundary after it."""

@@ -326,3 +326,40 @@ def test_a_read_leaves_nothing_behind(monkeypatch):
     gc.collect()
     assert len(decoders) == 4
     assert [d() for d in decoders] == [None] * 4
+
+
+@pytest.mark.parametrize("claimed,sent", [(50 << 20, 40_000), (2 << 20, 300_000)])
+def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tmp_path, claimed, sent):
+    """A frame that spans segments is assembled in one buffer that becomes its data. The buffer
+    is sized for the whole frame once a sixteenth of it has arrived; before that, a size field
+    (up to maxFrameBytes, 100 MiB) must not reserve memory that no captured byte backs: at most
+    16 times the bytes held. Seen at the connection's end, with the lane cutting the frames."""
+    import sys
+
+    from spark_kafkawire import frames
+
+    head = pcapgen.request(0, 9, 7)[4:30]  # a Produce request header, then the start of its body
+    frame = struct.pack("!i", claimed) + head + bytes(sent - 4 - len(head))
+    conv = pcapgen.Conversation().handshake()
+    conv.send("c", frame, mss=1448)
+    path = tmp_path / "claimed.pcap"
+    pcapgen.write_pcap(path, conv.packets)
+    held = []
+    real_end = frames.Framer.end
+
+    def end(self):
+        if self.buf:
+            held.append((len(self.buf), sys.getsizeof(self.buf) - sys.getsizeof(bytearray())))
+        return real_end(self)
+
+    monkeypatch.setattr(frames.Framer, "end", end)
+    assert both_ways(monkeypatch, path) > len(conv.packets) // 2  # the lane took the segments
+    held.clear()
+    rows = [r for b in iter_batches(str(path), {}) for r in b.to_pylist()]
+    assert [r["status"] for r in rows] == ["truncated"]  # the frame, cut by the capture's end
+    ((n, room),) = held
+    assert n == sent
+    if sent * 16 < claimed:
+        assert room <= 16 * n, (n, room)
+    else:
+        assert room >= claimed  # one buffer for the whole frame
