@@ -233,7 +233,7 @@ class _Reader:
             if t == "records":
                 summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
                 if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
-                    summary = RawRecords(summary, bytes(buf[pos : pos + n]))
+                    summary = RawRecords(summary, bytes(memoryview(buf)[pos : pos + n]))
                 return summary, pos + n
             if f.name in SECRET_FIELDS:
                 return redact(f.name, buf[pos : pos + n]), pos + n

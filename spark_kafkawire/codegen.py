@@ -121,7 +121,7 @@ class Compiler:
             # the records are summarised through a view of the frame's bytes: no copy of them
             return self._sized(flex, True, ["v = summarize(memoryview(buf)[pos:e], r.budget)",
                                             "if r.opts.keep_raw:",
-                                            "    v = RawRecords(v, bytes(buf[pos:e]))"])
+                                            "    v = RawRecords(v, bytes(memoryview(buf)[pos:e]))"])
         if t == "bytes":
             take = f"v = redact({f.name!r}, buf[pos:e])" if f.name in SECRET_FIELDS else "v = b64(buf[pos:e]).decode()"
             return self._sized(flex, True, [take])

@@ -489,7 +489,7 @@ class Decoder:
         bodies with secrets are decoded every time (the connection's secrets are collected there)."""
         key = None
         if frame.complete and h.api_key not in schemas().secret_apis and len(frame.data) - pos <= LEARNED_BYTES:
-            key = (h.api_key, h.api_version, bytes(frame.data[pos:]))  # data may be a bytearray
+            key = (h.api_key, h.api_version, bytes(memoryview(frame.data)[pos:]))  # data may be a bytearray
             ids = self.learned.get(key)
             if ids is not None:
                 self.topic_ids.update(ids)
