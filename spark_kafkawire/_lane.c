@@ -3,7 +3,8 @@
  * Most packets of a Kafka capture are the next in-order segment of a connection already followed,
  * or a pure acknowledgement. For those the pure Python stages (capture.py -> packets.py -> tcp.py
  * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
- * objects, reading and writing their slots directly, and hands every other packet back untouched.
+ * objects, reading and writing their slots directly (and the int fields of HalfStream's and Framer's
+ * C bases, HalfCore and FramerCore, below), and hands every other packet back untouched.
  *
  * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts,
  *          late_from, late_budget, until)
@@ -42,6 +43,56 @@
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
 
+/* The stream offsets and frame sizes the lane moves on every packet live in C fields of the
+ * classes' bases (HalfStream's HalfCore, Framer's FramerCore), not in object slots: Python reads
+ * and writes them as ints, and the lane adds to them without making a new int for each packet. */
+typedef struct {
+    PyObject_HEAD
+    long long nxt, captured;
+} HalfCore;
+
+static PyMemberDef HalfCore_members[] = {
+    {"nxt", T_LONGLONG, offsetof(HalfCore, nxt), 0, "stream offset of the next byte to deliver"},
+    {"captured", T_LONGLONG, offsetof(HalfCore, captured), 0, "distinct payload bytes the capture holds"},
+    {NULL},
+};
+
+static PyTypeObject HalfCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire._lane.HalfCore",
+    .tp_doc = "The int fields of a HalfStream the lane moves on every packet.",
+    .tp_basicsize = sizeof(HalfCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = HalfCore_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    long long pos, target, rest_to, max_frame;
+} FramerCore;
+
+static PyMemberDef FramerCore_members[] = {
+    {"pos", T_LONGLONG, offsetof(FramerCore, pos), 0, "stream offset of the next byte to arrive"},
+    {"target", T_LONGLONG, offsetof(FramerCore, target), 0, "bytes the frame in progress needs in all"},
+    {"rest_to", T_LONGLONG, offsetof(FramerCore, rest_to), 0, "end of a frame cut by a gap"},
+    {"max_frame", T_LONGLONG, offsetof(FramerCore, max_frame), 0, "largest frame accepted"},
+    {NULL},
+};
+
+static PyTypeObject FramerCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire._lane.FramerCore",
+    .tp_doc = "The int fields of a Framer the lane moves on every packet.",
+    .tp_basicsize = sizeof(FramerCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = FramerCore_members,
+};
+
+#define HC(o) ((HalfCore *)(o))
+#define FC(o) ((FramerCore *)(o))
+
 typedef struct {
     PyObject_HEAD
     PyObject *table;    /* dict: (src, sport, dst, dport) -> (Connection, direction) */
@@ -54,9 +105,9 @@ typedef struct {
     long long taken;    /* packets taken so far (the tests check the lane is used) */
     /* slot offsets, from the classes' member descriptors */
     Py_ssize_t c_done, c_self, c_opened, c_last_ts, c_halves;
-    Py_ssize_t h_base, h_nxt, h_pending, h_captured, h_last_ts, h_sink;
-    Py_ssize_t f_rest_to, f_buf, f_target, f_pos;
-    Py_ssize_t f_on_frame, f_max_frame, f_synced, f_first, f_disabled, f_acct, f_ts, f_num, f_off;
+    Py_ssize_t h_base, h_pending, h_last_ts, h_sink;
+    Py_ssize_t f_buf;
+    Py_ssize_t f_on_frame, f_synced, f_first, f_disabled, f_acct, f_ts, f_num, f_off;
     Py_ssize_t a_frames, a_frame_bytes;
 } Lane;
 
@@ -132,15 +183,17 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
         return -1;
     }
+    if (!PyType_Check(ht) || !PyType_IsSubtype((PyTypeObject *)ht, &HalfCoreType) || !PyType_Check(ft) ||
+        !PyType_IsSubtype((PyTypeObject *)ft, &FramerCoreType)) {
+        PyErr_SetString(PyExc_TypeError, "HalfStream and Framer: subclasses of HalfCore and FramerCore");
+        return -1;
+    }
     if (slot_offset(ct, "done", &self->c_done) || slot_offset(ct, "self_connected", &self->c_self) ||
         slot_offset(ct, "opened", &self->c_opened) || slot_offset(ct, "last_ts", &self->c_last_ts) ||
         slot_offset(ct, "halves", &self->c_halves) || slot_offset(ht, "base", &self->h_base) ||
-        slot_offset(ht, "nxt", &self->h_nxt) || slot_offset(ht, "pending", &self->h_pending) ||
-        slot_offset(ht, "captured", &self->h_captured) || slot_offset(ht, "last_ts", &self->h_last_ts) ||
-        slot_offset(ht, "sink", &self->h_sink) || slot_offset(ft, "rest_to", &self->f_rest_to) ||
-        slot_offset(ft, "buf", &self->f_buf) || slot_offset(ft, "target", &self->f_target) ||
-        slot_offset(ft, "pos", &self->f_pos) || slot_offset(ft, "on_frame", &self->f_on_frame) ||
-        slot_offset(ft, "max_frame", &self->f_max_frame) || slot_offset(ft, "synced", &self->f_synced) ||
+        slot_offset(ht, "pending", &self->h_pending) || slot_offset(ht, "last_ts", &self->h_last_ts) ||
+        slot_offset(ht, "sink", &self->h_sink) || slot_offset(ft, "buf", &self->f_buf) ||
+        slot_offset(ft, "on_frame", &self->f_on_frame) || slot_offset(ft, "synced", &self->f_synced) ||
         slot_offset(ft, "first", &self->f_first) || slot_offset(ft, "disabled", &self->f_disabled) ||
         slot_offset(ft, "acct", &self->f_acct) || slot_offset(ft, "f_ts", &self->f_ts) ||
         slot_offset(ft, "f_num", &self->f_num) || slot_offset(ft, "f_off", &self->f_off) ||
@@ -288,9 +341,8 @@ static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *of
 
 /* the framer as _frames found it: synced, enabled, nothing held back by a gap, this buffer */
 static int framing_as_before(Lane *self, PyObject *fr, PyObject *buf) {
-    long long rest = -1;
     return SLOT(fr, self->f_buf) == buf && SLOT(fr, self->f_synced) == Py_True &&
-           SLOT(fr, self->f_disabled) == Py_False && !int_slot(SLOT(fr, self->f_rest_to), &rest) && rest == 0;
+           SLOT(fr, self->f_disabled) == Py_False && FC(fr)->rest_to == 0;
 }
 
 /* size field of a frame: 4 bytes, the first `had` of them in the frame buffer */
@@ -327,9 +379,11 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
     PyObject *buf = SLOT(fr, self->f_buf), *acct = SLOT(fr, self->f_acct), *on_frame = SLOT(fr, self->f_on_frame);
     if (SLOT(fr, self->f_first) != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
         !framing_as_before(self, fr, buf) || acct == NULL || !Py_IS_TYPE(acct, (PyTypeObject *)self->acct_type) ||
-        on_frame == NULL || int_slot(SLOT(fr, self->f_target), &target) ||
-        int_slot(SLOT(fr, self->f_pos), &fpos) || int_slot(SLOT(fr, self->f_max_frame), &maxf))
+        on_frame == NULL)
         return 0;
+    target = FC(fr)->target;
+    fpos = FC(fr)->pos;
+    maxf = FC(fr)->max_frame;
     /* first, without changing anything: every size field the chunk completes is within bounds */
     Py_ssize_t p = 0, held = PyByteArray_GET_SIZE(buf);
     long long tg = target;
@@ -358,7 +412,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
         tg = 4;
     }
     /* then the loop's effects, in its order */
-    if (add_slot(fr, self->f_pos, fpos, n) < 0) return -1;
+    FC(fr)->pos = fpos + n;
     long long frames, fbytes;
     p = 0;
     while (p < n) {
@@ -396,14 +450,9 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
                     continue;
                 }
             }
-            PyObject *tv = PyLong_FromLongLong(n - p >= 4 ? 4 + size : 4);
             PyObject *off = PyLong_FromLongLong(fpos + p);
-            if (tv == NULL || off == NULL) {
-                Py_XDECREF(tv);
-                Py_XDECREF(off);
-                return -1;
-            }
-            set_slot(fr, self->f_target, tv);
+            if (off == NULL) return -1;
+            FC(fr)->target = n - p >= 4 ? 4 + size : 4;
             Py_INCREF(ts);
             set_slot(fr, self->f_ts, ts);
             Py_INCREF(num);
@@ -412,18 +461,13 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             return frame_append(buf, c + p, n - p, n - p >= 4 ? 4 + size : 4) < 0 ? -1 : 1;
         }
         /* continue the frame in progress */
-        if (int_slot(SLOT(fr, self->f_target), &tg)) {
-            PyErr_SetString(PyExc_RuntimeError, "frame target is not an int");
-            return -1;
-        }
+        tg = FC(fr)->target;
         Py_ssize_t take = tg - held < n - p ? (Py_ssize_t)(tg - held) : n - p;
         if (frame_append(buf, c + p, take, tg) < 0) return -1;
         p += take;
         if (held + take < tg) return 1;
         if (tg == 4) { /* its size field is now complete (checked above) */
-            PyObject *tv = PyLong_FromLongLong(4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf)));
-            if (tv == NULL) return -1;
-            set_slot(fr, self->f_target, tv);
+            FC(fr)->target = 4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf));
             continue;
         }
         if (add_slot(acct, self->a_frames, frames, 1) < 0 || add_slot(acct, self->a_frame_bytes, fbytes, tg) < 0)
@@ -435,10 +479,9 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
         }
         /* the buffer becomes the frame's data (its size field dropped by moving its start) and
            the framer takes a new one, as _frames does */
-        PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0), *four = PyLong_FromLong(4);
-        if (fresh == NULL || four == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
+        PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
+        if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
             Py_XDECREF(fresh);
-            Py_XDECREF(four);
             return -1;
         }
         PyObject *data = buf;
@@ -446,7 +489,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
         Py_INCREF(fo);
         buf = fresh;
         set_slot(fr, self->f_buf, fresh);
-        set_slot(fr, self->f_target, four);
+        FC(fr)->target = 4;
         PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data);
         if (f == NULL) return -1;
         PyObject *r = PyObject_CallOneArg(on_frame, f);
@@ -608,9 +651,9 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if ((flags & TCP_ACK) && !empty_list(SLOT(other, self->h_pending))) FEED;
     if (!empty_list(SLOT(half, self->h_pending))) FEED;
     long long base, nxt, captured;
-    if (int_slot(SLOT(half, self->h_base), &base) || int_slot(SLOT(half, self->h_nxt), &nxt) ||
-        int_slot(SLOT(half, self->h_captured), &captured))
-        FEED;
+    if (int_slot(SLOT(half, self->h_base), &base)) FEED;
+    nxt = HC(half)->nxt;
+    captured = HC(half)->captured;
     if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
         FEED;
     PyObject *sink = SLOT(half, self->h_sink);
@@ -620,12 +663,11 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     PyObject *fbuf = NULL;
     long long target = 0, fpos = 0;
     if (Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type)) {
-        long long rest = -1;
         fbuf = SLOT(sink, self->f_buf);
-        if (!int_slot(SLOT(sink, self->f_rest_to), &rest) && rest == 0 && fbuf != NULL &&
-            PyByteArray_CheckExact(fbuf) && PyByteArray_GET_SIZE(fbuf) > 0 &&
-            !int_slot(SLOT(sink, self->f_target), &target) && !int_slot(SLOT(sink, self->f_pos), &fpos) &&
-            target > 4 && wire_len < target - PyByteArray_GET_SIZE(fbuf))
+        target = FC(sink)->target;
+        fpos = FC(sink)->pos;
+        if (FC(sink)->rest_to == 0 && fbuf != NULL && PyByteArray_CheckExact(fbuf) &&
+            PyByteArray_GET_SIZE(fbuf) > 0 && target > 4 && wire_len < target - PyByteArray_GET_SIZE(fbuf))
             append = 1;
     }
     /* taken: from here on, the Python stages' effects, in their order */
@@ -634,12 +676,12 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if (touch(self, rs, conn, ts) < 0) goto fail;
     Py_INCREF(ts);
     set_slot(half, self->h_last_ts, ts);
-    if (add_slot(half, self->h_captured, captured, wire_len) < 0) goto fail;
+    HC(half)->captured = captured + wire_len;
     const unsigned char *payload = d + start;
     int result = TAKEN;
     if (append) {
         if (frame_append(fbuf, payload, wire_len, target) < 0) goto fail;
-        if (add_slot(sink, self->f_pos, fpos, wire_len) < 0) goto fail;
+        FC(sink)->pos = fpos + wire_len;
     } else {
         PyObject *num = PyLong_FromLongLong(number);
         if (num == NULL) goto fail;
@@ -669,12 +711,9 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         if (due < 0) goto fail;
         if (due) result = TAKEN_FLUSH;
         /* the sink may have read or changed the stream's offset: take it again */
-        if (int_slot(SLOT(half, self->h_nxt), &nxt)) {
-            PyErr_SetString(PyExc_RuntimeError, "stream offset changed type during delivery");
-            goto fail;
-        }
+        nxt = HC(half)->nxt;
     }
-    if (add_slot(half, self->h_nxt, nxt, wire_len) < 0) goto fail;
+    HC(half)->nxt = nxt + wire_len;
     Py_DECREF(ts);
     return result;
 fail:
@@ -871,6 +910,11 @@ static PyTypeObject LaneType = {
  * or _response. Nothing is changed before the frame is known to be one taken here.
  * ------------------------------------------------------------------------------------------- */
 
+static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c);
+
+#define MEMO_KEYS 128
+#define MEMO_VERSIONS 32
+
 typedef struct {
     PyObject_HEAD
     PyObject *decoder;
@@ -880,7 +924,13 @@ typedef struct {
     Py_ssize_t max_pending;
     Py_ssize_t o_client_dir, o_framed, o_sasl_raw, o_pending;  /* _ConnState slots */
     long long skimmed, passed;  /* frames of other shares taken here; frames of a share handed on */
+    /* the answers of req_hv, resp_hv and always (pure functions of the api key and version) for
+       keys and versions below MEMO_KEYS and MEMO_VERSIONS, asked once: 0 not asked yet, else the
+       header version + 2 (1: None), or the truth + 1 */
+    unsigned char memo[4][MEMO_KEYS][MEMO_VERSIONS];
 } Pairing;
+
+enum { MEMO_REQ_HV, MEMO_RESP_HV, MEMO_ALWAYS_REQ, MEMO_ALWAYS_RESP };
 
 typedef struct {
     PyObject_HEAD
@@ -951,7 +1001,37 @@ static int Pairing_init(Pairing *self, PyObject *args, PyObject *kw) {
     self->decode_bodies = bodies;
     self->max_pending = most;
     self->skimmed = self->passed = 0;
+    memset(self->memo, 0, sizeof self->memo);
     return 0;
+}
+
+/* the header version req_hv (which = MEMO_REQ_HV) or resp_hv gives for (key, ver): a new reference
+   to it (an int or None), remembered for small keys and versions; NULL on error */
+static PyObject *header_version(Pairing *P, int which, PyObject *k_obj, PyObject *v_obj, int key, int ver) {
+    int small = key >= 0 && key < MEMO_KEYS && ver >= 0 && ver < MEMO_VERSIONS;
+    unsigned char m = small ? P->memo[which][key][ver] : 0;
+    if (m == 1) return Py_NewRef(Py_None);
+    if (m > 1) return PyLong_FromLong(m - 2);
+    PyObject *hv = PyObject_CallFunctionObjArgs(which == MEMO_REQ_HV ? P->req_hv : P->resp_hv, k_obj, v_obj, NULL);
+    if (hv == NULL || !small) return hv;
+    if (hv == Py_None) {
+        P->memo[which][key][ver] = 1;
+    } else if (PyLong_CheckExact(hv)) {
+        long v = PyLong_AsLong(hv);
+        if (v >= 0 && v < 200) P->memo[which][key][ver] = (unsigned char)(v + 2);
+        else if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    }
+    return hv;
+}
+
+/* always(key, ver, request): 1, 0, -1 on error; remembered for small keys and versions */
+static int always_decoded(Pairing *P, PyObject *k_obj, PyObject *v_obj, int key, int ver, int request) {
+    int small = key >= 0 && key < MEMO_KEYS && ver >= 0 && ver < MEMO_VERSIONS;
+    int which = request ? MEMO_ALWAYS_REQ : MEMO_ALWAYS_RESP;
+    if (small && P->memo[which][key][ver]) return P->memo[which][key][ver] - 1;
+    int t = call_truth(P->always, k_obj, v_obj, request ? Py_True : Py_False);
+    if (t >= 0 && small) P->memo[which][key][ver] = (unsigned char)(t + 1);
+    return t;
 }
 
 static inline int i16be(const unsigned char *p) { return (int)(int16_t)u16be(p); }
@@ -1014,7 +1094,7 @@ static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
     if (k_obj == NULL || v_obj == NULL || c_obj == NULL) goto done;
     int known = PyDict_Contains(pending, c_obj);
     if (known) { ret = known < 0 ? -1 : 0; goto done; }
-    hv = PyObject_CallFunctionObjArgs(P->req_hv, k_obj, v_obj, NULL);
+    hv = header_version(P, MEMO_REQ_HV, k_obj, v_obj, key, ver);
     if (hv == NULL) goto done;
     long hvv = -1;
     if (hv != Py_None) {
@@ -1048,7 +1128,7 @@ static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
         }
     }
     if (hv != Py_None && P->decode_bodies) {
-        int t = call_truth(P->always, k_obj, v_obj, Py_True);
+        int t = always_decoded(P, k_obj, v_obj, key, ver, 1);
         if (t != 0) { ret = t < 0 ? -1 : 0; goto done; }
     }
     if (key == 0 && hv != Py_None) {
@@ -1106,10 +1186,13 @@ static int skim_response(Pairing *P, PyObject *st, PyObject *f) {
         goto done;
     }
     PyObject *key = PyTuple_GET_ITEM(h, 0), *ver = PyTuple_GET_ITEM(h, 1);
-    hv = PyObject_CallFunctionObjArgs(P->resp_hv, key, ver, NULL);
+    if (!PyLong_CheckExact(key) || !PyLong_CheckExact(ver)) { ret = 0; goto done; }
+    int kv = (int)PyLong_AsLong(key), vv = (int)PyLong_AsLong(ver);
+    if (PyErr_Occurred()) goto done;
+    hv = header_version(P, MEMO_RESP_HV, key, ver, kv, vv);
     if (hv == NULL) goto done;
     if (hv != Py_None && P->decode_bodies) {
-        int t = call_truth(P->always, key, ver, Py_False);
+        int t = always_decoded(P, key, ver, kv, vv, 0);
         if (t != 0) { ret = t < 0 ? -1 : 0; goto done; } /* its body teaches: _response decodes it */
     }
     /* Kafka answers in order: acks=0 requests sent before it were never going to be answered */
@@ -1261,8 +1344,30 @@ static PyObject *Pairing_side(Pairing *self, PyObject *args) {
     return (PyObject *)s;
 }
 
+/* answers(key, ver): (request header version, response header version, always for a request, for
+   a response) as the pairing takes them, through its memo (for the tests) */
+static PyObject *Pairing_answers(Pairing *self, PyObject *args) {
+    int key, ver;
+    if (!PyArg_ParseTuple(args, "ii", &key, &ver)) return NULL;
+    PyObject *k = PyLong_FromLong(key), *v = PyLong_FromLong(ver), *out = NULL;
+    if (k == NULL || v == NULL) goto done;
+    PyObject *rq = header_version(self, MEMO_REQ_HV, k, v, key, ver);
+    PyObject *rs = rq ? header_version(self, MEMO_RESP_HV, k, v, key, ver) : NULL;
+    int aq = rs ? always_decoded(self, k, v, key, ver, 1) : -1;
+    int as = aq >= 0 ? always_decoded(self, k, v, key, ver, 0) : -1;
+    if (as >= 0) out = Py_BuildValue("(OOOO)", rq, rs, aq ? Py_True : Py_False, as ? Py_True : Py_False);
+    Py_XDECREF(rq);
+    Py_XDECREF(rs);
+done:
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return out;
+}
+
 static PyMethodDef Pairing_methods[] = {
     {"side", (PyCFunction)Pairing_side, METH_VARARGS, "side(st, d): the on_frame of one direction of a connection"},
+    {"answers", (PyCFunction)Pairing_answers, METH_VARARGS,
+     "answers(key, ver): the header versions and always-decoded answers the pairing uses, through its memo"},
     {NULL},
 };
 
@@ -1292,7 +1397,9 @@ static PyTypeObject PairingType = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__lane(void) {
-    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&SideType) < 0 || PyType_Ready(&PairingType) < 0) return NULL;
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&SideType) < 0 || PyType_Ready(&PairingType) < 0 ||
+        PyType_Ready(&HalfCoreType) < 0 || PyType_Ready(&FramerCoreType) < 0)
+        return NULL;
     s_seq = PyUnicode_InternFromString("seq");
     s__frame = PyUnicode_InternFromString("_frame");
     s__request = PyUnicode_InternFromString("_request");
@@ -1314,9 +1421,9 @@ PyMODINIT_FUNC PyInit__lane(void) {
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(&PairingType);
-    if (PyModule_AddObject(m, "Pairing", (PyObject *)&PairingType) < 0) {
-        Py_DECREF(&PairingType);
+    if (PyModule_AddObjectRef(m, "Pairing", (PyObject *)&PairingType) < 0 ||
+        PyModule_AddObjectRef(m, "HalfCore", (PyObject *)&HalfCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "FramerCore", (PyObject *)&FramerCoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

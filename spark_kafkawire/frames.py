@@ -25,6 +25,12 @@ from typing import Callable, NamedTuple
 
 from . import protocol
 
+try:  # pos, target, rest_to and max_frame as C fields the fast lane moves without making ints
+    from ._lane import FramerCore as _FramerBase
+    _FRAMER_INTS: tuple[str, ...] = ()
+except ImportError:  # built without a compiler: plain slots
+    _FramerBase, _FRAMER_INTS = object, ("pos", "target", "rest_to", "max_frame")
+
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
 _REQ = Struct("!hhi")
@@ -165,7 +171,7 @@ HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-class Framer:
+class Framer(_FramerBase):
     """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``.
 
     Where a frame starts is known at the start of a stream (SYN captured). Elsewhere - a stream
@@ -178,10 +184,10 @@ class Framer:
     """
 
     __slots__ = (
-        "on_frame", "max_frame", "synced", "plausible", "acct", "at_start", "resyncs", "disabled",
-        "on_first", "first", "pos", "buf", "target", "f_ts", "f_num", "f_off",
-        "scan", "scan_base", "scan_marks", "scan_from", "rest_to",
-    )
+        "on_frame", "synced", "plausible", "acct", "at_start", "resyncs", "disabled",
+        "on_first", "first", "buf", "f_ts", "f_num", "f_off",
+        "scan", "scan_base", "scan_marks", "scan_from",
+    ) + _FRAMER_INTS
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
                  synced: bool = True, plausible: Callable[[bytes, bool], bool] | None = None,

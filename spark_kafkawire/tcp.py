@@ -29,6 +29,12 @@ from typing import Iterator, Protocol
 
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
+try:  # nxt and captured as C fields the fast lane moves without making ints (see _lane.c)
+    from ._lane import HalfCore as _HalfBase
+    _HALF_INTS: tuple[str, ...] = ()
+except ImportError:  # built without a compiler: plain slots
+    _HalfBase, _HALF_INTS = object, ("nxt", "captured")
+
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
 MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
@@ -47,7 +53,7 @@ class Sink(Protocol):
     def end(self) -> None: ...
 
 
-class HalfStream:
+class HalfStream(_HalfBase):
     """One direction of one connection.
 
     ``captured`` counts the distinct TCP payload bytes the capture holds for this direction
@@ -57,8 +63,8 @@ class HalfStream:
     byte seen); a late copy of bytes in a hole is handed to the sink's ``late``.
     """
 
-    __slots__ = ("sink", "base", "nxt", "pending", "pending_bytes", "max_pending", "fin", "fin_off", "captured",
-                 "holes", "last_ts", "started")
+    __slots__ = ("sink", "base", "pending", "pending_bytes", "max_pending", "fin", "fin_off", "holes", "last_ts",
+                 "started") + _HALF_INTS
 
     def __init__(self, sink: Sink | None, max_pending: int):
         self.sink = sink  # given when the connection first carries payload (see Reassembler._open)

@@ -10,6 +10,7 @@ lane stood aside.
 """
 
 import dataclasses
+import os
 import gzip
 import socket
 import struct
@@ -363,3 +364,46 @@ def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tm
         assert room <= 16 * n, (n, room)
     else:
         assert room >= claimed  # one buffer for the whole frame
+
+
+def test_the_pairing_remembers_what_the_protocol_says():
+    """A share's pairing asks the header rules and always_decode once per api key and version and
+    then answers from memory: for every key and version (known, unknown, beyond what it remembers),
+    asked twice, the answers are the protocol's own."""
+    from spark_kafkawire import exchanges, frames
+    from spark_kafkawire.predicate import always_decode
+    from spark_kafkawire.protocol import request_header_version, response_header_version
+
+    pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
+                                        always_decode, lambda *a: None, exchanges.Request, frames.RequestHeader,
+                                        exchanges._ConnState, 10)
+    expected = {(k, v): (request_header_version(k, v), response_header_version(k, v), always_decode(k, v, True),
+                         always_decode(k, v, False)) for k in range(-1, 140) for v in range(-1, 40)}
+    assert {kv[0] for kv in expected if expected[kv][0] == 2} and {kv[0] for kv in expected if expected[kv][2]}
+    for _ in range(2):
+        assert {kv: pairing.answers(*kv) for kv in expected} == expected
+
+
+def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
+    """Built without a C compiler, HalfStream and Framer keep their counters in plain slots (with
+    it, in the extension's C fields) and the Python stages read everything: the rows are the
+    lane's, in every row shape of every sample capture."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "if sys.argv[1] == 'without': sys.modules['spark_kafkawire._lane'] = None\n"
+        "import spark_kafkawire\n"
+        "from spark_kafkawire import frames, lane, tcp\n"
+        "assert lane.available() == (sys.argv[1] == 'with')\n"
+        "print(tcp.HalfStream.__mro__[1].__name__, frames.Framer.__mro__[1].__name__)\n"
+        "for shape in ('exchanges', 'messages', 'connections'):\n"
+        "    print(shape, spark_kafkawire.read_capture(sys.argv[2], rows=shape).to_pylist())\n"
+    )
+    out = {how: subprocess.run([sys.executable, "-c", script, how, str(SAMPLES)], capture_output=True, text=True,
+                               check=True, env={k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"})
+           .stdout.split("\n", 1) for how in ("with", "without")}
+    assert out["with"][0] == "HalfCore FramerCore" and out["without"][0] == "object object"
+    assert len(out["with"][1]) > 100_000
+    assert out["with"][1] == out["without"][1]
