@@ -900,8 +900,9 @@ static PyTypeObject LaneType = {
  *     by the header rules' shortest branches (client_id UTF-8 or null, no tagged fields), whose
  *     body is not one every share decodes (always_decode), not a SaslHandshake v0, whose
  *     correlation id is not already waiting and with room among the waiting requests: the
- *     RequestHeader and the skipped Request (Produce: acks read by leading_field) are made as
- *     _request makes them and put among the connection's waiting requests;
+ *     RequestHeader and the skipped Request (Produce: acks read by leading_field_span and remembered
+ *     by their bytes) are made as _request makes them and put among the connection's waiting
+ *     requests;
  *   - a response to a waiting request of another share whose body teaches nothing (not
  *     always_decode): the request is taken off, and acks=0 Produce requests sent before it go too
  *     when they are all other shares' (nothing is shown of them).
@@ -914,6 +915,8 @@ static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c);
 
 #define MEMO_KEYS 128
 #define MEMO_VERSIONS 32
+#define ACKS_KEPT 8
+#define ACKS_SPAN 64
 
 typedef struct {
     PyObject_HEAD
@@ -928,6 +931,15 @@ typedef struct {
        keys and versions below MEMO_KEYS and MEMO_VERSIONS, asked once: 0 not asked yet, else the
        header version + 2 (1: None), or the truth + 1 */
     unsigned char memo[4][MEMO_KEYS][MEMO_VERSIONS];
+    /* Produce acks, by the bytes they were read from (leading_field_span: the same bytes from the
+       body's start give the same value): the last ACKS_KEPT, each holding a reference to its value */
+    struct {
+        int ver;
+        Py_ssize_t n;
+        unsigned char b[ACKS_SPAN];
+        PyObject *value;
+    } acks[ACKS_KEPT];
+    int acks_next;
 } Pairing;
 
 enum { MEMO_REQ_HV, MEMO_RESP_HV, MEMO_ALWAYS_REQ, MEMO_ALWAYS_RESP };
@@ -954,11 +966,13 @@ static PyObject *s_seq, *s__frame, *s__request, *s__response, *s_acks_name, *s_z
 
 static int Pairing_traverse(Pairing *self, visitproc visit, void *arg) {
     PAIRING_OBJECTS(VISIT_FIELD)
+    for (int i = 0; i < ACKS_KEPT; i++) Py_VISIT(self->acks[i].value);
     return 0;
 }
 
 static int Pairing_clear(Pairing *self) {
     PAIRING_OBJECTS(CLEAR_FIELD)
+    for (int i = 0; i < ACKS_KEPT; i++) Py_CLEAR(self->acks[i].value);
     return 0;
 }
 
@@ -1002,7 +1016,43 @@ static int Pairing_init(Pairing *self, PyObject *args, PyObject *kw) {
     self->max_pending = most;
     self->skimmed = self->passed = 0;
     memset(self->memo, 0, sizeof self->memo);
+    self->acks_next = 0;
     return 0;
+}
+
+/* the acks of a Produce request of version ver whose body starts at b + pos (n bytes in all): a
+   new reference, from the acks remembered by their bytes or from leading_field_span; NULL on error */
+static PyObject *produce_acks(Pairing *P, PyObject *k_obj, PyObject *v_obj, int ver, PyObject *data,
+                              const unsigned char *b, Py_ssize_t n, Py_ssize_t pos) {
+    for (int i = 0; i < ACKS_KEPT; i++) {
+        if (P->acks[i].value != NULL && P->acks[i].ver == ver && P->acks[i].n <= n - pos &&
+            memcmp(b + pos, P->acks[i].b, P->acks[i].n) == 0)
+            return Py_NewRef(P->acks[i].value);
+    }
+    PyObject *at = PyLong_FromSsize_t(pos);
+    if (at == NULL) return NULL;
+    PyObject *r = PyObject_CallFunctionObjArgs(P->leading, k_obj, v_obj, Py_True, data, at, s_acks_name, NULL);
+    Py_DECREF(at);
+    if (r == NULL) return NULL;
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "leading_field_span: want (value, length)");
+        return NULL;
+    }
+    PyObject *value = PyTuple_GET_ITEM(r, 0), *span = PyTuple_GET_ITEM(r, 1);
+    Py_ssize_t len = PyLong_Check(span) ? PyLong_AsSsize_t(span) : -1;
+    if (len == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (len >= 0 && len <= ACKS_SPAN && len <= n - pos) {
+        int i = P->acks_next;
+        P->acks_next = (i + 1) % ACKS_KEPT;
+        Py_XSETREF(P->acks[i].value, Py_NewRef(value));
+        P->acks[i].ver = ver;
+        P->acks[i].n = len;
+        memcpy(P->acks[i].b, b + pos, len);
+    }
+    Py_INCREF(value);
+    Py_DECREF(r);
+    return value;
 }
 
 /* the header version req_hv (which = MEMO_REQ_HV) or resp_hv gives for (key, ver): a new reference
@@ -1132,10 +1182,7 @@ static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
         if (t != 0) { ret = t < 0 ? -1 : 0; goto done; }
     }
     if (key == 0 && hv != Py_None) {
-        PyObject *at = PyLong_FromSsize_t(pos);
-        if (at == NULL) goto done;
-        acks = PyObject_CallFunctionObjArgs(P->leading, k_obj, v_obj, Py_True, data, at, s_acks_name, NULL);
-        Py_DECREF(at);
+        acks = produce_acks(P, k_obj, v_obj, ver, data, b, n, pos);
         if (acks == NULL) goto done;
     } else {
         acks = Py_NewRef(Py_None);
@@ -1364,7 +1411,29 @@ done:
     return out;
 }
 
+/* acks(ver, data, pos): the acks of a Produce request body at data[pos:], as the pairing takes them
+   (through its memory of earlier ones; for the tests) */
+static PyObject *Pairing_acks(Pairing *self, PyObject *args) {
+    int ver;
+    PyObject *data;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "iOn", &ver, &data, &pos)) return NULL;
+    const unsigned char *b;
+    Py_ssize_t n;
+    if (!frame_data(data, &b, &n) || pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "acks: bytes or bytearray, and a position inside it");
+        return NULL;
+    }
+    PyObject *k = PyLong_FromLong(0), *v = PyLong_FromLong(ver);
+    PyObject *out = k && v ? produce_acks(self, k, v, ver, data, b, n, pos) : NULL;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return out;
+}
+
 static PyMethodDef Pairing_methods[] = {
+    {"acks", (PyCFunction)Pairing_acks, METH_VARARGS,
+     "acks(ver, data, pos): a Produce request's acks as the pairing takes them, through its memory"},
     {"side", (PyCFunction)Pairing_side, METH_VARARGS, "side(st, d): the on_frame of one direction of a connection"},
     {"answers", (PyCFunction)Pairing_answers, METH_VARARGS,
      "answers(key, ver): the header versions and always-decoded answers the pairing uses, through its memo"},
@@ -1386,7 +1455,7 @@ static PyTypeObject PairingType = {
     .tp_traverse = (traverseproc)Pairing_traverse,
     .tp_clear = (inquiry)Pairing_clear,
     .tp_doc = "Pairing(decoder, share, decode_bodies, request_header_version, response_header_version, "
-              "always_decode, leading_field, Request, RequestHeader, _ConnState, max_pending)",
+              "always_decode, leading_field_span, Request, RequestHeader, _ConnState, max_pending)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Pairing_init,
     .tp_dealloc = (destructor)Pairing_dealloc,

@@ -484,6 +484,12 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
     after (a Produce request's Acks without its records). None when the layout has no such field
     or the bytes do not hold it. A client sends the same leading bytes again and again (its
     transactional id, its acks): a value is remembered by the bytes it was read from."""
+    return leading_field_span(api_key, version, request, data, pos, name)[0]
+
+
+def leading_field_span(api_key: int, version: int, request: bool, data: bytes, pos: int, name: str):
+    """``leading_field``'s value and how many bytes from ``pos`` it was read from (through the
+    field itself; None when it was not found): the same bytes there give the same value."""
     global _leading_count
     key = (api_key, version, request, name)
     seen = _LEADING.get(key)
@@ -491,11 +497,11 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
         for n, values in seen.items():
             value = values.get(bytes(data[pos : pos + n]), _MISSING)  # data may be a bytearray
             if value is not _MISSING:
-                return value
+                return value, n
     s = schemas()
     used = _layout_version(s, api_key, version, request)
     if used is None:
-        return None
+        return None, None
     sid, flex = s.messages[(api_key, used, request)]
     reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
     start = pos
@@ -508,10 +514,10 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
                     _leading_count = 0
                 _LEADING.setdefault(key, {}).setdefault(pos - start, {})[bytes(data[start:pos])] = value
                 _leading_count += 1
-                return value
+                return value, pos - start
     except (BodyError, struct_error, IndexError, ValueError):
         pass
-    return None
+    return None, None
 
 
 def _layout_version(s: Schemas, api_key: int, version: int, request: bool) -> int | None:

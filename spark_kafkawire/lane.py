@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from .body import leading_field
+from .body import leading_field_span
 from .exchanges import MAX_PENDING_REQUESTS, Request, _ConnState
 from .frames import MIN_FRAME, Accounting, Frame, Framer, RequestHeader
 from .packets import Segment
@@ -104,7 +104,7 @@ def pairing(decoder) -> Callable | None:
     if not available():
         return None
     return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
-                         response_header_version, always_decode, leading_field, Request, RequestHeader, _ConnState,
+                         response_header_version, always_decode, leading_field_span, Request, RequestHeader, _ConnState,
                          MAX_PENDING_REQUESTS).side
 
 

@@ -375,7 +375,7 @@ def test_the_pairing_remembers_what_the_protocol_says():
     from spark_kafkawire.protocol import request_header_version, response_header_version
 
     pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
-                                        always_decode, lambda *a: None, exchanges.Request, frames.RequestHeader,
+                                        always_decode, lambda *a: (None, None), exchanges.Request, frames.RequestHeader,
                                         exchanges._ConnState, 10)
     expected = {(k, v): (request_header_version(k, v), response_header_version(k, v), always_decode(k, v, True),
                          always_decode(k, v, False)) for k in range(-1, 140) for v in range(-1, 40)}
@@ -407,3 +407,35 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
     assert out["with"][0] == "HalfCore FramerCore" and out["without"][0] == "object object"
     assert len(out["with"][1]) > 100_000
     assert out["with"][1] == out["without"][1]
+
+
+def test_the_pairing_remembers_produce_acks_by_their_bytes():
+    """A share's pairing reads the acks of other shares' Produce requests (acks=0 ones are never
+    answered) through leading_field_span once and then by the bytes they were read from. Bodies
+    with and without a transactional id, ids of the same length, acks 0, 1 and -1, in versions with
+    plain and compact strings, asked in turn and again: each answer is the body's own acks, as
+    the protocol's Produce request layout puts them (transactional id from v3, acks, timeout)."""
+    from spark_kafkawire import exchanges, frames
+    from spark_kafkawire.body import leading_field_span
+    from spark_kafkawire.predicate import always_decode
+    from spark_kafkawire.protocol import request_header_version, response_header_version
+
+    def body(ver: int, txn: str | None, acks: int) -> bytes:
+        if ver < 3:
+            head = b""
+        elif ver < 9:
+            head = struct.pack("!h", -1) if txn is None else struct.pack("!h", len(txn)) + txn.encode()
+        else:
+            head = b"\0" if txn is None else bytes([len(txn) + 1]) + txn.encode()
+        return b"\x11" * 7 + head + struct.pack("!hi", acks, 30000) + bytes(40)  # 7 header bytes first
+
+    cases = [(v, t, a) for v in (2, 3, 7, 9, 11) for t in (None, "txn-a", "txn-b", "longer-transaction-id" * 4)
+             for a in (0, 1, -1) if v >= 3 or t is None]
+    pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
+                                        always_decode, leading_field_span, exchanges.Request, frames.RequestHeader,
+                                        exchanges._ConnState, 10)
+    for _ in range(3):
+        for v, t, a in cases:
+            data = body(v, t, a)
+            assert pairing.acks(v, data, 7) == a, (v, t, a)
+            assert pairing.acks(v, bytearray(data), 7) == a, (v, t, a)
