@@ -375,7 +375,7 @@ def main() -> None:
         one, two = spark_time("local[1]", parts, runs), spark_time("local[2]", parts, runs)
         plain = in_process(parts, runs)
         print(f"Spark on {label} as 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
-              f"{one / (2 * two):.0%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}", flush=True)
+              f"{one / (2 * two):.1%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}", flush=True)
         # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the
         # rows); alternated five times and the medians taken, the gain being close to this
         # machine's run-to-run variation
@@ -386,7 +386,7 @@ def main() -> None:
         whole, shares = sorted(wholes)[PAIRS // 2], sorted(shared)[PAIRS // 2]
         print(f"Spark on {label} as one file (medians of {PAIRS} alternating runs): local[1] whole {whole:.2f} s, "
               f"local[2] in 2 shares {shares:.2f} s: {whole / shares:.2f}x faster, scaling efficiency "
-              f"{whole / (2 * shares):.0%}", flush=True)
+              f"{whole / (2 * shares):.1%}", flush=True)
 
     big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     scaling(f"the capture ({size / 1e6:.0f} MB)", path, 3)
@@ -397,12 +397,12 @@ def main() -> None:
     seq = min(sum(at_once([ours(f)]) for f in two_files) for _ in range(2))
     par = min(at_once([ours(f) for f in two_files]) for _ in range(2))
     print(f"without Spark, two files of {two_files[0].stat().st_size / 1e6:.0f} MB: one after the other {seq:.2f} s, "
-          f"two processes at once {par:.2f} s: scaling efficiency {seq / (2 * par):.0%}", flush=True)
+          f"two processes at once {par:.2f} s: scaling efficiency {seq / (2 * par):.1%}", flush=True)
     share = [[sys.executable, "-c", SHARE_READ, str(big), str(k), str(n)] for k, n in ((0, 1), (0, 2), (1, 2))]
     whole = min(at_once(share[:1]) for _ in range(2))
     par = min(at_once(share[1:]) for _ in range(2))
     print(f"without Spark, {big.stat().st_size / 1e9:.1f} GB as one file: whole {whole:.2f} s, its 2 shares in two "
-          f"processes at once {par:.2f} s: scaling efficiency {whole / (2 * par):.0%}", flush=True)
+          f"processes at once {par:.2f} s: scaling efficiency {whole / (2 * par):.1%}", flush=True)
     print("the JVM's share of the CPU the queries used (the rest: Spark's Python workers): " +
           ", ".join(f"{m} {min(v):.0%}-{max(v):.0%}" for m, v in cpu_seen.items()), flush=True)
 
