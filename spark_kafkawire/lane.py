@@ -62,7 +62,8 @@ class FastLane:
                                Frame, Accounting, MIN_FRAME, Segment, reasm.feed)
         self.ended = reasm.ended
         self.most = reasm.max_connections
-        self.late_from = NEVER if stop_from is None else stop_from
+        # (a bound beyond 64 bits, either way, is a bound beyond every packet's time)
+        self.late_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))
         self.checks = 0  # packets timed past stop_from so far
 
     @property

@@ -24,6 +24,8 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from . import columns
+
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not null")
 #: columns known from frame headers and endpoints, before any body is decoded
@@ -41,10 +43,13 @@ class Condition:
             raise ValueError(f"filter on {column}: operator {op!r} is not one of {', '.join(OPS)}")
         if column not in PUSHABLE:
             raise ValueError(f"filter on {column!r}: only {', '.join(PUSHABLE)} can be filtered while reading")
-        if column == "request_time":
-            value = [_ns(v) for v in value] if op == "in" else _ns(value) if op != "not null" else None
-        elif op == "in":
-            value = list(value)  # type: ignore[arg-type]
+        if op == "in":
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise ValueError(f"filter on {column}: 'in' takes a list of values, not {value!r}")
+            # a null in the list matches nothing (SQL: x IN (.., NULL) is never true for it)
+            value = [_checked(column, v) for v in value if v is not None]  # type: ignore[union-attr]
+        elif op != "not null":
+            value = None if value is None else _checked(column, value)
         self.column, self.op, self.value = column, op, value
 
     def __repr__(self) -> str:
@@ -75,24 +80,62 @@ class Condition:
             return False
 
     def mask(self, arr: pa.Array) -> pa.Array:
+        """The condition on a column, as a boolean array (null where the value is null).
+
+        Bounds and value sets are built as Arrow values by ``columns.array``: ``pyarrow.scalar`` and
+        ``pyarrow.array`` on Python values import pandas (a quarter of a second of a fresh process)."""
         import pyarrow.compute as pc  # here: importing it costs a fresh process 35 ms
 
         op, x = self.op, self.value
+        valid = pc.is_valid(arr)
         if op == "not null":
-            return pc.is_valid(arr)
+            return valid
+        if x is None:  # compared with null: true for no row
+            return pc.and_(valid, _FALSE())
         if self.column == "request_time":  # the column holds microseconds, the bound nanoseconds
             arr = pc.cast(arr, pa.int64())
             if op == "in":
                 x = [v // 1000 for v in x if v % 1000 == 0]  # type: ignore[union-attr]
             elif op in ("=", "!=") and x % 1000:  # type: ignore[operator]
-                return pc.is_valid(arr) if op == "!=" else pc.and_(pc.is_valid(arr), pa.scalar(False))
+                return valid if op == "!=" else pc.and_(valid, _FALSE())
             else:  # t_us * 1000 < x  <=>  t_us < ceil(x / 1000), and so on
                 x = -(-x // 1000) if op in ("<", ">=") else x // 1000  # type: ignore[operator]
+        typ = arr.type
+        span = _INT_SPAN.get(typ)
         if op == "in":
-            return pc.is_in(arr, value_set=pa.array(x, type=arr.type))
-        scalar = pa.scalar(x, type=arr.type)
+            if span is not None:  # a value the column's type cannot hold is in no row
+                x = [v for v in x if span[0] <= v <= span[1]]  # type: ignore[union-attr]
+            return pc.is_in(arr, value_set=columns.array(list(x), typ))  # type: ignore[arg-type]
+        if span is not None and not span[0] <= x <= span[1]:  # type: ignore[operator]
+            # beyond every value the column can hold: the same answer for each of them
+            return valid if _COMPARE[op](span[0], x) else pc.and_(valid, _FALSE())
+        bound = columns.array([x], typ)[0]
         return {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
-                ">=": pc.greater_equal}[op](arr, scalar)
+                ">=": pc.greater_equal}[op](arr, bound)
+
+
+#: filter columns holding whole numbers, and the rest holding text (request_time: a time)
+INT_COLUMNS = ("api_key", "api_version", "client_port", "broker_port")
+_INT_SPAN = {t: (-(1 << (b - 1)), (1 << (b - 1)) - 1)
+             for t, b in ((pa.int8(), 8), (pa.int16(), 16), (pa.int32(), 32), (pa.int64(), 64))}
+_COMPARE = {"=": lambda v, x: v == x, "!=": lambda v, x: v != x, "<": lambda v, x: v < x,
+            "<=": lambda v, x: v <= x, ">": lambda v, x: v > x, ">=": lambda v, x: v >= x}
+
+
+def _FALSE() -> pa.Scalar:
+    return columns.array([False], pa.bool_())[0]
+
+
+def _checked(column: str, v: object) -> object:
+    """A filter's value, of the type its column holds (else a ValueError naming both)."""
+    if column == "request_time":
+        return _ns(v)
+    if column in INT_COLUMNS:
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError(f"filter on {column}: {v!r} is not a whole number")
+    elif not isinstance(v, str):
+        raise ValueError(f"filter on {column}: {v!r} is not a string")
+    return v
 
 
 def _ns(v: object) -> int:

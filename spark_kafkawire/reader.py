@@ -404,7 +404,9 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     ``filters``: ``[(column, op, value), ...]``, all of which a row must pass (op one of
     ``= != < <= > >= in``, or ``'not null'`` without a value), on capture_file, the endpoint
     columns, api_key, api_name, api_version, client_id, request_time or status. Work is skipped
-    early: files by name, request bodies (and their responses) by header.
+    early: files by name, request bodies (and their responses) by header. Values: whole numbers for
+    api_key, api_version and the ports, a datetime or nanoseconds for request_time, strings for
+    the rest, a list for ``in``; a null matches no row, as in SQL.
 
     ``options`` (names case-insensitive, values checked as the table in README says):
     rows, includeRecords, maxDecompressedBytes, ports, maxFrameBytes, pathGlobFilter, batchSize,

@@ -97,6 +97,55 @@ def test_bad_filters_name_the_problem():
         read_capture(SAMPLES / "mock-kcat.pcap", rows="messages", filters=[("request_time", ">", T0)])
 
 
+@pytest.mark.parametrize("filters", [
+    [("api_key", "in", [3, 70000, None])],  # 70000: beyond the column's int16; null: matches nothing
+    [("api_key", "<", 70000)],
+    [("api_key", ">", -70000), ("api_key", "<=", 3)],
+    [("api_key", ">=", 70000)],
+    [("client_port", "!=", 1 << 70)],
+    [("client_port", "<", -(1 << 70))],
+], ids=repr)
+def test_values_beyond_a_column_type(filters):
+    """A value no row's column can hold compares as SQL says, as the comparison on each row would."""
+    whole = read_capture(SAMPLES).to_pylist()
+    assert read_capture(SAMPLES, filters=filters).to_pylist() == python_filter(whole, filters)
+
+
+def test_time_bound_beyond_any_timestamp():
+    whole = read_capture(SAMPLES / "mock-kcat.pcap").to_pylist()
+    timed = [r for r in whole if r["request_time"] is not None]
+    assert timed
+    for op, bound, rows in (("<", 10**30, timed), (">", -10**30, timed), (">", 10**30, []), ("<=", -10**30, [])):
+        got = read_capture(SAMPLES / "mock-kcat.pcap", filters=[("request_time", op, bound)]).to_pylist()
+        assert got == rows, (op, bound)
+
+
+def test_filter_values_of_the_wrong_type_name_column_and_value():
+    for f, match in ((("api_key", "=", "3"), "api_key: '3' is not a whole number"),
+                     (("client_port", "<", 1.5), "client_port: 1.5 is not a whole number"),
+                     (("api_version", "in", [1, True]), "api_version: True is not a whole number"),
+                     (("client_id", "=", 5), "client_id: 5 is not a string"),
+                     (("status", "in", "complete"), "status: 'in' takes a list")):
+        with pytest.raises(ValueError, match=re.escape(match)):
+            read_capture(SAMPLES / "mock-kcat.pcap", filters=[f])
+
+
+def test_a_filtered_read_does_not_import_pandas():
+    """pyarrow.scalar and pyarrow.array on Python values import pandas (a quarter of a second of a
+    fresh process, and of the bench's filtered reads): a filtered read builds its bounds without."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import spark_kafkawire as k\n"
+            f"t = k.read_capture({str(SAMPLES)!r}, filters=[('api_key', 'in', [0, 3]), ('client_id', '!=', 'x'),"
+            " ('request_time', '>', 0), ('broker_port', '<', 70000), ('status', '=', 'complete')])\n"
+            "assert t.num_rows, t\n"
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=SAMPLES.parent).stdout
+    assert out.split() == ["False"]
+
+
 SPARK_FILTERS = [
     "api_key = 3",
     "api_name in ('Fetch', 'Produce') and status = 'complete'",
