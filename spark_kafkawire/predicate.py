@@ -19,6 +19,7 @@ it could not take; ``parse`` takes ``[(column, op, value), ...]`` as ``read_capt
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from functools import lru_cache
 from typing import Iterable
 
@@ -60,22 +61,12 @@ class Condition:
         if v is None:
             return False
         op, x = self.op, self.value
-        if op == "=":
-            return v == x
-        if op == "!=":
-            return v != x
         if op == "in":
             return v in x  # type: ignore[operator]
         if op == "not null":
             return True
         try:
-            if op == "<":
-                return v < x  # type: ignore[operator]
-            if op == "<=":
-                return v <= x  # type: ignore[operator]
-            if op == ">":
-                return v > x  # type: ignore[operator]
-            return v >= x  # type: ignore[operator]
+            return _PY[op](v, x)
         except TypeError:
             return False
 
@@ -87,17 +78,16 @@ class Condition:
         import pyarrow.compute as pc  # here: importing it costs a fresh process 35 ms
 
         op, x = self.op, self.value
-        valid = pc.is_valid(arr)
         if op == "not null":
-            return valid
+            return _every(arr, True)
         if x is None:  # compared with null: true for no row
-            return pc.and_(valid, _FALSE())
+            return _every(arr, False)
         if self.column == "request_time":  # the column holds microseconds, the bound nanoseconds
             arr = pc.cast(arr, pa.int64())
             if op == "in":
                 x = [v // 1000 for v in x if v % 1000 == 0]  # type: ignore[union-attr]
             elif op in ("=", "!=") and x % 1000:  # type: ignore[operator]
-                return valid if op == "!=" else pc.and_(valid, _FALSE())
+                return _every(arr, op == "!=")
             else:  # t_us * 1000 < x  <=>  t_us < ceil(x / 1000), and so on
                 x = -(-x // 1000) if op in ("<", ">=") else x // 1000  # type: ignore[operator]
         typ = arr.type
@@ -108,7 +98,7 @@ class Condition:
             return pc.is_in(arr, value_set=columns.array(list(x), typ))  # type: ignore[arg-type]
         if span is not None and not span[0] <= x <= span[1]:  # type: ignore[operator]
             # beyond every value the column can hold: the same answer for each of them
-            return valid if _COMPARE[op](span[0], x) else pc.and_(valid, _FALSE())
+            return _every(arr, _PY[op](span[0], x))
         bound = columns.array([x], typ)[0]
         return {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
                 ">=": pc.greater_equal}[op](arr, bound)
@@ -118,12 +108,16 @@ class Condition:
 INT_COLUMNS = ("api_key", "api_version", "client_port", "broker_port")
 _INT_SPAN = {t: (-(1 << (b - 1)), (1 << (b - 1)) - 1)
              for t, b in ((pa.int8(), 8), (pa.int16(), 16), (pa.int32(), 32), (pa.int64(), 64))}
-_COMPARE = {"=": lambda v, x: v == x, "!=": lambda v, x: v != x, "<": lambda v, x: v < x,
-            "<=": lambda v, x: v <= x, ">": lambda v, x: v > x, ">=": lambda v, x: v >= x}
+_PY = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+       ">=": operator.ge}
 
 
-def _FALSE() -> pa.Scalar:
-    return columns.array([False], pa.bool_())[0]
+def _every(arr: pa.Array, truth: bool) -> pa.Array:
+    """The same answer for every row: ``truth`` where the column has a value, null where not."""
+    import pyarrow.compute as pc
+
+    valid = pc.is_valid(arr)
+    return valid if truth else pc.and_(valid, columns.array([False], pa.bool_())[0])
 
 
 def _checked(column: str, v: object) -> object:
