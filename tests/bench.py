@@ -19,7 +19,9 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
   processes at once;
 - a million connections: 10^6 SYN-only and 10^6 one-segment connections, in the default row shape
   and in rows=connections: peak memory and time per packet against the real capture's in that shape
-  (the real capture's: the best of 3 reads after a warm-up one; the 10^6 connections' one read);
+  (the real capture's: the best of 3 reads after a warm-up one; the 10^6 connections' one read),
+  and tshark -T fields on the same inputs (its time per packet against its own on the real
+  capture, and tshark's time over ours);
 - memory: peak resident memory of one file streamed as a Spark task reads it (iter_batches),
   for the capture and for a 2 GB one made of copies of it; tshark -V on the capture for scale;
 - hostile inputs (made here): 50,000 one-byte segments behind a lost byte, a Metadata response
@@ -409,6 +411,17 @@ def main() -> None:
     # one-packet connections against ordinary traffic per packet, timed the same way (in-process,
     # the reading alone), in the default row shape and in rows=connections (a row per connection)
     n_packets = sum(1 for _ in CaptureReader(str(path)))
+    # the peer on the same inputs: tshark -T fields, one run each (its start-up is 1% of it)
+    peer_per = {}
+    for kind in ("syn", "segment"):
+        many = many_connections(kind)
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", PEAK_CHILD] + tshark_fields(many, 9092), check=True,
+                           capture_output=True, text=True)
+        peer_per[kind] = (time.perf_counter() - t) / 1_000_000
+        print(f"10^6 one-packet connections ({kind}), tshark -T fields: {int(r.stdout) / 1024:.0f} MiB peak, "
+              f"{peer_per[kind] * 1e6:.1f} us/packet ({peer_per[kind] * n_packets / peer:.2f}x its own per packet on "
+              f"the real capture, {peer / n_packets * 1e6:.1f} us)", flush=True)
     for shape in ("exchanges", "connections"):
         r = subprocess.run([sys.executable, "-c", PEAK_TIMED, str(path), shape, "warm"], check=True,
                            capture_output=True, text=True)
@@ -421,7 +434,7 @@ def main() -> None:
             per = float(took) / 1_000_000
             print(f"10^6 one-packet connections ({kind}, rows={shape}): {int(kib) / 1024:.0f} MiB peak, "
                   f"{per * 1e6:.1f} us/packet ({per / ordinary:.2f}x the real capture's {ordinary * 1e6:.1f} us per "
-                  f"packet), {rows} rows", flush=True)
+                  f"packet), {rows} rows; tshark/kafkawire = {peer_per[kind] / per:.2f}x", flush=True)
 
     for label, p in (("capture", path), ("2 GB", big)):
         r = subprocess.run([sys.executable, "-c", PEAK_OURS, str(p)], check=True, capture_output=True, text=True)
