@@ -1160,6 +1160,9 @@ static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
         pos = 10;
         if (ln >= 0) {
             if (pos + ln > n) { ret = 0; goto done; }
+            /* a NUL, \x01 or '=' may be a SASL token's (sasl.py): the Python stages decide */
+            for (Py_ssize_t i = pos; i < pos + ln; i++)
+                if (b[i] < 2 || b[i] == '=') { ret = 0; goto done; }
             client_id = PyUnicode_DecodeUTF8((const char *)b + pos, ln, "strict");
             if (client_id == NULL) {
                 if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { PyErr_Clear(); ret = 0; }

@@ -24,6 +24,7 @@ from struct import error as struct_error
 from typing import NamedTuple
 
 from . import records as rec
+from .sasl import suspect, token_shaped
 
 NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
 #: bytes fields that carry credentials: SASL tokens (PLAIN passwords, SCRAM proofs and server
@@ -223,7 +224,10 @@ class _Reader:
                 return None, pos
             if pos + n > end:
                 raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
-            return buf[pos : pos + n].decode("utf-8", "replace"), pos + n
+            text = buf[pos : pos + n].decode("utf-8", "replace")
+            if suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
+                raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
+            return text, pos + n
         if t in ("bytes", "records"):
             n, pos = self.length(pos, True)
             if n < 0:

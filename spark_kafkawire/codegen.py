@@ -17,6 +17,7 @@ import uuid
 from typing import Callable
 
 from . import records as rec
+from .sasl import suspect, token_shaped
 from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, RawRecords, Schemas, redact)
 
 _SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1}
@@ -40,6 +41,7 @@ class Compiler:
         self.env: dict = {
             "Slow": Slow, "unpack_from": struct.unpack_from, "b64": base64.b64encode, "uuid_text": _uuid,
             "summarize": rec.summarize, "RawRecords": RawRecords, "redact": redact, "ZERO_UUID": ZERO_UUID,
+            "suspect": suspect, "token_shaped": token_shaped,
         }
         for name, code in _CODES.items():
             self.env[f"U_{name}"] = struct.Struct("!" + code).unpack_from
@@ -116,7 +118,11 @@ class Compiler:
         if t in _SIZES:
             return [f"v = U_{t}(buf, pos)[0]", f"pos += {_SIZES[t]}"]
         if t == "string":
-            return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')"])
+            # a value with a SASL token's shape is no Kafka string (see sasl.py): left to the
+            # interpreter, which refuses it
+            return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')",
+                                             "if suspect(v) and token_shaped(v):",
+                                             "    raise Slow"])
         if t == "records":
             # the records are summarised through a view of the frame's bytes: no copy of them
             return self._sized(flex, True, ["v = summarize(memoryview(buf)[pos:e], r.budget)",

@@ -24,6 +24,7 @@ from struct import Struct
 from typing import Callable, NamedTuple
 
 from . import protocol
+from .sasl import token_shaped
 
 try:  # pos, target, rest_to and max_frame as C fields the fast lane moves without making ints
     from ._lane import FramerCore as _FramerBase
@@ -119,6 +120,8 @@ def parse_request_header(data: bytes) -> RequestHeader:
             client_id = data[pos : pos + ln].decode("utf-8")
         except UnicodeDecodeError:
             raise HeaderError("client_id is not UTF-8") from None
+        if token_shaped(client_id):  # no value: it is a secret's bytes, not a client id
+            raise HeaderError("client_id has the shape of a SASL token (withheld)")
         pos += ln
     elif ln != -1:
         raise HeaderError("negative client_id length")

@@ -118,11 +118,16 @@ class HalfStream(_HalfBase):
             payload = payload[cut:]
             wire_len -= cut
             off = self.nxt
-        if off == self.nxt:
+        if off == self.nxt and not (self.pending and self.pending[0][0] < end):
             self.captured += len(payload)
             self._deliver(payload, wire_len, ts, number)
             if self.pending:
                 self._drain()
+        elif off == self.nxt:
+            # the next bytes, but reaching into queued ones: those were here first and win, and a
+            # snaplen cut over them is no gap (they were captured); only what they leave is new
+            self._queue(off, payload, wire_len, ts, number)
+            self._drain()
         else:
             self._queue(off, payload, wire_len, ts, number)
             if self.pending_bytes > self.max_pending:

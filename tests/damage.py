@@ -85,6 +85,47 @@ def duplicated(packets, linktype, rng):
     return out
 
 
+def _with_payload(buf: bytes, payload: bytes) -> bytes:
+    """An Ethernet/IPv4/TCP packet with its TCP payload replaced (lengths and checksums redone)."""
+    eth = dpkt.ethernet.Ethernet(buf)
+    ip = eth.data
+    ip.data.data = payload
+    ip.data.sum = 0
+    ip.len = ip.__hdr_len__ + len(ip.opts) + len(bytes(ip.data))
+    ip.sum = 0
+    return bytes(eth)
+
+
+def overlapped(packets, linktype, rng, same: bool, share: float = 0.3):
+    """Reorder plus an overlapping retransmission: of two consecutive data segments A and B of one
+    direction (the other direction silent in between), B is captured first, then A extended into
+    B by 1 to len(B) bytes, carrying B's bytes (``same``) or other bytes there. Whatever A's copy
+    says, B's bytes were captured first and must win. Returns (packets, pairs mutated)."""
+    out = list(packets)
+    last: dict[tuple, int] = {}
+    mutated = 0
+    for i, (_ts, b) in enumerate(out):
+        flow = _flow(b, linktype)
+        if flow is None:
+            continue
+        last.pop((flow[2], flow[3], flow[0], flow[1]), None)
+        j = last.pop(flow, None)
+        if j is None or rng.random() >= share:
+            last[flow] = i
+            continue
+        a_tcp = dpkt.ethernet.Ethernet(out[j][1]).data.data
+        b_tcp = dpkt.ethernet.Ethernet(out[i][1]).data.data
+        if (b_tcp.seq - a_tcp.seq) & 0xFFFFFFFF != len(a_tcp.data):
+            last[flow] = i
+            continue
+        k = rng.randint(1, len(b_tcp.data))
+        tail = b_tcp.data[:k] if same else bytes((x ^ 0x5A) for x in b_tcp.data[:k])
+        longer = _with_payload(out[j][1], bytes(a_tcp.data) + tail)
+        out[i], out[j] = (out[i][0], longer), (out[j][0], out[i][1])
+        mutated += 1
+    return out, mutated
+
+
 def dropped(packets, linktype, rng, share=0.01):
     """About ``share`` of the data segments lost; returns (packets, indexes of those dropped)."""
     data = [i for i, (_ts, b) in enumerate(packets) if tcp_payload_len(b, linktype)]

@@ -170,12 +170,13 @@ def _captured_by_direction(path):
             first.setdefault(k, seq)
         if seg.wire_len:
             off = (seq - first[k]) & 0xFFFFFFFF
+            off -= (off >= 0x80000000) << 32  # a copy of bytes before the first one seen
             ranges[k].append((off, off + len(seg.payload), off + seg.wire_len))
     out = {}
     for k, rs in ranges.items():
         rs.sort()
         got = 0
-        covered_to = 0
+        covered_to = -(1 << 40)
         for s, e_cap, _e_wire in rs:
             if e_cap > covered_to:
                 got += e_cap - max(s, covered_to)
@@ -218,7 +219,7 @@ def test_accounting_holds_where_tcp_misbehaves():
     retransmitted (the hostile captures in ../shared/fuzz-findings): every captured byte is counted
     once, and a hole before the FIN is a gap."""
     by_file = {p.name: _check_accounting(p) for p in sorted(FINDINGS.glob("acct_*.pcap"))}
-    assert len(by_file) == 3
+    assert len(by_file) == 6
     lost = by_file["acct_lost_tail_before_fin.pcap"]  # the request's second 22 bytes never captured
     assert [(c["client_bytes"], c["client_gap_bytes"], c["client_gaps"]) for c in lost] == [(22, 22, 1)]
     # the same tail arrives after both FINs: a connection row of its own holds it
@@ -228,6 +229,49 @@ def test_accounting_holds_where_tcp_misbehaves():
     rst = by_file["acct_rst_then_data.pcap"]
     assert [(c["end_captured"], c["client_bytes"], c["broker_bytes"]) for c in rst] == [("rst", 0, 0), ("fin", 22, 16)]
     assert [r["api_name"] for r in exchanges(FINDINGS / "acct_rst_then_data.pcap")] == ["Metadata"]
+
+
+def test_overlapping_copies_first_wins_and_count_once():
+    """Round 3 of the attacks: a queued tail segment, then the head segment overlapping it (same or
+    other bytes), and a snaplen-cut segment whose claimed range covers queued bytes. The bytes
+    queued first win, each byte is counted once, and captured bytes are never a gap."""
+    same = _check_accounting(FINDINGS / "acct_overlap_queued_same_bytes.pcap")
+    assert [(c["client_bytes"], c["client_frame_bytes"], c["client_frames"]) for c in same] == [(180, 180, 12)]
+    assert {r["status"] for r in exchanges(FINDINGS / "acct_overlap_queued_same_bytes.pcap")} == {"complete"}
+    # random bytes: 152 queued, then 39 overlapping them by 14 and starting 4 before the stream
+    other = _check_accounting(FINDINGS / "acct_overlap_queued_different_bytes.pcap")
+    assert [c["client_bytes"] for c in other] == [152 + 39 - 14]
+    cut = _check_accounting(FINDINGS / "acct_snaplen_cut_over_queued.pcap")
+    assert sum(c["client_bytes"] for c in cut) == sum(
+        c["client_frame_bytes"] + c["client_partial_bytes"] + c["client_skipped_bytes"] for c in cut)
+    # first-copy-wins-violated: the tail segment (correlation ids 4-12, client id "c") is captured
+    # before the head, whose copy of correlation id 4 says "X": the first copy, "c", is decoded
+    rows = exchanges(FINDINGS / "first-copy-wins-violated.pcap")
+    assert sorted(r["correlation_id"] for r in rows) == list(range(1, 13))  # 180 bytes, 15 a request
+    assert {r["client_id"] for r in rows} == {"c"}
+
+
+@pytest.mark.parametrize("name", ETHERNET_SAMPLES)
+@pytest.mark.parametrize("same", [True, False], ids=["same-bytes", "other-bytes"])
+def test_reorder_with_overlapping_retransmission_is_the_clean_capture(name, same, tmp_path):
+    """The mutation that found the overlap bug, as a property over the sample captures: for any
+    seed, a later segment captured first and then its predecessor extended into it (with the same
+    or with other bytes) decodes exactly as the clean capture, and every byte is counted once."""
+    from hypothesis import given, settings, strategies as st
+
+    src = SAMPLES / name
+    packets, lt = damage.read(src)
+    want = Counter(key(r) for r in exchanges(src))
+
+    @settings(max_examples=6, deadline=None, derandomize=True, database=None)
+    @given(seed=st.integers(0, 2**32 - 1), share=st.sampled_from([0.1, 0.5, 1.0]))
+    def prop(seed, share):
+        mutated, n = damage.overlapped(packets, lt, random.Random(seed), same=same, share=share)
+        path = damage.write(tmp_path / "o.pcap", mutated, lt)
+        _check_accounting(path)
+        assert Counter(key(r) for r in exchanges(path)) == want
+
+    prop()
 
 
 def test_accounting_holds_on_damaged_captures(tmp_path):

@@ -179,3 +179,88 @@ def test_scram_proof_echoed_by_the_broker_is_redacted(tmp_path):
     last = json.loads([r for r in rows if r["api_name"] == "SaslAuthenticate"][-1]["response"])
     assert last["ErrorMessage"] == "invalid proof [redacted] for bob"
     assert last["_unknown_tagged_fields"] == [{"tag": 5, "length": len(proof)}]
+
+
+def _in_any_form(secret: str, text: str) -> bool:
+    """The secret in clear, in hex, or inside any base64 run of the text (at any alignment)."""
+    if secret in text or secret.encode().hex() in text:
+        return True
+    for run in re.findall(r"[A-Za-z0-9+/]{8,}={0,2}", text):
+        for cut in range(4):
+            part = run[cut:]
+            part = part[: len(part) - len(part) % 4] if not part.endswith("=") else part
+            try:
+                if secret.encode() in base64.b64decode(part, validate=False):
+                    return True
+            except ValueError:
+                pass
+    return False
+
+
+@pytest.mark.parametrize("name", ["sasl-token-read-as-header.pcap", "sasl-handshake-lost.pcap"])
+@pytest.mark.parametrize("opts", SHAPES_ALL, ids=lambda o: o["rows"])
+def test_a_sasl_token_is_never_read_as_a_header(name, opts, tmp_path):
+    """The SaslHandshake request lost (or a gap before a token): the resync scan used to read a
+    request header inside a PLAIN token, its client id ``\\x00alice\\x00<password>\\x00``. The
+    password (taken from the capture's own bytes) reaches no output in any form: rows of every
+    shape, a file read in shares, the command line's show and summary."""
+    from conftest import FINDINGS
+    from spark_kafkawire.reader import iter_batches
+
+    path = FINDINGS / name
+    raw = b"".join(bytes(p.data) for p in CaptureReader(str(path)))
+    passwords = {m.decode() for m in re.findall(rb"\x00alice\x00([\x21-\x7e]{8,})", raw)}
+    assert passwords
+    rows = read_capture(path, **opts).to_pylist()
+    assert rows or opts["rows"] != "connections"  # the token's bytes are counted as skipped there
+    text = json.dumps(rows, default=str)
+    text += json.dumps([r for n in (2, 3) for k in range(n)
+                        for b in iter_batches(str(path), opts, None, (k, n)) for r in b.to_pylist()], default=str)
+    if opts["rows"] == "exchanges":
+        from spark_kafkawire import cli
+
+        for argv in (["show", str(path), "--format", "json"], ["show", str(path), "--format", "csv"],
+                     ["summary", str(path)], ["convert", str(path), "--to", str(tmp_path / "x.csv")]):
+            import contextlib
+            import io
+
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                cli.main(argv)
+            text += out.getvalue()
+        text += (tmp_path / "x.csv").read_text()
+    for pw in passwords:
+        assert not _in_any_form(pw, text), pw
+    # no client id is a token: none holds a NUL byte
+    assert not any("\x00" in (r.get("client_id") or "") for r in rows)
+
+
+@pytest.mark.parametrize("value", [
+    "\x00alice\x00S3cr3tPa55w0rd", "admin\x00alice\x00pw", "\x00alice\x00pw\x00",
+    "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+    "n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.\x01\x01", "auth=Bearer abc.def.ghi"])
+def test_token_shapes_are_refused_as_header_and_field(value):
+    """PLAIN (RFC 4616), SCRAM client-final (RFC 5802) and OAUTHBEARER (RFC 7628) shapes: a header
+    whose client id has one is no header; a body string that has one makes the body undecoded."""
+    import struct
+
+    from spark_kafkawire.body import decode_body
+    from spark_kafkawire.frames import HeaderError, parse_request_header
+    from spark_kafkawire.sasl import token_shaped
+
+    assert token_shaped(value)
+    cid = value.encode()
+    header = struct.pack(">hhih", 3, 1, 7, len(cid)) + cid
+    with pytest.raises(HeaderError, match="SASL token"):
+        parse_request_header(header + b"\x00\x00\x00\x00")
+    # Metadata v1 request: one topic whose name is the token
+    body = struct.pack(">ih", 1, len(cid)) + cid
+    with pytest.raises(Exception, match="SASL token"):
+        decode_body(3, 1, True, body, 0)
+
+
+@pytest.mark.parametrize("value", ["consumer-1", "rdkafka", "a=b,c=d", "k=v,p=q", "my\x01tool", "Auth=1"])
+def test_ordinary_strings_are_not_token_shaped(value):
+    from spark_kafkawire.sasl import token_shaped
+
+    assert not token_shaped(value)
