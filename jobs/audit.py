@@ -189,9 +189,11 @@ def main(argv: list[str]) -> int:
     _write_text(report, html)
     spark.stop()
 
+    from spark_kafkawire.escape import printable
+
     print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {span['a']} to {span['b']} (UTC)")
-    for v in verdicts:
-        print(f"  [{'ok' if v.ok else 'FAIL'}] {v.name}: {v.detail}")
+    for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
+        print(f"  [{'ok' if v.ok else 'FAIL'}] {printable(v.name)}: {printable(v.detail)}")
     if "exchange_summary" in results:
         print("\nexchange summary (busiest first):")
         _print_table(results["exchange_summary"]["exchange_summary"][:25])
@@ -228,16 +230,16 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _print_table(rows: list[dict]) -> None:
+    import pyarrow as pa
+
+    from spark_kafkawire.cli import print_table
+
     if not rows:
         print("  (no exchanges)")
         return
     one_day = len({r.get("capture_date") for r in rows}) == 1
     cols = [c for c in rows[0] if c != "capture_date" or not one_day]
-    cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
-    print("  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    for x in cells:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(x, widths)))
+    print_table(pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows]), indent="  ")
 
 
 if __name__ == "__main__":

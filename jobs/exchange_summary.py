@@ -14,6 +14,7 @@ import argparse
 import sys
 
 import spark_kafkawire
+from spark_kafkawire.cli import print_table
 from spark_kafkawire.reader import job_options
 
 
@@ -46,7 +47,8 @@ def main(argv: list[str]) -> int:
     total = exchanges.count()
     by_status = {r["status"]: r["count"] for r in exchanges.groupBy("status").count().collect()}
     print(f"\n{total} exchanges written to {args.out}; by status: {by_status}\n")
-    summarize(exchanges).show(n=1000, truncate=False)
+    # printed by the command line's table printer: client ids escaped for the terminal
+    print_table(summarize(exchanges).limit(1000).toArrow(), width=200)
     spark.stop()
     return 0
 

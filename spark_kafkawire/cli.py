@@ -24,9 +24,26 @@ from typing import Sequence
 import pyarrow as pa
 
 from .capture import CaptureError
+from .escape import csv_cell, printable
 from .fs import StorageError
 from .reader import Options, iter_batches, list_files
 from .table import COLUMNS, arrow_schema
+
+
+#: what ``show`` prints as a table when no --columns are given (every column with --columns all,
+#: and always in the csv and json formats)
+DEFAULT_COLUMNS = {
+    "exchanges": ["request_time", "client_ip", "client_port", "broker_port", "api_name", "api_version",
+                  "correlation_id", "client_id", "latency_ms", "status", "error_name", "topics"],
+    "messages": ["time", "client_port", "direction", "api_name", "api_version", "correlation_id", "client_id",
+                 "size", "status", "error_name", "topics"],
+    "partitions": ["request_time", "client_port", "api_name", "api_version", "client_id", "topic", "partition",
+                   "status", "error_name", "offset", "high_watermark", "record_count"],
+    "records": ["time", "client_port", "direction", "api_name", "topic", "partition", "offset", "timestamp",
+                "codec", "status"],
+    "connections": ["first_time", "client_ip", "client_port", "broker_ip", "broker_port", "protocol", "end_captured",
+                    "client_bytes", "broker_bytes", "client_gap_bytes", "broker_gap_bytes", "status"],
+}
 
 
 class Progress:
@@ -100,18 +117,22 @@ def _text(v) -> str:
     return str(v)
 
 
-def print_table(table: pa.Table, out=sys.stdout, width: int = 60) -> None:
-    names = table.column_names
-    rows = [[_text(v)[:width] for v in r.values()] for r in table.to_pylist()]
+def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "") -> None:
+    """Rows as aligned text for a terminal: capture contents escaped (see escape.py), a cell cut
+    to ``width`` characters."""
+    out = out or sys.stdout
+    names = [printable(n) for n in table.column_names]
+    rows = [[printable(_text(v))[:width] for v in r.values()] for r in table.to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    print("  ".join(n.ljust(w) for n, w in zip(names, widths)), file=out)
-    print("  ".join("-" * w for w in widths), file=out)
+    print(indent + "  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip(), file=out)
+    print(indent + "  ".join("-" * w for w in widths), file=out)
     for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)), file=out)
+        print(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip(), file=out)
 
 
-def _flat(table: pa.Table) -> pa.Table:
-    """Lists and structs as JSON text, binary as hex: what CSV can hold."""
+def _flat(table: pa.Table, raw: bool = False) -> pa.Table:
+    """Lists and structs as JSON text, binary as hex: what CSV can hold. Unless ``raw``, a text
+    cell a spreadsheet would take as a formula is neutralised (escape.csv_cell)."""
     cols = []
     for name, col in zip(table.column_names, table.columns):
         t = col.type
@@ -120,11 +141,13 @@ def _flat(table: pa.Table) -> pa.Table:
                            pa.string())
         elif pa.types.is_binary(t):
             col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
+        if not raw and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = pa.array([None if v is None else csv_cell(v) for v in col.to_pylist()], pa.string())
         cols.append(col)
     return pa.table(cols, names=table.column_names)
 
 
-def write(table: pa.Table, fmt: str, out) -> None:
+def write(table: pa.Table, fmt: str, out, raw_csv: bool = False) -> None:
     if fmt == "json":
         for r in table.to_pylist():
             out.write(json.dumps(r, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)) + "\n")
@@ -132,7 +155,7 @@ def write(table: pa.Table, fmt: str, out) -> None:
         import pyarrow.csv as pacsv
 
         buf = pa.BufferOutputStream()
-        pacsv.write_csv(_flat(table), buf)
+        pacsv.write_csv(_flat(table, raw_csv), buf)
         out.write(buf.getvalue().to_pybytes().decode())
     else:
         print_table(table, out)
@@ -225,12 +248,16 @@ def _parser() -> argparse.ArgumentParser:
     show = common(sub.add_parser("show", help="rows on the terminal"))
     show.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
     show.add_argument("--where", help="SQL condition on any column, e.g. \"api_name = 'Fetch' and latency_ms > 100\"")
-    show.add_argument("--columns", help="comma-separated columns to show")
+    show.add_argument("--columns", help="comma-separated columns to show, or 'all' (a table shows a few by default)")
     show.add_argument("--limit", type=int, help="at most this many rows")
     show.add_argument("--format", default="table", choices=["table", "csv", "json"])
+    show.add_argument("--raw-csv", action="store_true",
+                      help="CSV cells exactly as decoded (by default a cell starting with = + - @ gets a leading ')")
     conv = common(sub.add_parser("convert", help="rows to a Parquet or CSV file"))
     conv.add_argument("--to", required=True, help="output file: .parquet or .csv")
     conv.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
+    conv.add_argument("--raw-csv", action="store_true",
+                      help="CSV cells exactly as decoded (by default a cell starting with = + - @ gets a leading ')")
     return ap
 
 
@@ -247,7 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "show":
             table = read(args.captures, {**options, "rows": args.rows})
             columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-            write(where(table, args.where, columns, args.limit), args.format, sys.stdout)
+            if columns == ["all"]:
+                columns = None
+            elif columns is None and args.format == "table":
+                columns = DEFAULT_COLUMNS[args.rows]
+            write(where(table, args.where, columns, args.limit), args.format, sys.stdout, args.raw_csv)
         else:
             if not args.to.endswith((".parquet", ".csv")):
                 raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
@@ -259,10 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 import pyarrow.csv as pacsv
 
-                pacsv.write_csv(_flat(table), args.to)
+                pacsv.write_csv(_flat(table, args.raw_csv), args.to)
             print(f"{table.num_rows} {args.rows} rows written to {args.to}", file=sys.stderr)
     except (ValueError, CaptureError, StorageError, FileNotFoundError, OSError) as e:
-        print(f"kafkawire: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        print(f"kafkawire: {printable(str(e).removeprefix('kafkawire: '))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
