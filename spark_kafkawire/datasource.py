@@ -32,7 +32,7 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        o = {k: v for k, v in self.options.items() if k.lower() not in ("completeafterseconds", "maxfilespertrigger")}
+        o = {k: v for k, v in self.options.items() if k.lower() not in ("completeafterseconds", "maxfilespertrigger", "maxfileage")}
         return ddl(Options.parse(o).rows)
 
     def reader(self, schema) -> "KafkaWireReader":

@@ -25,6 +25,8 @@ truncated          a frame of the exchange was cut short by a gap in the capture
 malformed          a frame whose header does not parse (detail says why)
 unknown_api        a request for an api key or version no Kafka release defines
 capture_damaged    the capture file is damaged from here on (detail: packet number, byte offset)
+capture_changed    streaming source only: a file already read changed or vanished (detail says how);
+                   it is not read again
 tls                the connection carries TLS records: encrypted, nothing to decode (one row)
 sasl_token         a raw SASL token: after a SaslHandshake v0 the client and broker exchange tokens
                    without Kafka headers; nothing of their bytes is shown (only the frame size)
@@ -72,11 +74,12 @@ TRUNCATED = "truncated"
 MALFORMED = "malformed"
 UNKNOWN_API = "unknown_api"
 CAPTURE_DAMAGED = "capture_damaged"
+CAPTURE_CHANGED = "capture_changed"
 UNDECODED = "undecoded"
 TLS = "tls"
 SASL_TOKEN = "sasl_token"
 STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS,
-            SASL_TOKEN)
+            SASL_TOKEN, CAPTURE_CHANGED)
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 SASL_TOKEN_DETAIL = "raw SASL token after SaslHandshake v0: contents withheld"

@@ -91,9 +91,11 @@ def _explain(uri: str, e: Exception) -> StorageError:
     return StorageError(f"kafkawire: {uri}: {why}")
 
 
-def list_uri(uri: str, patterns: list[str], endpoint: str | None = None) -> list[str]:
+def list_uri(uri: str, patterns: list[str], endpoint: str | None = None,
+             stats: dict[str, tuple[int, int]] | None = None) -> list[str]:
     """Files under a URI: the file itself, a directory's files matching ``patterns`` (recursively,
-    skipping names that start with '.' or '_'), or a glob's matches."""
+    skipping names that start with '.' or '_'), or a glob's matches. ``stats``: filled with each
+    file's (size, modification time in ns) from the same listing."""
     import pyarrow.fs as pafs
 
     fs, path = resolve(uri, endpoint)
@@ -107,6 +109,8 @@ def list_uri(uri: str, patterns: list[str], endpoint: str | None = None) -> list
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(base)
         if info.type == pafs.FileType.File and not has_glob:
+            if stats is not None:
+                stats[uri] = (int(info.size or 0), int(info.mtime_ns or 0))
             return [uri]
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True))
     except StorageError:
@@ -121,11 +125,11 @@ def list_uri(uri: str, patterns: list[str], endpoint: str | None = None) -> list
         if any(part.startswith((".", "_")) for part in rel.split("/")):
             continue
         name = rel.rsplit("/", 1)[-1]
-        if has_glob:
-            if fnmatch.fnmatchcase(i.path, path.rstrip("/")):
-                out.append(prefix + i.path)
-        elif any(fnmatch.fnmatch(name, p) for p in patterns):
+        if has_glob and fnmatch.fnmatchcase(i.path, path.rstrip("/")) or \
+                not has_glob and any(fnmatch.fnmatch(name, p) for p in patterns):
             out.append(prefix + i.path)
+            if stats is not None:
+                stats[prefix + i.path] = (int(i.size or 0), int(i.mtime_ns or 0))
     if has_glob and not out:
         raise StorageError(f"kafkawire: path does not exist: {uri}")
     return sorted(out)

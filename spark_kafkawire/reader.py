@@ -250,7 +250,7 @@ def _is_capture(path: str, endpoint: str | None = None) -> bool:
 
 def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob_filter: str = DEFAULT_GLOB,
                endpoint: str | None = None, allow_empty: bool = False,
-               checked: set[str] | None = None) -> list[str]:
+               checked: set[str] | None = None, stats: dict[str, tuple[int, int]] | None = None) -> list[str]:
     """Expand files, directories (recursively) and globs into a sorted list of capture files.
 
     Files named directly or matched by a glob are always read; a directory contributes the files
@@ -259,6 +259,7 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
     (``s3://bucket/dir``, ``gs://``, ``abfs://``, ``hdfs://``) are listed through pyarrow.fs
     (see fs.py); ``file:`` URIs are local paths. ``checked``: files already known to be captures
     (not opened again; those found to be are added: a stream lists its directory every trigger).
+    ``stats``: filled with each file's (size, modification time in ns), from the same listing.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -268,7 +269,7 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
         p = os.fspath(p)
         local = local_path(p)
         if local is None:
-            found.extend(list_uri(p, patterns, endpoint))
+            found.extend(list_uri(p, patterns, endpoint, stats))
             continue
         p = local
         if os.path.isdir(p):
@@ -286,8 +287,13 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
             if not matches:
                 raise FileNotFoundError(f"kafkawire: path does not exist: {p}")
             for m in matches:
-                found.extend(list_files(m, path_glob_filter) if os.path.isdir(m) else [m])
+                found.extend(list_files(m, path_glob_filter, stats=stats) if os.path.isdir(m) else [m])
     out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
+    if stats is not None:
+        for f in out:
+            if not is_uri(f):
+                st = os.stat(f)
+                stats[f] = (st.st_size, st.st_mtime_ns)
     if not out and not allow_empty:  # (a stream's directory may be empty: nothing new yet)
         named = ", ".join(os.fspath(p) for p in paths)
         raise CaptureError(f"kafkawire: no capture file in {named} (pathGlobFilter {path_glob_filter})")

@@ -16,7 +16,7 @@ from . import columns, protocol
 from . import records as rec
 from .body import RawRecords
 from .capture import MalformedCaptureError
-from .exchanges import (CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED,
+from .exchanges import (CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED,
                         UNDECODED, UNKNOWN_API, Endpoints, Request, Response)
 from .headline import error_name
 from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
@@ -339,7 +339,7 @@ class RowBuilder:
             if not self._damage(ep, frame, status, detail):
                 return
         if self.shape == "connections":
-            if status == "capture_damaged":
+            if status in (CAPTURE_DAMAGED, CAPTURE_CHANGED):
                 self._status_only(ep, status, detail)
             return
         if self.shape == "partitions":
@@ -513,7 +513,7 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
                  detail: str | None) -> tuple[str, str | None]:
     """The status of one frame of an exchange (rows=messages): ``complete`` when the frame and its
     body decoded, whatever became of the exchange (its status is ``exchange_status``)."""
-    if direction is None or status in (SASL_TOKEN, TLS, CAPTURE_DAMAGED):
+    if direction is None or status in (SASL_TOKEN, TLS, CAPTURE_DAMAGED, CAPTURE_CHANGED):
         return status, detail
     msg = req if direction == "request" else resp
     if not msg.frame.complete:
@@ -540,3 +540,11 @@ def _json(body: dict | None) -> bytes | None:
     fifth of the json module's time on these bodies; a float64 field holding NaN or infinity
     becomes null (the json module would write NaN, which is not JSON)."""
     return None if body is None else _ENCODE(body, option=_KEYS)
+
+
+def status_batch(shape: str, capture_file: str, status: str, detail: str) -> pa.RecordBatch:
+    """One row of the shape that says something of a whole file (no connection, no frame)."""
+    rows = RowBuilder(shape, capture_file)
+    rows.exchange(None, None, None, status, detail, None)
+    rows.fill(1)  # rows=records makes its rows as batches leave
+    return rows.flush()

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -273,7 +274,7 @@ def test_incremental_runs_read_only_new_files(spark, tmp_path):
     d = tmp_path / "rotating"
     d.mkdir()
     names = ["mock-kcat.pcap", "tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap"]
-    t0 = 1_700_000_000
+    t0 = int(time.time()) - 3600  # an hour ago: within maxFileAge (7 days) of a file written now
     for i, n in enumerate(names[:2]):
         shutil.copy(SAMPLES / n, d / f"cap.pcap{i}")
         os.utime(d / f"cap.pcap{i}", (t0 + i, t0 + i))
@@ -295,3 +296,18 @@ def test_incremental_runs_read_only_new_files(spark, tmp_path):
     assert count() == n_first + third == spark.read.format("kafkawire").load(str(d)).count()
     again = _job(*args, "--complete-after-seconds", "0")
     assert again.returncode in (0, 2) and count() == n_first + third  # nothing new: nothing added
+    # a file from another capture host arrives late, with an older modification time (cp -p): read
+    late = d / "hostB.pcap"
+    shutil.copy(SAMPLES / "tansu-aiokafka-any.pcap", late)
+    os.utime(late, (t0 - 100, t0 - 100))
+    fourth = _job(*args, "--complete-after-seconds", "0")
+    assert fourth.returncode in (0, 2), fourth.stderr[-3000:]
+    assert count() == n_first + third + spark.read.format("kafkawire").load(str(late)).count()
+    # a file already read grows: one capture_changed row names it, its rows are not read twice
+    with open(d / "cap.pcap0", "ab") as f:
+        f.write((SAMPLES / "mock-kcat.pcap").read_bytes()[24:])
+    before = count()
+    fifth = _job(*args, "--complete-after-seconds", "0")
+    assert fifth.returncode in (0, 2), fifth.stderr[-3000:]
+    changed = spark.read.parquet(str(out / "rows" / "exchanges")).where("status = 'capture_changed'").collect()
+    assert count() == before + 1 and [r.capture_file for r in changed] == [str(d / "cap.pcap0")]
