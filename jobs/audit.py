@@ -62,6 +62,8 @@ def parse(argv: list[str]):
                     help="read only capture files not read before (a streaming read with --checkpoint)")
     ap.add_argument("--checkpoint", help="checkpoint directory of --incremental runs")
     ap.add_argument("--max-files-per-trigger", type=int, default=None, help="with --incremental: files per batch")
+    ap.add_argument("--verbose", action="store_true",
+                    help="Spark's own log (errors) on stderr (by default in a file named if the run fails)")
     ap.add_argument("--complete-after-seconds", type=float, default=60.0,
                     help="with --incremental: a rotation series' newest file counts as complete after this long unchanged")
     return ap.parse_args(argv)
@@ -154,24 +156,72 @@ def main(argv: list[str]) -> int:
         print(f"audit: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
         return 1
 
+    from spark_kafkawire.audits.output import OutputDir, OutputError, root_cause
+
+    out = OutputDir(args.out)
+    try:  # one run at a time; a directory that cannot be written is one line, before Spark starts
+        out.lock()
+    except OutputError as e:
+        print(f"audit: {e}", file=sys.stderr)
+        return 1
+    try:
+        return run(args, out, policy, options, chosen)
+    except KeyboardInterrupt:
+        out.failed("interrupted")
+        return 130
+    except Exception as e:  # a write that failed (disk full...), under however much Java
+        cause = root_cause(e)
+        out.failed(cause)
+        log = f"; Spark's log: {out.spark_log}" if getattr(out, "spark_log", None) else ""
+        print(f"audit: writing {out.uri} failed: {cause} (no report was written{log})", file=sys.stderr)
+        return 1
+    finally:
+        out.release()
+
+
+def _session(args, out):
+    """The job's SparkSession. Unless --verbose, Spark's JVM and its Python workers write their
+    stderr (start-up notes, a failed task's stack traces) to a log file of their own, named in the
+    one line a failure prints, and removed after a run that succeeds."""
+    import tempfile
+
+    import spark_kafkawire
+
+    if args.verbose:
+        return spark_kafkawire.spark_session("kafkawire-audit")
+    log = tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False)
+    out.spark_log = log.name
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)  # the JVM started now inherits it; this process gets its own back
+    try:
+        return spark_kafkawire.spark_session("kafkawire-audit")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+
+
+def run(args, out, policy, options: dict, chosen: list[str]) -> int:
+    import spark_kafkawire
     from pyspark.sql import functions as F
 
     from spark_kafkawire.audits import AUDITS, policies
     from spark_kafkawire.audits.report import render
+    from spark_kafkawire.escape import printable
 
-    out = args.out.rstrip("/")
-    spark = spark_kafkawire.spark_session("kafkawire-audit")
+    out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
+    spark = _session(args, out)
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
         spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
-    rows = load_rows(spark, args, out, options)
+    rows = load_rows(spark, args, out.uri, options)
     results: dict[str, dict[str, list[dict]]] = {}
     for name in chosen:
         audit = AUDITS[name]
         results[name] = {}
         for table, df in audit(rows, policy).items():
             got = df.toArrow()  # audit results are aggregates: small enough for the driver
-            _write_parquet(got, f"{out}/{name}/{table}")
+            out.write_table(got, f"{name}/{table}")  # the whole table replaced: it describes rows/
             results[name][table] = got.slice(0, 10_000).to_pylist()
     verdicts = policies(results, policy)
     ex = rows.exchanges
@@ -181,15 +231,17 @@ def main(argv: list[str]) -> int:
                   F.countDistinct("broker_ip", "broker_port").alias("brokers")).first()
     listeners = sorted({f"{r.broker_ip}:{r.broker_port}" for r in ex.select("broker_ip", "broker_port").distinct()
                         .where(F.col("broker_ip").isNotNull()).collect()})
+    dates = sorted(str(r[0]) for r in ex.select(F.to_date(t).alias("d")).distinct().where("d is not null").collect())
     meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
-            "time window (UTC)": f"{span['a']} to {span['b']}", "brokers": ", ".join(listeners),
-            "target release": policy.target_release, "output": out}
+            "time window (UTC)": f"{span['a']} to {span['b']}",
+            "capture dates in the tables": _dates(dates),
+            "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
+            "run": out.run_id}
     html = render(verdicts, meta, results, policy.min_latency_n)
-    report = f"{out}/report.html"
-    _write_text(report, html)
     spark.stop()
-
-    from spark_kafkawire.escape import printable
+    report = out.write_text("report.html", html)
+    out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": span["files"],
+                "verdicts": [{"policy": v.name, "ok": v.ok, "detail": v.detail} for v in verdicts]})
 
     print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {span['a']} to {span['b']} (UTC)")
     for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
@@ -197,36 +249,18 @@ def main(argv: list[str]) -> int:
     if "exchange_summary" in results:
         print("\nexchange summary (busiest first):")
         _print_table(results["exchange_summary"]["exchange_summary"][:25])
-    print(f"\nreport: {report}\nParquet: {out}/<audit>/<table>/capture_date=...")
+    print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
+    if getattr(out, "spark_log", None):
+        os.unlink(out.spark_log)
     return 0 if all(v.ok for v in verdicts) else 2
 
 
-def _write_parquet(table, path: str) -> None:
-    """One result table as Parquet under path, partitioned by capture_date (Hive-style
-    capture_date=YYYY-MM-DD directories, as Spark's partitionBy writes them), replacing what a
-    run before wrote for the same dates."""
-    import pyarrow.dataset as ds
-
-    from spark_kafkawire.fs import local_path, resolve
-
-    local = local_path(path)
-    fs, base = (None, local) if local is not None else resolve(path)
-    part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive")
-    ds.write_dataset(table, base, format="parquet", partitioning=part, filesystem=fs,
-                     existing_data_behavior="delete_matching", basename_template="part-{i}.parquet")
-
-
-def _write_text(path: str, text: str) -> None:
-    from spark_kafkawire.fs import local_path, resolve
-
-    local = local_path(path)
-    if local is not None:
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
-        Path(local).write_text(text)
-        return
-    fs, p = resolve(path)
-    with fs.open_output_stream(p) as f:
-        f.write(text.encode())
+def _dates(dates: list[str]) -> str:
+    if not dates:
+        return "none"
+    if len(dates) <= 6:
+        return ", ".join(dates)
+    return f"{len(dates)} days, {dates[0]} to {dates[-1]}"
 
 
 def _print_table(rows: list[dict]) -> None:

@@ -311,3 +311,105 @@ def test_incremental_runs_read_only_new_files(spark, tmp_path):
     assert fifth.returncode in (0, 2), fifth.stderr[-3000:]
     changed = spark.read.parquet(str(out / "rows" / "exchanges")).where("status = 'capture_changed'").collect()
     assert count() == before + 1 and [r.capture_file for r in changed] == [str(d / "cap.pcap0")]
+
+
+# -- the job's output: one run at a time, nothing that looks complete unless it is ----------------
+@pytest.fixture
+def small_fs(tmp_path):
+    """A file system of 3 MiB (tmpfs), to fill: needs root, as the CI machine runs the tests."""
+    d = tmp_path / "small"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(d)], capture_output=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    yield d
+    subprocess.run(["umount", "-l", str(d)])
+
+
+def _one_line(r) -> str:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr[-3000:]
+    return lines[0]
+
+
+def test_a_full_disk_leaves_no_report_that_lies(spark, small_fs):
+    """A successful run, then the disk fills and a run over more captures fails: it says so in one
+    line naming the directory, and leaves no report.html (the old one named the old captures) and a
+    run.json that does not say complete."""
+    out = small_fs / "audit"
+    first = _job(SAMPLES / "mock-kcat.pcap", "--out", out)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["state"] == "complete" and (out / "report.html").exists()
+    free = shutil.disk_usage(small_fs).free
+    (small_fs / "filler").write_bytes(b"\0" * (free - 40 * 1024))
+    r = _job(SAMPLES, "--out", out)
+    assert r.returncode == 1
+    line = _one_line(r)
+    assert str(out) in line and "No space left on device" in line
+    assert not (out / "report.html").exists()
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]  # nothing half-written left behind
+    assert json.loads((out / "run.json").read_text())["state"] in ("failed", "running")
+
+
+def test_a_read_only_out_is_one_line_before_spark_starts(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(d)], capture_output=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        e = _job(SAMPLES / "mock-kcat.pcap", "--out", d / "audit")
+    finally:
+        subprocess.run(["umount", "-l", str(d)])
+    assert e.returncode == 1
+    line = _one_line(e)
+    assert str(d / "audit") in line and "Read-only file system" in line
+
+
+def test_two_runs_into_one_out_the_second_fails_at_once(tmp_path):
+    """A run holds OUT/.lock: a second one fails in one line naming the holder; a lock whose process
+    is gone is stale and taken over."""
+    from spark_kafkawire.audits.output import OutputDir
+
+    out = tmp_path / "audit"
+    holder = OutputDir(str(out))
+    holder.lock()
+    try:
+        e = _job(SAMPLES / "mock-kcat.pcap", "--out", out)
+    finally:
+        holder.release()
+    assert e.returncode == 1
+    line = _one_line(e)
+    assert "in use by another audit run" in line and f"pid {os.getpid()}" in line
+    # a lock left by a process that is gone (killed -9): taken over
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (out / ".lock").write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename, "started": "then"}))
+    again = OutputDir(str(out))
+    again.lock()
+    assert json.loads((out / ".lock").read_text())["pid"] == os.getpid()
+    again.release()
+    assert not (out / ".lock").exists()
+
+
+def test_tables_describe_only_this_runs_rows_and_the_report_says_which_dates(spark, tmp_path):
+    """A run on captures of one day, then one on another day's: the audit tables hold only the
+    second run's dates, as rows/ and the report do; the report names the dates."""
+    from conftest import PUBLIC
+
+    out = tmp_path / "audit"
+    old = PUBLIC / "ndpi-kafka.pcap"
+    first = _job(old, "--out", out, "--audits", "exchange_summary")
+    assert first.returncode in (0, 2), first.stderr[-3000:]
+    old_dates = {p.name for p in (out / "exchange_summary" / "exchange_summary").iterdir()}
+    second = _job(SAMPLES / "mock-kcat.pcap", "--out", out, "--audits", "exchange_summary")
+    assert second.returncode in (0, 2), second.stderr[-3000:]
+    new_dates = {p.name for p in (out / "exchange_summary" / "exchange_summary").iterdir()}
+    want = {f"capture_date={d}" for d in {str(r.d) for r in spark.read.format("kafkawire")
+                                          .load(str(SAMPLES / "mock-kcat.pcap"))
+                                          .selectExpr("to_date(coalesce(request_time, response_time)) as d")
+                                          .distinct().collect()}}
+    assert old_dates and not old_dates & new_dates and new_dates == want
+    page = (out / "report.html").read_text()
+    assert "capture dates in the tables" in page
+    assert all(d.split("=")[1] in page for d in want)
