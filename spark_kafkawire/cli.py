@@ -25,6 +25,8 @@ import pyarrow as pa
 
 from .capture import CaptureError
 from .escape import csv_cell, printable
+from .exchanges import DAMAGE
+from .protocol import is_negotiation
 from .fs import StorageError
 from .reader import Options, iter_batches, list_files
 from .table import COLUMNS, arrow_schema
@@ -173,32 +175,48 @@ def _quantile(values: list[float], q: float) -> float | None:
     return round(values[lo] + (values[hi] - values[lo]) * (pos - lo), 3)
 
 
-def summary(table: pa.Table, health: pa.Table) -> dict[str, pa.Table]:
-    """Per api, client and broker: exchanges, errors, p50/p99 latency (ms), unanswered; errors by
-    name; statuses; then per file the capture's health. Like tshark's -z statistics."""
+#: fewer timed exchanges than this in a group: no percentile is claimed (the audits' min_latency_n)
+MIN_LATENCY_N = 20
+
+
+def summary(table: pa.Table, health: pa.Table, min_latency_n: int = MIN_LATENCY_N) -> dict[str, pa.Table]:
+    """Per api, client and broker: exchanges, errors, timed exchanges and p50/p99 latency (ms, only
+    where at least ``min_latency_n`` were timed), unanswered, version negotiations (ApiVersions
+    answered UNSUPPORTED_VERSION: not errors); errors by name; statuses; then per file the
+    capture's health. Like tshark's -z statistics."""
     groups: dict[tuple, list] = {}
     errors: dict[tuple, int] = {}
     statuses: dict[str, int] = {}
-    for r in table.select(["api_name", "client_id", "broker_ip", "broker_port", "error_code", "error_name",
-                           "latency_ms", "status"]).to_pylist():
+    damaged: dict[str, int] = {}
+    for r in table.select(["capture_file", "api_key", "api_name", "client_id", "broker_ip", "broker_port",
+                           "error_code", "error_name", "latency_ms", "status"]).to_pylist():
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        if r["status"] in DAMAGE and r["status"] != "capture_damaged":
+            damaged[r["capture_file"]] = damaged.get(r["capture_file"], 0) + 1
         if r["api_name"] is None:
             continue
         key = (r["api_name"], r["client_id"], f"{r['broker_ip']}:{r['broker_port']}")
-        g = groups.setdefault(key, [0, 0, [], 0])
+        g = groups.setdefault(key, [0, 0, [], 0, 0])
         g[0] += 1
-        if r["error_code"]:
+        if is_negotiation(r["api_key"], r["error_code"]):
+            g[4] += 1
+        elif r["error_code"]:
             g[1] += 1
             errors[(r["api_name"], r["error_name"])] = errors.get((r["api_name"], r["error_name"]), 0) + 1
         if r["latency_ms"] is not None:
             g[2].append(r["latency_ms"])
         g[3] += r["status"] == "no_response"
     order = sorted(groups.items(), key=lambda kv: (-kv[1][0], kv[0][0], kv[0][1] or ""))
+
+    def pct(g, q):
+        return _quantile(g[2], q) if len(g[2]) >= min_latency_n else None
+
     by_api = pa.table({
         "api_name": [k[0] for k, _ in order], "client_id": [k[1] for k, _ in order],
         "broker": [k[2] for k, _ in order], "exchanges": [g[0] for _, g in order],
-        "errors": [g[1] for _, g in order], "p50_ms": [_quantile(g[2], 0.5) for _, g in order],
-        "p99_ms": [_quantile(g[2], 0.99) for _, g in order], "unanswered": [g[3] for _, g in order]})
+        "errors": [g[1] for _, g in order], "timed": [len(g[2]) for _, g in order],
+        "p50_ms": [pct(g, 0.5) for _, g in order], "p99_ms": [pct(g, 0.99) for _, g in order],
+        "unanswered": [g[3] for _, g in order], "negotiated": [g[4] for _, g in order]})
     err = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
     by_error = pa.table({"api_name": [k[0] for k, _ in err], "error_name": [k[1] for k, _ in err],
                          "exchanges": [n for _, n in err]})
@@ -206,19 +224,22 @@ def summary(table: pa.Table, health: pa.Table) -> dict[str, pa.Table]:
     by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
     files: dict[str, list] = {}
     for r in health.to_pylist():
-        f = files.setdefault(r["capture_file"], [0, 0, 0, 0, 0, None])
+        f = files.setdefault(r["capture_file"], [0, 0, 0, 0, 0, 0, "none"])
         if r["status"] == "capture_damaged":
-            f[5] = r["detail"]
+            f[6] = r["detail"]
             continue
         f[0] += 1
         f[1] += r["client_bytes"] + r["broker_bytes"]
         f[2] += r["client_gap_bytes"] + r["broker_gap_bytes"]
         f[3] += r["client_skipped_bytes"] + r["broker_skipped_bytes"]
         f[4] += r["client_resyncs"] + r["broker_resyncs"]
+    for name, n in damaged.items():
+        files.setdefault(name, [0, 0, 0, 0, 0, 0, "none"])[5] = n
     names = sorted(files)
     by_file = pa.table({"capture_file": names, **{
         col: [files[n][i] for n in names]
-        for i, col in enumerate(("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs", "damaged"))}})
+        for i, col in enumerate(("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs",
+                                 "damaged_exchanges", "file_damage"))}})
     return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
             "capture health": by_file}
 
@@ -244,7 +265,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="a reader option (ports, maxFrameBytes, mode, ...), repeatable")
         return p
 
-    common(sub.add_parser("summary", help="exchanges per api, client and broker; errors; capture health"))
+    summ = common(sub.add_parser("summary", help="exchanges per api, client and broker; errors; capture health"))
+    summ.add_argument("--min-latency-n", type=int, default=MIN_LATENCY_N,
+                      help=f"timed exchanges a group needs for p50/p99 (default {MIN_LATENCY_N})")
     show = common(sub.add_parser("show", help="rows on the terminal"))
     show.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
     show.add_argument("--where", help="SQL condition on any column, e.g. \"api_name = 'Fetch' and latency_ms > 100\"")
@@ -268,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "summary":
             table = read(args.captures, {**options, "rows": "exchanges"})
             health = read(args.captures, {**options, "rows": "connections"})
-            for title, t in summary(table, health).items():
+            for title, t in summary(table, health, args.min_latency_n).items():
                 print(f"\n{title}")
                 print_table(t)
         elif args.command == "show":

@@ -19,7 +19,12 @@ from .capture import MalformedCaptureError
 from .exchanges import (CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED,
                         UNDECODED, UNKNOWN_API, Endpoints, Request, Response)
 from .headline import error_name
-from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
+from .partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
+
+RECORD_APIS = RECORDS_IN_REQUEST | RECORDS_IN_RESPONSE
+#: a damaged exchange's row in rows=partitions where no partition could be read from it
+_NO_PARTITION = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark", "last_stable_offset",
+                               "log_start_offset", "timestamp_ms", "record_count", "record_bytes"))
 
 _ARROW = {
     "string": pa.string(),
@@ -324,6 +329,23 @@ class RowBuilder:
         raise MalformedCaptureError(f"{self.capture_file}: {where}{conn}: {status}: {detail} (mode FAILFAST)"
                                     if where else f"{self.capture_file}: {status}: {detail} (mode FAILFAST)")
 
+    def _damage_has_row(self, req: Request | None, resp: Response | None, status: str) -> bool:
+        """Does damage of an exchange give a row of this shape? The modes act on exactly these:
+        PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fails on them.
+
+        exchanges (and messages, per frame): always. connections: only a damaged capture file;
+        other damage is in the connection's counts (partial, skipped, gap bytes). partitions and
+        records: when the exchange's api has partitions (records), or its api is unknown; it is a
+        row with the damage status where no partition (record) could be read from it."""
+        if self.shape == "connections":
+            return status == CAPTURE_DAMAGED
+        if self.shape in ("partitions", "records") and (req is not None or resp is not None):
+            h = req.header if req is not None else None
+            if h is None:
+                return True
+            return h.api_key in (PARTITION_APIS if self.shape == "partitions" else RECORD_APIS)
+        return True
+
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: dict | None = None) -> None:
         if self.shape == "messages":  # each frame's row has a status of its own
@@ -335,6 +357,8 @@ class RowBuilder:
                 self._message(ep, None, None, None, status, detail, extra)
             return
         if status in DAMAGE:
+            if not self._damage_has_row(req, resp, status):
+                return  # this shape has no row for it (and so no FAILFAST): see _damage_has_row
             frame = req.frame if req is not None else resp.frame if resp is not None else None
             if not self._damage(ep, frame, status, detail):
                 return
@@ -430,6 +454,8 @@ class RowBuilder:
         h = req.header if req is not None else None
         entries = partition_rows(h.api_key if h else None, req.body if req is not None else None,
                                  resp.body if resp is not None else None, self.topic_ids)
+        if not entries and status in DAMAGE:  # damaged: a row says so, though no partition was read
+            entries = [_NO_PARTITION]
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
         c = self.cols
@@ -456,17 +482,23 @@ class RowBuilder:
             return
         h = req.header if req is not None else None
         if h is None:
+            if status in DAMAGE:
+                self.backlog.append(self._status_row(ep, status, detail))
             return
         if h.api_key in RECORDS_IN_REQUEST:
             direction, msg = "request", req
         elif h.api_key in RECORDS_IN_RESPONSE and resp is not None:
             direction, msg = "response", resp
         else:
+            if status in DAMAGE:  # a Fetch whose response is damaged or missing
+                self.backlog.append(self._status_row(ep, status, detail))
             return
         parts = [(t, i, f["Records"]) for t, i, f in topic_partitions(msg.body, self.topic_ids)
                  if isinstance(f.get("Records"), RawRecords)]
         if parts:
             self.backlog.append(self._record_rows(ep, req, resp, direction, msg, parts))
+        elif status in DAMAGE:  # damaged: a row says so, though no record was read
+            self.backlog.append(self._status_row(ep, status, detail))
 
     def _status_row(self, ep: Endpoints | None, status: str, detail: str | None) -> Iterator[None]:
         self._status_only(ep, status, detail)

@@ -119,6 +119,15 @@ def test_errors_name_the_failed_login_and_no_successful_one(samples):
     assert not [t for t in top if t[0] in ok and t[1] == "SaslAuthenticate"]
     rate = res["error_rate"]
     assert sum(r["errored"] for r in rate) == sum(r["exchanges"] for r in res["top_offenders"])
+    # ApiVersions answered UNSUPPORTED_VERSION is negotiation, as tshark counts it: never an error
+    from test_cli import _tshark_apiversions_answers
+
+    negotiated, _other = _tshark_apiversions_answers()
+    assert negotiated and sum(r["negotiated"] for r in rate) == negotiated
+    assert not [t for t in top if t[1] == "ApiVersions" and t[2] == "UNSUPPORTED_VERSION"]
+    summary = run("exchange_summary", samples)["exchange_summary"]
+    assert sum(r["negotiated"] for r in summary) == negotiated
+    assert sum(r["errors"] for r in summary if r["api_name"] == "ApiVersions") == _other
 
 
 def test_latency_counts_and_maxima_match_tshark(spark, tmp_path):
@@ -208,10 +217,23 @@ def test_security_flags_plain_logins_and_unauthenticated_clients(spark, tmp_path
     login.send("b", response(1, 17, 1, body=struct.pack("!hi", 0, 1) + struct.pack("!h", 5) + b"PLAIN"))
     anon = Conversation(client=("10.7.0.2", 40002), broker=("10.7.0.9", 9092)).handshake()
     anon.send("c", request(3, 1, 1, "anon", body=struct.pack("!i", -1)))
-    write_pcap(tmp_path / "mixed.pcap", login.fin().packets + anon.fin().packets)
+    # a PLAIN handshake the broker never answers, no credentials after it: nothing readable was sent
+    mute = Conversation(client=("10.7.0.3", 40003), broker=("10.7.0.9", 9092)).handshake()
+    mute.send("c", request(17, 1, 1, "mute", body=struct.pack("!h", 5) + b"PLAIN"))
+    # a PLAIN login with its credentials (SaslAuthenticate v0: authzid NUL user NUL password)
+    sent = Conversation(client=("10.7.0.4", 40004), broker=("10.7.0.9", 9092)).handshake()
+    sent.send("c", request(17, 1, 1, "sent", body=struct.pack("!h", 5) + b"PLAIN"))
+    sent.send("b", response(1, 17, 1, body=struct.pack("!hi", 0, 1) + struct.pack("!h", 5) + b"PLAIN"))
+    token = b"\x00carol\x00pw-of-carol"
+    sent.send("c", request(36, 0, 2, "sent", body=struct.pack("!i", len(token)) + token))
+    sent.send("b", response(2, 36, 0, body=struct.pack("!hhi", 0, -1, 0)))
+    write_pcap(tmp_path / "mixed.pcap", login.fin().packets + anon.fin().packets + mute.fin().packets +
+               sent.fin().packets)
     res = run("security", rows_of(spark, tmp_path / "rows", [tmp_path / "mixed.pcap"]))
     assert [(r["client_ip"], r["client_id"], r["apis"]) for r in res["unauthenticated"]] == \
         [("10.7.0.2", "anon", ["Metadata"])]
+    # only the login that sent credentials is flagged, with its user; no "(user None)"
+    assert [(r["client_id"], r["sasl_user"]) for r in res["plain_without_tls"]] == [("sent", "carol")]
 
 
 def test_capture_health_reports_the_bytes_a_damaged_copy_lost(spark, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from conftest import SAMPLES
+from conftest import SAMPLES, text_table
 from spark_kafkawire import read_capture
 from test_tshark import MANIFEST, tshark_pdus
 
@@ -92,3 +92,39 @@ def test_read_pandas_keeps_integers_nullable():
     pdf = __import__("spark_kafkawire").read_pandas(SAMPLES / "mock-kcat.pcap")
     assert str(pdf["api_version"].dtype) == "Int16" and str(pdf["correlation_id"].dtype) == "Int32"
     assert pdf["api_version"].dropna().tolist() == [int(v) for v in pdf["api_version"].dropna()]
+
+
+def _tshark_apiversions_answers():
+    """(negotiations, other errors) of ApiVersions responses in the samples, as tshark reads them:
+    response api key 18 with error 35 (UNSUPPORTED_VERSION), and with any other non-zero error."""
+    from test_tshark import CASES, tshark_fields
+
+    negotiated = other = 0
+    for path, ports in CASES:
+        for keys, errs in tshark_fields(path, ports, ("kafka.response_key", "kafka.error")):
+            keys, errs = keys.split(";") if keys else [], errs.split(";") if errs else []
+            if len(keys) == 1 and keys[0] == "18" and errs:
+                negotiated += errs[0] == "35"
+                other += errs[0] not in ("0", "35")
+    return negotiated, other
+
+
+def test_summary_counts_version_negotiation_apart_and_claims_no_percentile_from_few():
+    """ApiVersions answered UNSUPPORTED_VERSION is the client's version negotiation (it asks again
+    lower): counted in ``negotiated`` as tshark sees them, never in ``errors``. p50/p99 only where
+    at least 20 exchanges were timed (--min-latency-n)."""
+    negotiated, other = _tshark_apiversions_answers()
+    assert negotiated > 0
+    out = run("summary", SAMPLES).stdout
+    table = text_table(out, "exchanges by api, client and broker")
+    head, rows = table[0], [dict(zip(table[0], r)) for r in table[1:]]
+    assert head[-1] == "negotiated"
+    api = [r for r in rows if r["api_name"] == "ApiVersions"]
+    assert sum(int(r["negotiated"]) for r in api) == negotiated
+    assert sum(int(r["errors"]) for r in api) == other
+    assert all((r["p50_ms"] == "") == (int(r["timed"]) < 20) for r in rows)
+    few = text_table(run("summary", SAMPLES, "--min-latency-n", "1").stdout, "exchanges by api, client and broker")
+    assert all(r[head.index("p50_ms")] for r in few[1:] if int(r[head.index("timed")]) >= 1)
+    health = text_table(out, "capture health")
+    assert health[0][-2:] == ["damaged_exchanges", "file_damage"]
+    assert all(r[-2] == "0" and r[-1] == "none" for r in health[1:])  # clean samples: 0, not blank

@@ -339,3 +339,37 @@ def test_lost_segment_inside_a_large_frame_resumes_at_its_end(tmp_path):
         assert key(got[corr]) == key(src[corr]) and got[corr]["status"] == "complete"
     conns = _check_accounting(tmp_path / "damaged.pcap")
     assert conns[0]["client_resyncs"] == conns[0]["broker_resyncs"] == 0  # no scanning was needed
+
+
+DAMAGE_STATUSES = {"truncated", "malformed", "undecoded", "capture_damaged"}
+
+
+@pytest.mark.parametrize("shape", ["exchanges", "messages", "partitions", "records", "connections"])
+def test_the_modes_act_on_exactly_the_damaged_rows_of_each_shape(shape, tmp_path):
+    """Per shape, FAILFAST fails exactly when PERMISSIVE shows a damaged row, and DROPMALFORMED gives
+    PERMISSIVE's rows without those: damage that a shape has no row for (a truncated frame in
+    rows=connections, where it is counted in the connection's columns) fails nothing, and damage of
+    an exchange whose partitions or records could not be read is a row in those shapes."""
+    from spark_kafkawire.capture import MalformedCaptureError
+
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    inputs = [damage.snaplen(src, tmp_path / "s96.pcap"), damage.snaplen(SAMPLES / "veth-confluent-mtu.pcap",
+                                                                         tmp_path / "v400.pcap", 400),
+              damage.truncated(src, tmp_path / "cut.pcap", src.stat().st_size * 2 // 3),
+              FINDINGS / "records-int32-overflow.pcap", SAMPLES / "mock-kcat.pcap"]
+    opts = {"rows": shape}
+    if shape == "records":
+        opts["includeRecords"] = "true"
+    seen_damage = 0
+    for path in inputs:
+        rows = read_capture(path, **opts).to_pylist()
+        bad = [r for r in rows if r["status"] in DAMAGE_STATUSES]
+        seen_damage += bool(bad)
+        kept = read_capture(path, mode="DROPMALFORMED", **opts).to_pylist()
+        assert len(kept) == len(rows) - len(bad), path.name
+        if bad:
+            with pytest.raises(MalformedCaptureError):
+                read_capture(path, mode="FAILFAST", **opts)
+        else:
+            assert read_capture(path, mode="FAILFAST", **opts).num_rows == len(rows), path.name
+    assert seen_damage >= (1 if shape == "connections" else 2)

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from conftest import PUBLIC, ROOT, SAMPLES
+from conftest import PUBLIC, ROOT, SAMPLES, text_table
 from spark_kafkawire import read_capture
 from spark_kafkawire.table import COLUMNS, arrow_schema, ddl
 
@@ -107,21 +107,6 @@ def test_format_found_without_register_call():
     assert "ROWS 2" in r.stdout, r.stderr[-3000:]
 
 
-def _text_table(text: str) -> list[list[str]]:
-    """The header and rows of a table the command line printed (columns by its dashed rule)."""
-    import re
-
-    lines = text.splitlines()
-    i = next(k for k, ln in enumerate(lines) if ln.strip() and set(ln.strip()) <= {"-", " "} and k > 0)
-    spans = [m.span() for m in re.finditer(r"-+", lines[i])]
-    out = []
-    for ln in [lines[i - 1]] + lines[i + 1:]:
-        if not ln.strip():
-            break
-        out.append([ln[a:b if k + 1 < len(spans) else None].strip() for k, (a, b) in enumerate(spans)])
-    return out
-
-
 def test_job_with_spark_submit(tmp_path):
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     out = tmp_path / "parquet"
@@ -130,7 +115,7 @@ def test_job_with_spark_submit(tmp_path):
     t = pq.read_table(out)
     assert t.num_rows == read_capture(PUBLIC).num_rows
     # summary lines: capture_date, api_name, client_id, exchanges, errors, timed, p50, p99, unanswered
-    table = _text_table(r.stdout)
+    table = text_table(r.stdout)
     assert table[0][:3] == ["capture_date", "api_name", "client_id"]
     assert any(c[1] == "Produce" and c[2] == "console-producer" for c in table)
     lines = [c for c in table if c[1] == "Metadata" and c[2] == "rdkafka"]  # one per capture date

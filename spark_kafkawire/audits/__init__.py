@@ -99,11 +99,25 @@ def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 
 # -- errors --------------------------------------------------------------------------------------
+def _negotiated() -> F.Column:
+    """An answer that is version negotiation (protocol.NEGOTIATION), not a failure."""
+    cond = F.lit(False)
+    for key, code in sorted(protocol.NEGOTIATION):
+        cond = cond | ((F.col("api_key") == key) & (F.col("error_code") == code))
+    return F.coalesce(cond, F.lit(False))
+
+
+def _failed() -> F.Column:
+    """An errored exchange: an error code other than 0, and not version negotiation."""
+    return F.col("error_code").isNotNull() & (F.col("error_code") != 0) & ~_negotiated()
+
+
 def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Errored exchanges by hour, api, error, topic, client and broker; the top offenders; the
-    overall rate."""
+    overall rate. ApiVersions answered UNSUPPORTED_VERSION is version negotiation (the client asks
+    again at a version the broker has): counted apart (``negotiated``), never as an error."""
     ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull())
-    bad = ex.where(F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+    bad = ex.where(_failed())
     by = (bad.withColumn("hour", F.date_trunc("hour", "time"))
           .withColumn("topic", F.explode_outer("topics"))
           .groupBy("capture_date", "hour", "api_name", "error_name", "topic", "client_id", "client_ip",
@@ -115,8 +129,8 @@ def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
            .orderBy(F.desc("exchanges")))
     rate = (ex.groupBy("capture_date")
             .agg(F.count("*").alias("exchanges"),
-                 F.sum(F.when(F.col("error_code").isNotNull() & (F.col("error_code") != 0), 1).otherwise(0))
-                 .alias("errored"))
+                 F.sum(F.when(_failed(), 1).otherwise(0)).alias("errored"),
+                 F.sum(F.when(_negotiated(), 1).otherwise(0)).alias("negotiated"))
             .withColumn("error_rate", F.col("errored") / F.col("exchanges")))
     return {"errors_by_hour": by, "top_offenders": top, "error_rate": rate}
 
@@ -202,11 +216,15 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """SASL mechanisms per listener; SASL PLAIN on connections that are not TLS (credentials
     readable on the wire: flagged, never stored); clients that never authenticate on a listener
     where others do."""
-    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull()).withColumn("listener", _listener())
+    ex = (_ex_time(rows.exchanges).where(F.col("api_key").isNotNull() | (F.col("status") == "sasl_token"))
+          .withColumn("listener", _listener()))
     conn_keys = ["capture_file", "client_ip", "client_port", "listener"]
+    # credentials on the wire: a SaslAuthenticate request, or a raw token after SaslHandshake v0
+    sent = (F.col("api_key") == 36) | (F.col("status") == "sasl_token")
     per_conn = (ex.groupBy("capture_date", *conn_keys)
                 .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
                      F.max("client_id").alias("client_id"),
+                     F.max(F.coalesce(sent, F.lit(False))).alias("credentials_sent"),
                      F.array_sort(F.collect_set("api_name")).alias("apis")))
     mech = (per_conn.groupBy("capture_date", "listener")
             .agg(F.array_sort(F.collect_set("sasl_mechanism")).alias("sasl_mechanisms"),
@@ -218,8 +236,9 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
            .groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections")))
     mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(0, ["tls_connections", "kafka_connections",
                                                                           "authenticated"])
-    # decoded as Kafka at all means the connection is not TLS: a PLAIN login on it is readable
-    plain = (per_conn.where(F.col("sasl_mechanism") == "PLAIN")
+    # decoded as Kafka at all means the connection is not TLS: a PLAIN login on it is readable, once
+    # credentials were sent (a handshake the broker never answered, with no token after it, is not)
+    plain = (per_conn.where((F.col("sasl_mechanism") == "PLAIN") & F.col("credentials_sent"))
              .groupBy("capture_date", "listener", "client_ip", "client_id", "sasl_user")
              .agg(F.count("*").alias("connections"))
              .orderBy("listener", "client_ip"))
@@ -275,11 +294,12 @@ def exchange_summary(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     out = (ex.groupBy("capture_date", F.coalesce("api_name", F.lit("(request not captured)")).alias("api_name"),
                       "client_id")
            .agg(F.count("*").alias("exchanges"),
-                F.sum(F.when(F.col("error_code").isNotNull() & (F.col("error_code") != 0), 1).otherwise(0)).alias("errors"),
+                F.sum(F.when(_failed(), 1).otherwise(0)).alias("errors"),
                 n.alias("timed"),
                 F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.5), 3)).alias("p50_ms"),
                 F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.99), 3)).alias("p99_ms"),
-                F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"))
+                F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"),
+                F.sum(F.when(_negotiated(), 1).otherwise(0)).alias("negotiated"))
            .orderBy(F.desc("exchanges"), "api_name", "client_id"))
     return {"exchange_summary": out}
 
@@ -329,7 +349,8 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
                            f"fewer than {policy.min_latency_n} timed exchanges: not judged"))
     if not policy.allow_plain_without_tls and "security" in results:
         plain = results["security"]["plain_without_tls"]
-        who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} (user {r['sasl_user']})" for r in plain})
+        who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} "
+                      f"(user {r['sasl_user'] if r['sasl_user'] is not None else 'not captured'})" for r in plain})
         out.append(Verdict("no SASL PLAIN login outside TLS", not plain, "; ".join(who) if who else "none seen"))
     if policy.max_gap_fraction is not None and "capture_health" in results:
         files = results["capture_health"]["capture_files"]

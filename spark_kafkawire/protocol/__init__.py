@@ -16,6 +16,15 @@ from importlib import resources
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
+UNSUPPORTED_VERSION = 35
+#: (api_key, error_code) answers that are version negotiation, not failures: a broker answers an
+#: ApiVersions request of a version it does not know with UNSUPPORTED_VERSION and the versions it
+#: has, and the client asks again at one of them (KIP-511). Counted apart from errors.
+NEGOTIATION = frozenset({(API_VERSIONS_KEY, UNSUPPORTED_VERSION)})
+
+
+def is_negotiation(api_key: int | None, error_code: int | None) -> bool:
+    return (api_key, error_code) in NEGOTIATION
 
 
 @dataclass(frozen=True, slots=True)
