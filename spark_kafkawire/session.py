@@ -46,13 +46,20 @@ _checked: set[int] = set()
 
 def check_workers(spark) -> None:
     """Fail in one line if Spark's Python workers cannot import pyarrow and this package: the
-    alternative is [DATA_SOURCE_NOT_FOUND] or a task failure under a page of Java."""
-    sc = spark.sparkContext
-    if id(sc) in _checked:
+    alternative is [DATA_SOURCE_NOT_FOUND] or a task failure under a page of Java. Asked through a
+    DataFrame (a Python UDF, not Arrow), so that it works on a Spark Connect session too, which has
+    no SparkContext."""
+    if id(spark) in _checked:
         return
-    exe = sc.getConf().get("spark.pyspark.python", None) or os.environ.get("PYSPARK_PYTHON") or "python3"
+    from pyspark.sql import functions as F
 
-    def probe(_):
+    try:
+        exe = spark.conf.get("spark.pyspark.python", None)
+    except Exception:  # noqa: BLE001 - a Connect server may not show static settings
+        exe = None
+    exe = exe or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+    def probe(_):  # defined here: pickled by value, so a worker without this package can run it
         import importlib
 
         missing = []
@@ -61,10 +68,11 @@ def check_workers(spark) -> None:
                 importlib.import_module(name)
             except ImportError:
                 missing.append(name)
-        return missing
+        return ",".join(missing)
 
     try:
-        missing = sc.parallelize([0], 1).map(probe).collect()[0]
+        got = spark.range(1).select(F.udf(probe, "string")(F.col("id")).alias("m")).collect()[0]["m"]
+        missing = [m for m in got.split(",") if m]
     except Exception as e:  # the worker did not even start
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise RuntimeError(f"kafkawire: Spark's Python workers ({exe}) failed to start ({first}); set "
@@ -74,7 +82,7 @@ def check_workers(spark) -> None:
         raise RuntimeError(f"kafkawire: Spark's Python workers run {exe}, which cannot import "
                            f"{' and '.join(missing)}; set PYSPARK_PYTHON or spark.pyspark.python to an "
                            f"interpreter that has them, e.g. {sys.executable}")
-    _checked.add(id(sc))
+    _checked.add(id(spark))
 
 
 def _submitted() -> bool:
