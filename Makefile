@@ -7,7 +7,7 @@ SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2
+APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
 .PHONY: setup demo test bench fuzz sample-pcaps system-deps clean schemas
 
@@ -25,9 +25,11 @@ $(VENV)/.installed: $(SRC)
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_lane*.so')]"
 	touch $@
 
-# tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures)
+# tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures), chromium
+# (the report is read in a real browser by the tests)
 system-deps:
-	@command -v tshark >/dev/null && command -v kcat >/dev/null && command -v tcpdump >/dev/null || \
+	@command -v tshark >/dev/null && command -v kcat >/dev/null && command -v tcpdump >/dev/null && \
+	  command -v chromium >/dev/null || \
 	  ( $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) >/dev/null )
 

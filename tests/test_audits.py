@@ -435,3 +435,58 @@ def test_tables_describe_only_this_runs_rows_and_the_report_says_which_dates(spa
     page = (out / "report.html").read_text()
     assert "capture dates in the tables" in page
     assert all(d.split("=")[1] in page for d in want)
+
+
+# -- the report in a real browser -------------------------------------------------------------------
+METRICS = """<script>
+addEventListener('load', () => {
+  const figs = [...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect());
+  const m = {width: innerWidth, scroll: document.documentElement.scrollWidth, figures: figs.length,
+             inside: figs.every(r => r.left >= 0 && r.right <= innerWidth + 1 && r.width > 50)};
+  document.body.insertAdjacentHTML('beforeend', '<pre id="metrics">' + JSON.stringify(m) + '</pre>');
+});
+</script>"""
+
+
+def _browser(page: Path, width: int) -> dict:
+    """The page laid out by headless Chromium at a window width: what the script above measured."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is required (make system-deps installs it)"
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--no-first-run",
+                        f"--user-data-dir={page.parent / f'profile-{width}'}", f"--window-size={width},2000",
+                        "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="metrics">(\{.*?\})</pre>', r.stdout)
+    assert m, r.stderr[-2000:]
+    return json.loads(html_unescape(m.group(1)))
+
+
+def html_unescape(s: str) -> str:
+    import html
+
+    return html.unescape(s)
+
+
+def test_report_reads_at_desktop_and_phone_widths(samples, tmp_path):
+    """The report of the samples, in Chromium at 1400 and 390 pixels: the page never scrolls
+    sideways (wide tables scroll in their own box), every plot fits the window, plots are drawn by
+    matplotlib with axis titles and a real time axis, and the verdict counts the failing policies."""
+    from spark_kafkawire.audits import policies
+    from spark_kafkawire.audits.report import render
+
+    results = {name: run(name, samples) for name in AUDITS}
+    verdicts = policies(results, Policy())
+    page = render(verdicts, {"captures": str(SAMPLES)}, results)
+    failing = sum(not v.ok for v in verdicts)
+    assert failing == 2 and "2 policies of 2 fail." in page
+    for title in ("time (UTC), one bar per minute", "time (UTC), one bar per hour", "records", "exchanges",
+                  "latency (ms, bucket's upper bound)", "records produced per minute", "records fetched per minute"):
+        assert f"<!-- {title.replace(chr(39), '&#39;')} -->" in page or f"<!-- {title} -->" in page, title
+    assert "fetchd" not in page
+    path = tmp_path / "report.html"
+    path.write_text(page.replace("</body>", METRICS + "</body>"))
+    for width in (1400, 390):
+        m = _browser(path, width)
+        assert m["figures"] >= 8 and m["inside"], m
+        assert m["scroll"] <= m["width"], m  # nothing wider than the window
