@@ -172,11 +172,14 @@ def schemas() -> Schemas:
 
 
 class _Reader:
-    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth", "budget")
+    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth", "budget", "guard")
 
     def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
-                 facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None):
+                 facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None, guard: bool = True):
         self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
+        # refuse strings with a SASL token's shape (sasl.py); not in the bodies of messages that
+        # carry secrets, which are sealed instead (seal(): a known secret in a string is redacted)
+        self.guard = guard
         self.buf = buf
         self.end = end
         self.flex = flexible
@@ -225,7 +228,7 @@ class _Reader:
             if pos + n > end:
                 raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
             text = buf[pos : pos + n].decode("utf-8", "replace")
-            if suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
+            if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
                 raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
             return text, pos + n
         if t in ("bytes", "records"):
@@ -313,7 +316,8 @@ class _Reader:
                 out.setdefault("_unknown_tagged_fields", []).append(
                     {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
             else:
-                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget)
+                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
+                              self.guard)
                 out[f.name], _ = sub.field(f, pos)
                 if f.hl:
                     tid_at = self._fact(f, out[f.name], in_topic, tid_at)
@@ -540,10 +544,11 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
 def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int,
             opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, Facts]:
     sid, flex = s.messages[(api_key, version, request)]
+    guard = api_key not in s.secret_apis
     if GENERATED:
         from . import codegen
 
-        reader = _Reader(data, len(data), flex, s, opts)
+        reader = _Reader(data, len(data), flex, s, opts, guard=guard)
         try:
             value, end = codegen.reader(s, sid, flex)(data, pos, reader, False)
         except (codegen.Slow, BodyError, struct_error, IndexError, ValueError):
@@ -552,7 +557,7 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
             if end != len(data):
                 value["_trailing_bytes"] = _b64(data[end:])
             return value, reader.facts
-    reader = _Reader(data, len(data), flex, s, opts)
+    reader = _Reader(data, len(data), flex, s, opts, guard=guard)
     try:
         value, end = reader.struct(sid, pos)
     except BodyError:
@@ -560,7 +565,7 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
         # 0.5) leave it out after an empty array. Kept, and said so; anything else stays an error.
         if not flex:
             raise
-        reader = _Reader(data, len(data), flex, s, opts)
+        reader = _Reader(data, len(data), flex, s, opts, guard=guard)
         try:
             value, end = reader.struct(sid, pos, tags=False)
         except BodyError:

@@ -121,7 +121,7 @@ class Compiler:
             # a value with a SASL token's shape is no Kafka string (see sasl.py): left to the
             # interpreter, which refuses it
             return self._sized(flex, False, ["v = buf[pos:e].decode('utf-8', 'replace')",
-                                             "if suspect(v) and token_shaped(v):",
+                                             "if r.guard and suspect(v) and token_shaped(v):",
                                              "    raise Slow"])
         if t == "records":
             # the records are summarised through a view of the frame's bytes: no copy of them

@@ -71,7 +71,15 @@ def check_workers(spark) -> None:
         return ",".join(missing)
 
     try:
-        got = spark.range(1).select(F.udf(probe, "string")(F.col("id")).alias("m")).collect()[0]["m"]
+        try:
+            sc = spark.sparkContext  # a classic session: one tiny task, no Arrow needed on the worker
+        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: a plain Python UDF
+            sc = None
+        if sc is not None:
+            got = sc.parallelize([0], 1).map(probe).collect()[0]
+        else:
+            got = spark.range(1).select(F.udf(probe, "string", useArrow=False)(F.col("id")).alias("m")) \
+                .collect()[0]["m"]
         missing = [m for m in got.split(",") if m]
     except Exception as e:  # the worker did not even start
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__

@@ -12,6 +12,49 @@ FINDINGS = ROOT.parent / "shared" / "fuzz-findings"  # hostile inputs found by a
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+SHARED = ROOT.parent / "shared"
+#: test modules by tier (see docs/testing.md); tests using the ``spark`` fixture are marked spark too
+MODULE_MARKS = {
+    "test_cluster": ("cluster", "spark", "slow"),
+    "test_storage": ("storage", "slow"),
+    "test_connect": ("spark", "slow"),
+    "test_notebook": ("spark", "slow"),
+    "test_audits": ("spark",),
+    "test_spark": ("spark",),
+    "test_tshark": ("external",),
+    "test_cli": ("external",),
+    "test_captures": ("external",),
+}
+
+
+def shared_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """Files of a folder of ../shared, or none where ../shared is not beside the checkout (the tests
+    that take them are then skipped, not failing collection)."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith(suffixes))
+
+
+def pytest_collection_modifyitems(config, items):
+    import inspect
+
+    for item in items:
+        module = item.module.__name__ if item.module else ""
+        for mark in MODULE_MARKS.get(module, ()):
+            item.add_marker(mark)
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker("spark")
+        if not SHARED.is_dir():
+            try:
+                source = inspect.getsource(item.function)
+            except (OSError, TypeError):
+                source = ""
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            if "PUBLIC" in source or "FINDINGS" in source or \
+                    any(str(SHARED) in str(v) for v in params.values()):
+                item.add_marker(pytest.mark.skip(reason=f"needs {SHARED} (public captures and fuzz findings) "
+                                                        f"beside the checkout"))
+
 
 def text_table(text: str, title: str | None = None) -> list[list[str]]:
     """The header and rows of a table the command line printed (columns found by its dashed rule),

@@ -21,7 +21,7 @@ import pytest
 
 import damage
 import pcapgen
-from conftest import FINDINGS, PUBLIC, SAMPLES
+from conftest import FINDINGS, PUBLIC, SAMPLES, shared_files
 from spark_kafkawire import lane as lane_module
 from spark_kafkawire.capture import CaptureReader
 from spark_kafkawire.predicate import Predicate
@@ -29,7 +29,7 @@ from spark_kafkawire.reader import iter_batches
 from spark_kafkawire.table import COLUMNS, ROW_SHAPES
 
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
-PUBLIC_FILES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".pcap", ".pcapng", ".gz"))
+PUBLIC_FILES = shared_files(PUBLIC, (".pcap", ".pcapng", ".gz"))
 
 
 def _opts(shape: str, **more) -> dict:

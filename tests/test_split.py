@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import damage
-from conftest import FINDINGS, PUBLIC, SAMPLES
+from conftest import FINDINGS, PUBLIC, SAMPLES, shared_files
 from spark_kafkawire import exchanges as exchanges_module
 from spark_kafkawire.reader import Options, iter_batches, plan
 from spark_kafkawire.table import ROW_SHAPES
 
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
-PUBLIC_FILES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".pcap", ".pcapng", ".gz"))
+PUBLIC_FILES = shared_files(PUBLIC, (".pcap", ".pcapng", ".gz"))
 
 
 def _opts(shape: str, **more) -> dict:

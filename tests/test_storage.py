@@ -148,7 +148,9 @@ def test_audit_job_and_stream_read_s3(s3, tmp_path):
     from spark_kafkawire.stream import completed_files
 
     got = completed_files(["s3://caps/run1/"], Options(), settle_s=0)
-    assert sorted(p.rsplit("/", 1)[1] for _m, p in got) == sorted(NAMES) and all(m > 0 for m, _p in got)
+    assert sorted(p.rsplit("/", 1)[1] for _m, p, _n in got) == sorted(NAMES) and all(m > 0 for m, _p, _n in got)
+    # sizes from the same listing (no request per file): those of the local files uploaded
+    assert all(n > 0 for _m, _p, n in got)
     out = tmp_path / "audit"
     r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), "s3://caps/run1/", "--out", str(out),
                         "--audits", "exchange_summary,clients", "--allow-plain-without-tls"],
