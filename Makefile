@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup demo test bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup demo test test-fast bench fuzz sample-pcaps system-deps clean schemas
 
 setup: $(VENV)/.installed
 
@@ -44,6 +44,13 @@ demo: setup
 
 test: setup system-deps
 	$(PY) -m pytest
+
+# the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
+# no reinstall (after changing _lane.c, run make setup once to rebuild the fast lane)
+FAST := not spark and not cluster and not storage and not external and not slow
+test-fast:
+	@test -x $(PY) || $(MAKE) setup
+	$(PY) -m pytest -q -m "$(FAST)"
 
 bench: setup system-deps
 	$(PY) tests/bench.py

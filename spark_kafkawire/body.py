@@ -580,16 +580,3 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
-
-
-def walk(value, visit, path=()):
-    """Call visit(path, key, value) for every field of a decoded body."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            visit(path, k, v)
-            if isinstance(v, (dict, list)):
-                walk(v, visit, path + (k,))
-    elif isinstance(value, list):
-        for v in value:
-            if isinstance(v, (dict, list)):
-                walk(v, visit, path)

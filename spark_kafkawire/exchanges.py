@@ -170,7 +170,7 @@ class _Side:
     def frame(self, f: Frame) -> None:
         self.decoder._frame(self.st, self.d, f)
 
-    def plausible(self, data: bytes, strict: bool) -> bool:
+    def plausible(self, data: bytes, strict: bool) -> int:
         return self.decoder._plausible(self.st, self.d, data, strict)
 
     def first_bytes(self, chunk: bytes) -> None:
@@ -280,8 +280,9 @@ class Decoder:
         st.framers = []  # the framers' callbacks hold st: no cycle left for the garbage collector
 
     # -- roles ---------------------------------------------------------------------------------
-    def _plausible(self, st: _ConnState, d: int, data: bytes, strict: bool) -> bool:
-        """Could a frame with this header start here?
+    def _plausible(self, st: _ConnState, d: int, data: bytes, strict: bool) -> int:
+        """Could a frame with this header start here? 0 (False): no; 1 (True): yes; ALIGNED_ONLY:
+        only where a captured segment starts (see frames.ALIGNED_ONLY).
 
         A request: a header of a known api key and version (``strict``), or at a stream's start any
         well-formed request header. A response: its correlation id matches a request waiting on
@@ -540,12 +541,10 @@ class Decoder:
                 return False
             if any(not r.skip and r.frame.ts_ns <= t_ns for r in st.pending.values()):
                 return False
-            for fr in st.framers:
-                if fr.buf and fr.f_ts <= t_ns or any(m[1] <= t_ns for m in fr.scan_marks):
-                    return False
-            for half in conn.halves:
-                if any(p[4] <= t_ns for p in half.pending):
-                    return False
+            if any(fr.holds_bytes_from(t_ns) for fr in st.framers):
+                return False
+            if any(half.holds_bytes_from(t_ns) for half in conn.halves):
+                return False
         return True
 
     def _wanted(self, st: _ConnState, h: RequestHeader, frame: Frame) -> bool:

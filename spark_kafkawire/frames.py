@@ -193,7 +193,7 @@ class Framer(_FramerBase):
     ) + _FRAMER_INTS
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
-                 synced: bool = True, plausible: Callable[[bytes, bool], bool] | None = None,
+                 synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
                  on_first: Callable[[bytes], None] | None = None):
         self.on_frame = on_frame
         self.max_frame = max_frame
@@ -283,6 +283,11 @@ class Framer(_FramerBase):
             self._find_boundary(final=True)
         self._flush_partial()
         self._drop_scan()
+
+    def holds_bytes_from(self, t_ns: int) -> bool:
+        """Is a frame, or a stretch being scanned for a boundary, of a packet at or before ``t_ns``
+        still being put together?"""
+        return bool(self.buf) and self.f_ts <= t_ns or any(ts <= t_ns for _i, ts, _n in self.scan_marks)
 
     def disable(self) -> None:
         """Stop framing: this stream is not Kafka."""

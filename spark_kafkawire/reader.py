@@ -44,27 +44,7 @@ DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pc
 @dataclass(frozen=True)
 class Options:
     """Reader options. Names are case-insensitive; values may be strings, as Spark passes them.
-
-    rows            'exchanges' (default), 'messages', 'partitions', 'records' or 'connections'
-    includerecords  'true' to allow rows=records (record keys and values are payload: opt-in)
-    maxdecompressedbytes  cap on what the record batches of one request or response decompress to,
-                    all together (default 67108864, at least 65536)
-    maxrecordsperbatch  records read from one record batch in rows=records (default 1000000); the
-                    rest of the batch becomes one row with status over_cap
-    ports           comma-separated TCP ports (1-65535): decode only connections with one of them
-    maxframebytes   largest frame accepted (default 104857600, Kafka's socket.request.max.bytes;
-                    at least 65536: a frame holds at least the largest request header)
-    pathglobfilter  comma-separated file name patterns a directory listing picks up
-    batchsize       rows per Arrow record batch (default 8192; 1 to 10,000,000)
-    maxconnections  open TCP connections tracked at once (default 100000); past it the longest idle
-                    one is retired as if closed (its connection row says end_captured=evicted)
-    endpointurl     S3 endpoint (e.g. http://localhost:9000) for s3:// paths; default: AWS_ENDPOINT_URL
-    mode            PERMISSIVE (default: damage becomes rows with a status), DROPMALFORMED (those rows
-                    are dropped) or FAILFAST (the read fails, naming file, packet and byte offset)
-    maxpartitionbytes  Spark only: a capture file larger than this (default 134217728) may be read
-                    by several tasks, each making its share of the rows (see plan())
-    minpartitions   Spark only: large files are shared out until the load has this many partitions
-                    (default: the driver's CPU count, at most 4)
+    Each option, its default, its allowed values and meaning: :func:`options_table` (README, Options).
     """
 
     rows: str = "exchanges"
@@ -177,6 +157,46 @@ _RULES = {
                           _whole(1, 1 << 62, " of bytes")),
     "minpartitions": ("minPartitions", "min_partitions", DEFAULT_MIN_PARTITIONS, _whole(1, MAX_SHARES)),
 }
+
+#: how each option is documented (README's options table is options_table()'s output, checked by a test)
+_DOCS = {
+    'rows': ('`exchanges`',
+               'row shape: `exchanges` (one per request/response pair), `messages` (one per frame), `partitions` (one per exchange, topic and partition), `records` (one per record; needs `includeRecords`) or `connections` (one per TCP connection)'),
+    'includeRecords': ('false',
+               '`true` allows `rows=records`, whose rows carry record keys, values and headers (payload is opt-in)'),
+    'maxDecompressedBytes': ('67108864',
+               "cap on what the record batches of one request or response decompress to, all together, 65536 to 2^40; past it a batch's row says `over_cap` (and a wrapper's summary `DecompressError`) instead of allocating more"),
+    'maxRecordsPerBatch': ('1000000',
+               'records read from one record batch in `rows=records`, 1 to 2^31; the rest of the batch becomes one row with status `over_cap` saying how many it held'),
+    'ports': ('all',
+               'comma-separated TCP ports, each 1 to 65535 (an empty list is an error); only connections with one of them are decoded. Without it, every TCP connection is examined and Kafka is recognised by its bytes, on any port'),
+    'maxFrameBytes': ('104857600',
+               "largest frame accepted (Kafka's `socket.request.max.bytes`), 65536 (room for the largest request header) to 2147483647; a larger size field means the stream is not where we thought"),
+    'pathGlobFilter': ('`*.pcap`, `*.pcapng`, `*.cap`, rotated `*.pcap0`…, and their `.gz`',
+               'comma-separated file name patterns a directory listing picks up (at least one)'),
+    'batchSize': ('8192',
+               'rows per Arrow record batch, 1 to 10000000; held to even inside one frame (the records of one Produce request leave in batches of this size, made as they leave)'),
+    'maxConnections': ('100000',
+               'open TCP connections tracked at once, 1000 to 10000000; past it the longest idle one is retired as if it had closed (its row says `end_captured` = `evicted`; later packets of it start a new connection)'),
+    'endpointUrl': ('`AWS_ENDPOINT_URL`',
+               'S3 endpoint for `s3://` paths (an S3-compatible server)'),
+    'maxPartitionBytes': ('134217728',
+               'Spark: a file larger than this may be read in shares by several tasks (see above), 1 to 2^62'),
+    'minPartitions': ('CPU count, at most 4',
+               'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
+    'mode': ('`PERMISSIVE`',
+               "as Spark's CSV and JSON sources name it. `PERMISSIVE`: damage becomes rows with a status and a `detail`, never an exception. `DROPMALFORMED`: rows with status `truncated`, `malformed`, `undecoded` or `capture_damaged` (and record rows `corrupt`, `crc_mismatch`, `over_cap`) are dropped. `FAILFAST`: the first of them fails the read with an error naming the file, the packet number and the byte offset. The modes act on exactly the damaged rows of the shape read: in `connections`, damage inside a connection is in its counts (partial, skipped, gap bytes) and only `capture_damaged` is a row; in `partitions` and `records`, a damaged exchange of an api with partitions (records) is one row with its status where none could be read, and damage of other apis has no row there"),
+}
+assert {r[0] for r in _RULES.values()} == set(_DOCS), "every option documented once"
+
+
+def options_table() -> str:
+    """The options as a Markdown table: README's, generated from the rules above."""
+    out = ["| option | default | meaning |", "|---|---|---|"]
+    for name, _field, _default, _rule in _RULES.values():
+        shown, meaning = _DOCS[name]
+        out.append(f"| `{name}` | {shown} | {meaning} |")
+    return "\n".join(out)
 
 
 def plan(files: list[str], opts: Options) -> list[tuple[str, tuple[int, int] | None]]:
@@ -414,9 +434,8 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     api_key, api_version and the ports, a datetime or nanoseconds for request_time, strings for
     the rest, a list for ``in``; a null matches no row, as in SQL.
 
-    ``options`` (names case-insensitive, values checked as the table in README says):
-    rows, includeRecords, maxDecompressedBytes, ports, maxFrameBytes, pathGlobFilter, batchSize,
-    mode, endpointUrl; see :class:`Options`."""
+    ``options``: reader options, names case-insensitive, each checked as :func:`options_table`
+    (README, Options) says."""
     opts = Options.parse(options)
     pred = Predicate.parse(filters).for_shape(n for n, _ in COLUMNS[opts.rows])
     files = [f for f in list_files(path, opts.path_glob_filter, opts.endpoint_url) if pred.file_ok(f)]

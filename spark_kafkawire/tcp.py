@@ -25,7 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from operator import itemgetter
 from collections import OrderedDict, deque
-from typing import Iterator, Protocol
+from typing import Iterator, NamedTuple, Protocol
 
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
@@ -41,6 +41,16 @@ MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost byte
 _offset_of = itemgetter(0)  # a queued segment's stream offset
 DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
+
+
+class Queued(NamedTuple):
+    """An out-of-order piece of a segment, waiting for the bytes before it."""
+
+    off: int  # stream offset
+    data: bytes  # the captured bytes (fewer than ``wire`` where a snaplen cut the packet)
+    wire: int  # bytes the piece spans in the stream
+    ts: int
+    number: int
 
 
 class Sink(Protocol):
@@ -71,7 +81,7 @@ class HalfStream(_HalfBase):
         self.started = False  # its SYN was seen
         self.base: int | None = None  # sequence number of stream offset 0
         self.nxt = 0  # stream offset of the next byte to deliver
-        self.pending: list[tuple[int, int, bytes, int, int, int]] = []  # (off, order, data, wire, ts, n)
+        self.pending: list[Queued] = []  # sorted by offset, never overlapping
         self.pending_bytes = 0
         self.max_pending = max_pending
         self.fin = False
@@ -118,7 +128,7 @@ class HalfStream(_HalfBase):
             payload = payload[cut:]
             wire_len -= cut
             off = self.nxt
-        if off == self.nxt and not (self.pending and self.pending[0][0] < end):
+        if off == self.nxt and not (self.pending and self.pending[0].off < end):
             self.captured += len(payload)
             self._deliver(payload, wire_len, ts, number)
             if self.pending:
@@ -132,6 +142,10 @@ class HalfStream(_HalfBase):
             self._queue(off, payload, wire_len, ts, number)
             if self.pending_bytes > self.max_pending:
                 self._skip_hole()
+
+    def holds_bytes_from(self, t_ns: int) -> bool:
+        """Does a segment of a packet at or before ``t_ns`` wait out of order?"""
+        return any(q.ts <= t_ns for q in self.pending)
 
     def novel(self, seq: int, caplen: int) -> bool:
         """Would captured bytes at seq be new (not delivered before)? For an ended connection."""
@@ -178,12 +192,12 @@ class HalfStream(_HalfBase):
         pending = self.pending
         end = off + wire_len
         i = bisect_left(pending, off, key=_offset_of)
-        if i and pending[i - 1][0] + pending[i - 1][3] > off:
+        if i and pending[i - 1].off + pending[i - 1].wire > off:
             i -= 1
         pieces = []
         a = off
-        while i < len(pending) and pending[i][0] < end:
-            q_off, q_end = pending[i][0], pending[i][0] + pending[i][3]
+        while i < len(pending) and pending[i].off < end:
+            q_off, q_end = pending[i].off, pending[i].off + pending[i].wire
             if q_off > a:
                 pieces.append((a, q_off))
             if q_end > a:
@@ -194,7 +208,7 @@ class HalfStream(_HalfBase):
         for a, b in pieces:
             piece = payload[a - off : b - off]
             self.captured += len(piece)
-            insort(pending, (a, 0, piece, b - a, ts, number), key=_offset_of)
+            insort(pending, Queued(a, piece, b - a, ts, number), key=_offset_of)
             self.pending_bytes += b - a
 
     def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
@@ -208,8 +222,8 @@ class HalfStream(_HalfBase):
     def _drain(self) -> None:
         pending = self.pending
         i = 0
-        while i < len(pending) and pending[i][0] <= self.nxt:
-            off, _o, payload, wire_len, ts, number = pending[i]
+        while i < len(pending) and pending[i].off <= self.nxt:
+            off, payload, wire_len, ts, number = pending[i]
             i += 1
             self.pending_bytes -= wire_len
             if off + wire_len <= self.nxt:
@@ -230,12 +244,12 @@ class HalfStream(_HalfBase):
         if delta >= 0x80000000:
             return  # an old acknowledgement
         ack_off = self.nxt + delta
-        while self.pending and self.pending[0][0] <= ack_off and self.nxt < ack_off:
+        while self.pending and self.pending[0].off <= ack_off and self.nxt < ack_off:
             self._skip_hole()
 
     def _skip_hole(self) -> None:
-        off, _o, _p, _w, ts, number = self.pending[0]
-        self._gap_to(off, ts, number)
+        first = self.pending[0]
+        self._gap_to(first.off, first.ts, first.number)
         self._drain()
 
     def _gap_to(self, off: int, ts: int, number: int) -> None:

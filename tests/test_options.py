@@ -68,3 +68,14 @@ def test_rotation_directory_with_a_file_still_being_written(tmp_path):
     (d / "cap.pcap4").write_text("GET / HTTP/1.1\r\n")
     with pytest.raises(CaptureError, match="cap.pcap4"):
         read_capture(d)
+
+
+def test_the_options_are_documented_once_and_readme_shows_that_table():
+    """README's options table is what reader.options_table() generates from the rules that check
+    the values: an option added, renamed or given a new default cannot be left undocumented."""
+    from conftest import ROOT
+    from spark_kafkawire.reader import _RULES, options_table
+
+    table = options_table()
+    assert table in (ROOT / "README.md").read_text()
+    assert [ln.split("`")[1] for ln in table.splitlines()[2:]] == [r[0] for r in _RULES.values()]
