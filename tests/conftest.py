@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(config, items):
             except (OSError, TypeError):
                 source = ""
             params = getattr(getattr(item, "callspec", None), "params", {})
-            if "PUBLIC" in source or "FINDINGS" in source or \
+            if "PUBLIC" in source or "FINDINGS" in source or "FACTS" in source or \
                     any(str(SHARED) in str(v) for v in params.values()):
                 item.add_marker(pytest.mark.skip(reason=f"needs {SHARED} (public captures and fuzz findings) "
                                                         f"beside the checkout"))
