@@ -5,13 +5,16 @@
     python jobs/audit.py DIR --incremental --checkpoint CKPT --out DIR   (only files not seen before)
 
 Writes under --out: rows/<shape>/ (the exchanges, connections and partitions rows), one directory
-per audit with one Parquet table per result, partitioned by capture_date, and report.html (one
-self-contained page). Prints the verdicts, the exchange summary and where the report is.
+per audit with one Parquet table per result (replaced whole: it describes rows/), partitioned by
+capture_date, report.html (one self-contained page) and run.json (running, complete or failed).
+One run at a time per --out, and nothing half-written looks complete (see audits/output.py).
+Prints the verdicts, the exchange summary and where the report is.
 
 Reader options (README, Options) with --option KEY=VALUE, repeated: e.g. --option minPartitions=8
 to read a few large captures in shares on a cluster's cores.
 
-Exit status: 0 when every policy holds, 2 when one fails, 1 on an error (bad path or option).
+Exit status: 0 when every policy holds, 2 when one fails, 1 on an error (bad path or option, an
+--out in use, read-only or full: one line).
 Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
   target_release          no client sends a version this release rejects (default 4.0)
   max_error_rate          errored exchanges / all exchanges, e.g. 0.01
