@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup demo test test-fast bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup demo test test-fast lint bench fuzz sample-pcaps system-deps clean schemas
 
 setup: $(VENV)/.installed
 
@@ -42,8 +42,12 @@ demo: setup
 	  echo "pinned to Kafka 0.9/0.10 (Produce versions 4.0 refuses) and SASL PLAIN logins without TLS."; \
 	  echo "Open out/audit/report.html for the whole report."; exit 0; fi; exit $$rc
 
-test: setup system-deps
+test: setup system-deps lint
 	$(PY) -m pytest
+
+# pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs (pyproject.toml)
+lint: setup
+	$(PY) -m ruff check spark_kafkawire jobs
 
 # the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
 # no reinstall (after changing _lane.c, run make setup once to rebuild the fast lane)

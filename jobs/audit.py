@@ -47,7 +47,8 @@ def _config(path: str | None) -> dict:
 
 
 def parse(argv: list[str]):
-    ap = argparse.ArgumentParser(prog="audit.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="audit.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
@@ -68,7 +69,8 @@ def parse(argv: list[str]):
     ap.add_argument("--verbose", action="store_true",
                     help="Spark's own log (errors) on stderr (by default in a file named if the run fails)")
     ap.add_argument("--complete-after-seconds", type=float, default=60.0,
-                    help="with --incremental: a rotation series' newest file counts as complete after this long unchanged")
+                    help="with --incremental: a rotation series' newest file counts as complete after this "
+                         "long unchanged")
     return ap.parse_args(argv)
 
 
@@ -205,7 +207,6 @@ def _session(args, out):
 
 
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:
-    import spark_kafkawire
     from pyspark.sql import functions as F
 
     from spark_kafkawire.audits import AUDITS, policies

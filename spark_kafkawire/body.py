@@ -156,7 +156,8 @@ class Schemas:
         seen.add(sid)
         plain, tagged = self.structs[sid]
         for f in plain + list(tagged.values()):
-            if f.name in SECRET_FIELDS or (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
+            if f.name in SECRET_FIELDS or \
+                    (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
                 return True
         return False
 

@@ -136,7 +136,7 @@ def _flat(table: pa.Table, raw: bool = False) -> pa.Table:
     """Lists and structs as JSON text, binary as hex: what CSV can hold. Unless ``raw``, a text
     cell a spreadsheet would take as a formula is neutralised (escape.csv_cell)."""
     cols = []
-    for name, col in zip(table.column_names, table.columns):
+    for col in table.columns:
         t = col.type
         if pa.types.is_list(t) or pa.types.is_struct(t):
             col = pa.array([None if v is None else json.dumps(v, default=lambda b: b.hex()) for v in col.to_pylist()],

@@ -32,7 +32,8 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        o = {k: v for k, v in self.options.items() if k.lower() not in ("completeafterseconds", "maxfilespertrigger", "maxfileage")}
+        stream_only = ("completeafterseconds", "maxfilespertrigger", "maxfileage")
+        o = {k: v for k, v in self.options.items() if k.lower() not in stream_only}
         return ddl(Options.parse(o).rows)
 
     def reader(self, schema) -> "KafkaWireReader":

@@ -85,7 +85,8 @@ SASL_AUTHENTICATE = 36
 SASL_TOKEN_DETAIL = "raw SASL token after SaslHandshake v0: contents withheld"
 #: statuses that mean damage (option mode: DROPMALFORMED drops them, FAILFAST raises)
 DAMAGE = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
-TLS_CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake", 0x17: "TLS application data"}
+TLS_CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
+                     0x17: "TLS application data"}
 TLS_MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 
 MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept

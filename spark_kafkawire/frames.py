@@ -408,7 +408,8 @@ class Framer(_FramerBase):
                         break
             size = _I32.unpack_from(scan, i)[0]
             at_start = self.at_start and i == 0
-            ok = MIN_FRAME <= size <= max_frame and plausible(bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)]), not at_start)
+            head = bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)])
+            ok = MIN_FRAME <= size <= max_frame and plausible(head, not at_start)
             if ok == ALIGNED_ONLY and not at_start:
                 if starts is None:
                     starts = {m[0] for m in self.scan_marks}
@@ -431,7 +432,8 @@ class Framer(_FramerBase):
                     continue
                 break  # wait for the bytes that confirm or refute it
             nsize = _I32.unpack_from(scan, end)[0]
-            if MIN_FRAME <= nsize <= max_frame and plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
+            if MIN_FRAME <= nsize <= max_frame and \
+                    plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
                 found = i
                 break
             i += 1

@@ -81,8 +81,8 @@ def _explain(uri: str, e: Exception) -> StorageError:
     text = str(e)
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         why = "the bucket does not exist"
-    elif "AccessDenied" in text or "ACCESS_DENIED" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or \
-            "403" in text:
+    elif any(w in text for w in ("AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+                                 "403")):
         why = "access denied: check the credentials (AWS_ACCESS_KEY_ID, profile) and endpoint"
     elif "NoSuchKey" in text or "Path does not exist" in text or isinstance(e, FileNotFoundError):
         why = "no such file"

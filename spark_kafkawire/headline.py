@@ -187,7 +187,8 @@ def _request_fields(api_key: int | None, r: dict) -> dict:
     return {
         "acks": r.get("Acks") if api_key == 0 else None,
         # AddPartitionsToTxn v0-3 names it V3AndBelowTransactionalId
-        "transactional_id": next((v for k, v in r.items() if k.endswith("TransactionalId") and isinstance(v, str)), None),
+        "transactional_id": next((v for k, v in r.items() if k.endswith("TransactionalId") and isinstance(v, str)),
+                                 None),
         "group_id": r.get("GroupId") if isinstance(r.get("GroupId"), str) else None,
         "member_id": r.get("MemberId") if isinstance(r.get("MemberId"), str) else None,
     }

@@ -65,7 +65,8 @@ def partition_rows(api_key: int | None, req: dict | None, resp: dict | None,
     joined: dict[tuple, dict] = {}
     for side, body in (("request", req), ("response", resp)):
         for topic, index, fields in topic_partitions(body, topic_ids):
-            entry = joined.setdefault((topic, index), {"request": {}, "response": {}, "topic": topic, "partition": index})
+            entry = joined.setdefault((topic, index),
+                                      {"request": {}, "response": {}, "topic": topic, "partition": index})
             if not entry[side]:
                 entry[side] = fields
     return [_columns(api_key, e) for e in joined.values()]

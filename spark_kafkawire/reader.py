@@ -145,7 +145,8 @@ _RULES = {
                              _whole(1 << 16, 1 << 40, " of bytes")),
     "ports": ("ports", "ports", None, _ports),
     # a frame must at least hold the largest request header (a 32767-byte client_id and more)
-    "maxframebytes": ("maxFrameBytes", "max_frame_bytes", DEFAULT_MAX_FRAME, _whole(1 << 16, (1 << 31) - 1, " of bytes")),
+    "maxframebytes": ("maxFrameBytes", "max_frame_bytes", DEFAULT_MAX_FRAME,
+                      _whole(1 << 16, (1 << 31) - 1, " of bytes")),
     "pathglobfilter": ("pathGlobFilter", "path_glob_filter", DEFAULT_GLOB, _patterns),
     "batchsize": ("batchSize", "batch_size", 8192, _whole(1, 10_000_000)),
     "mode": ("mode", "mode", "PERMISSIVE", _choice(MODES, upper=True)),
@@ -160,32 +161,64 @@ _RULES = {
 
 #: how each option is documented (README's options table is options_table()'s output, checked by a test)
 _DOCS = {
-    'rows': ('`exchanges`',
-               'row shape: `exchanges` (one per request/response pair), `messages` (one per frame), `partitions` (one per exchange, topic and partition), `records` (one per record; needs `includeRecords`) or `connections` (one per TCP connection)'),
-    'includeRecords': ('false',
-               '`true` allows `rows=records`, whose rows carry record keys, values and headers (payload is opt-in)'),
-    'maxDecompressedBytes': ('67108864',
-               "cap on what the record batches of one request or response decompress to, all together, 65536 to 2^40; past it a batch's row says `over_cap` (and a wrapper's summary `DecompressError`) instead of allocating more"),
-    'maxRecordsPerBatch': ('1000000',
-               'records read from one record batch in `rows=records`, 1 to 2^31; the rest of the batch becomes one row with status `over_cap` saying how many it held'),
-    'ports': ('all',
-               'comma-separated TCP ports, each 1 to 65535 (an empty list is an error); only connections with one of them are decoded. Without it, every TCP connection is examined and Kafka is recognised by its bytes, on any port'),
-    'maxFrameBytes': ('104857600',
-               "largest frame accepted (Kafka's `socket.request.max.bytes`), 65536 (room for the largest request header) to 2147483647; a larger size field means the stream is not where we thought"),
-    'pathGlobFilter': ('`*.pcap`, `*.pcapng`, `*.cap`, rotated `*.pcap0`…, and their `.gz`',
-               'comma-separated file name patterns a directory listing picks up (at least one)'),
-    'batchSize': ('8192',
-               'rows per Arrow record batch, 1 to 10000000; held to even inside one frame (the records of one Produce request leave in batches of this size, made as they leave)'),
-    'maxConnections': ('100000',
-               'open TCP connections tracked at once, 1000 to 10000000; past it the longest idle one is retired as if it had closed (its row says `end_captured` = `evicted`; later packets of it start a new connection)'),
-    'endpointUrl': ('`AWS_ENDPOINT_URL`',
-               'S3 endpoint for `s3://` paths (an S3-compatible server)'),
-    'maxPartitionBytes': ('134217728',
-               'Spark: a file larger than this may be read in shares by several tasks (see above), 1 to 2^62'),
-    'minPartitions': ('CPU count, at most 4',
-               'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
-    'mode': ('`PERMISSIVE`',
-               "as Spark's CSV and JSON sources name it. `PERMISSIVE`: damage becomes rows with a status and a `detail`, never an exception. `DROPMALFORMED`: rows with status `truncated`, `malformed`, `undecoded` or `capture_damaged` (and record rows `corrupt`, `crc_mismatch`, `over_cap`) are dropped. `FAILFAST`: the first of them fails the read with an error naming the file, the packet number and the byte offset. The modes act on exactly the damaged rows of the shape read: in `connections`, damage inside a connection is in its counts (partial, skipped, gap bytes) and only `capture_damaged` is a row; in `partitions` and `records`, a damaged exchange of an api with partitions (records) is one row with its status where none could be read, and damage of other apis has no row there"),
+    'rows': (
+        '`exchanges`',
+        'row shape: `exchanges` (one per request/response pair), `messages` (one per frame), `partitions` '
+        '(one per exchange, topic and partition), `records` (one per record; needs `includeRecords`) or '
+        '`connections` (one per TCP connection)'),
+    'includeRecords': (
+        'false',
+        '`true` allows `rows=records`, whose rows carry record keys, values and headers (payload is opt-in)'),
+    'maxDecompressedBytes': (
+        '67108864',
+        'cap on what the record batches of one request or response decompress to, all together, 65536 to '
+        "2^40; past it a batch's row says `over_cap` (and a wrapper's summary `DecompressError`) instead of "
+        'allocating more'),
+    'maxRecordsPerBatch': (
+        '1000000',
+        'records read from one record batch in `rows=records`, 1 to 2^31; the rest of the batch becomes one '
+        'row with status `over_cap` saying how many it held'),
+    'ports': (
+        'all',
+        'comma-separated TCP ports, each 1 to 65535 (an empty list is an error); only connections with one of'
+        ' them are decoded. Without it, every TCP connection is examined and Kafka is recognised by its '
+        'bytes, on any port'),
+    'maxFrameBytes': (
+        '104857600',
+        "largest frame accepted (Kafka's `socket.request.max.bytes`), 65536 (room for the largest request "
+        'header) to 2147483647; a larger size field means the stream is not where we thought'),
+    'pathGlobFilter': (
+        '`*.pcap`, `*.pcapng`, `*.cap`, rotated `*.pcap0`…, and their `.gz`',
+        'comma-separated file name patterns a directory listing picks up (at least one)'),
+    'batchSize': (
+        '8192',
+        'rows per Arrow record batch, 1 to 10000000; held to even inside one frame (the records of one '
+        'Produce request leave in batches of this size, made as they leave)'),
+    'maxConnections': (
+        '100000',
+        'open TCP connections tracked at once, 1000 to 10000000; past it the longest idle one is retired as '
+        'if it had closed (its row says `end_captured` = `evicted`; later packets of it start a new '
+        'connection)'),
+    'endpointUrl': (
+        '`AWS_ENDPOINT_URL`',
+        'S3 endpoint for `s3://` paths (an S3-compatible server)'),
+    'maxPartitionBytes': (
+        '134217728',
+        'Spark: a file larger than this may be read in shares by several tasks (see above), 1 to 2^62'),
+    'minPartitions': (
+        'CPU count, at most 4',
+        'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
+    'mode': (
+        '`PERMISSIVE`',
+        "as Spark's CSV and JSON sources name it. `PERMISSIVE`: damage becomes rows with a status and a "
+        '`detail`, never an exception. `DROPMALFORMED`: rows with status `truncated`, `malformed`, '
+        '`undecoded` or `capture_damaged` (and record rows `corrupt`, `crc_mismatch`, `over_cap`) are '
+        'dropped. `FAILFAST`: the first of them fails the read with an error naming the file, the packet '
+        'number and the byte offset. The modes act on exactly the damaged rows of the shape read: in '
+        '`connections`, damage inside a connection is in its counts (partial, skipped, gap bytes) and only '
+        '`capture_damaged` is a row; in `partitions` and `records`, a damaged exchange of an api with '
+        'partitions (records) is one row with its status where none could be read, and damage of other apis '
+        'has no row there'),
 }
 assert {r[0] for r in _RULES.values()} == set(_DOCS), "every option documented once"
 

@@ -449,9 +449,9 @@ def _v2_records(data: bytes, pos: int, size: int, budget: Budget, max_records: i
             t = _H2.unpack_from(key)[1]
             ctype = CONTROL_TYPES[t] if 0 <= t < len(CONTROL_TYPES) else f"type{t}"
         ts = max_ts if log_append else first_ts + ts_delta
+        seq = next_sequence(bseq, off_delta) if bseq >= 0 else None
         yield Record(base + off_delta, ts if ts >= 0 else None, "LogAppendTime" if log_append else "CreateTime",
-                     key, value, headers, pid, pepoch, next_sequence(bseq, off_delta) if bseq >= 0 else None, txn, ctype,
-                     codec, 2, base)
+                     key, value, headers, pid, pepoch, seq, txn, ctype, codec, 2, base)
 
 
 def _v01_key_value(data: bytes, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
