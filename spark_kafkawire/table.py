@@ -21,7 +21,6 @@ from .exchanges import (CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALF
 from .headline import error_name
 from .partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 
-RECORD_APIS = RECORDS_IN_REQUEST | RECORDS_IN_RESPONSE
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
 _NO_PARTITION = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark", "last_stable_offset",
                                "log_start_offset", "timestamp_ms", "record_count", "record_bytes"))
@@ -334,16 +333,15 @@ class RowBuilder:
         PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fails on them.
 
         exchanges (and messages, per frame): always. connections: only a damaged capture file;
-        other damage is in the connection's counts (partial, skipped, gap bytes). partitions and
-        records: when the exchange's api has partitions (records), or its api is unknown; it is a
-        row with the damage status where no partition (record) could be read from it."""
+        other damage is in the connection's counts (partial, skipped, gap bytes). partitions: when
+        the exchange's api has partitions, or its api is unknown; its rows carry the damage status
+        (one row where no partition could be read). records (decided in _records, where it is
+        known whether records were read): a row with the damage status where none could be."""
         if self.shape == "connections":
             return status == CAPTURE_DAMAGED
-        if self.shape in ("partitions", "records") and (req is not None or resp is not None):
+        if self.shape == "partitions" and (req is not None or resp is not None):
             h = req.header if req is not None else None
-            if h is None:
-                return True
-            return h.api_key in (PARTITION_APIS if self.shape == "partitions" else RECORD_APIS)
+            return h is None or h.api_key in PARTITION_APIS
         return True
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -356,7 +354,7 @@ class RowBuilder:
             if req is None and resp is None:
                 self._message(ep, None, None, None, status, detail, extra)
             return
-        if status in DAMAGE:
+        if status in DAMAGE and self.shape != "records":  # records: per batch, see _records
             if not self._damage_has_row(req, resp, status):
                 return  # this shape has no row for it (and so no FAILFAST): see _damage_has_row
             frame = req.frame if req is not None else resp.frame if resp is not None else None
@@ -476,29 +474,41 @@ class RowBuilder:
 
     def _records(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None) -> None:
-        """Queue the rows of one exchange: they are made as batches leave (see fill())."""
+        """Queue the rows of one exchange: they are made as batches leave (see fill()). Damage of
+        the exchange is a row (and so subject to the mode) only where no record could be read:
+        records that were read carry their own status."""
+        def damaged() -> None:
+            frame = req.frame if req is not None else resp.frame if resp is not None else None
+            if self._damage(ep, frame, status, detail):
+                self.backlog.append(self._status_row(ep, status, detail))
+
         if req is None and resp is None:
-            self.backlog.append(self._status_row(ep, status, detail))
+            if status in DAMAGE:
+                damaged()
+            else:
+                self.backlog.append(self._status_row(ep, status, detail))
             return
         h = req.header if req is not None else None
-        if h is None:
+        if h is None:  # an exchange of an unknown api: it may have carried records
             if status in DAMAGE:
-                self.backlog.append(self._status_row(ep, status, detail))
+                damaged()
             return
         if h.api_key in RECORDS_IN_REQUEST:
             direction, msg = "request", req
-        elif h.api_key in RECORDS_IN_RESPONSE and resp is not None:
+        elif h.api_key in RECORDS_IN_RESPONSE:
+            if resp is None:  # a Fetch whose response is missing: damaged if cut, else nothing to read
+                if status in DAMAGE:
+                    damaged()
+                return
             direction, msg = "response", resp
         else:
-            if status in DAMAGE:  # a Fetch whose response is damaged or missing
-                self.backlog.append(self._status_row(ep, status, detail))
-            return
+            return  # no records in this api: nothing of it here, damaged or not
         parts = [(t, i, f["Records"]) for t, i, f in topic_partitions(msg.body, self.topic_ids)
                  if isinstance(f.get("Records"), RawRecords)]
         if parts:
             self.backlog.append(self._record_rows(ep, req, resp, direction, msg, parts))
         elif status in DAMAGE:  # damaged: a row says so, though no record was read
-            self.backlog.append(self._status_row(ep, status, detail))
+            damaged()
 
     def _status_row(self, ep: Endpoints | None, status: str, detail: str | None) -> Iterator[None]:
         self._status_only(ep, status, detail)

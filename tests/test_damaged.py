@@ -352,8 +352,18 @@ def test_the_modes_act_on_exactly_the_damaged_rows_of_each_shape(shape, tmp_path
     an exchange whose partitions or records could not be read is a row in those shapes."""
     from spark_kafkawire.capture import MalformedCaptureError
 
+    from pcapgen import Conversation, produce_request, response, write_pcap
+    from test_records import _record, batch
+
+    # a Produce request whose records are whole, answered by a response that does not decode: in
+    # rows=records its records are rows (ok), so nothing damaged shows and FAILFAST must not fail
+    c = Conversation().handshake()
+    c.send("c", produce_request(3, 1, "p", batch([_record(0, b"k", b"v")])))
+    c.send("b", response(1, 0, 3, body=b"\xff\xff\xff"))
+    write_pcap(tmp_path / "bad-answer.pcap", c.fin().packets)
     src = SAMPLES / "tansu-confluent-codecs.pcap"
-    inputs = [damage.snaplen(src, tmp_path / "s96.pcap"), damage.snaplen(SAMPLES / "veth-confluent-mtu.pcap",
+    inputs = [tmp_path / "bad-answer.pcap",
+              damage.snaplen(src, tmp_path / "s96.pcap"), damage.snaplen(SAMPLES / "veth-confluent-mtu.pcap",
                                                                          tmp_path / "v400.pcap", 400),
               damage.truncated(src, tmp_path / "cut.pcap", src.stat().st_size * 2 // 3),
               FINDINGS / "records-int32-overflow.pcap", SAMPLES / "mock-kcat.pcap"]
