@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -336,16 +337,25 @@ def test_incremental_runs_read_only_new_files(spark, tmp_path):
 
 
 # -- the job's output: one run at a time, nothing that looks complete unless it is ----------------
-@pytest.fixture
-def small_fs(tmp_path):
-    """A file system of 3 MiB (tmpfs), to fill: needs root, as the CI machine runs the tests."""
-    d = tmp_path / "small"
+@contextmanager
+def _tmpfs(d: Path, options: str):
+    """A tmpfs mounted on d (mount options such as size=3m or ro): needs root, as the CI machine
+    runs the tests; skipped where it cannot be mounted."""
     d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(d)], capture_output=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d)], capture_output=True)
     if r.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    yield d
-    subprocess.run(["umount", "-l", str(d)])
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)])
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A file system of 3 MiB, to fill."""
+    with _tmpfs(tmp_path / "small", "size=3m") as d:
+        yield d
 
 
 def _one_line(r) -> str:
@@ -374,15 +384,8 @@ def test_a_full_disk_leaves_no_report_that_lies(spark, small_fs):
 
 
 def test_a_read_only_out_is_one_line_before_spark_starts(tmp_path):
-    d = tmp_path / "ro"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(d)], capture_output=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
+    with _tmpfs(tmp_path / "ro", "ro,size=1m") as d:
         e = _job(SAMPLES / "mock-kcat.pcap", "--out", d / "audit")
-    finally:
-        subprocess.run(["umount", "-l", str(d)])
     assert e.returncode == 1
     line = _one_line(e)
     assert str(d / "audit") in line and "Read-only file system" in line

@@ -114,17 +114,24 @@ def _run(reader, start):
     return end, sorted(_names(parts)), changed
 
 
+def _first_read(tmp_path, files: dict[str, float]):
+    """A directory of copies of the sample, each as old as given (seconds), read by one trigger:
+    (directory, reader, end offset, names read, now)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    now = time.time()
+    for name, age in files.items():
+        _put(d, name, age, now)
+    reader = KafkaWireStreamReader({"path": str(d), "completeAfterSeconds": "0"})
+    end, read, _ = _run(reader, reader.initialOffset())
+    return d, reader, end, read, now
+
+
 def test_late_files_are_read_whatever_their_modification_time(tmp_path):
     """Files gathered from two capture hosts (an older mtime arriving late), copied with cp -p, with
     the same mtime as the last file read but a name sorting before it, or moved in after a run: each
     is read once, in the next trigger."""
-    d = tmp_path / "in"
-    d.mkdir()
-    now = time.time()
-    _put(d, "hostB-0900.pcap", 3600, now)
-    _put(d, "hostB-1000.pcap", 60, now)
-    reader = KafkaWireStreamReader({"path": str(d), "completeAfterSeconds": "0"})
-    end, read, _ = _run(reader, reader.initialOffset())
+    d, reader, end, read, now = _first_read(tmp_path, {"hostB-0900.pcap": 3600, "hostB-1000.pcap": 60})
     assert read == ["hostB-0900.pcap", "hostB-1000.pcap"]
     _put(d, "hostA-0800.pcap", 7200, now)  # host A's file, copied late with its own (older) mtime
     _put(d, "aaa.pcap", 60, now)  # the same mtime as the last one read, a name sorting before it
@@ -140,13 +147,7 @@ def test_late_files_are_read_whatever_their_modification_time(tmp_path):
 
 
 def test_a_file_that_changes_after_it_was_read_is_reported_not_read_again(tmp_path):
-    d = tmp_path / "in"
-    d.mkdir()
-    now = time.time()
-    _put(d, "a.pcap", 600, now)
-    _put(d, "b.pcap", 600, now)
-    reader = KafkaWireStreamReader({"path": str(d), "completeAfterSeconds": "0"})
-    end, read, _ = _run(reader, reader.initialOffset())
+    d, reader, end, read, now = _first_read(tmp_path, {"a.pcap": 600, "b.pcap": 600})
     assert read == ["a.pcap", "b.pcap"]
     with open(d / "a.pcap", "ab") as f:  # grows after it was read
         f.write(b"\x00" * 16)
