@@ -3,8 +3,8 @@
     python tests/damage.py SOURCE.pcap OUTDIR
 
 writes, next to each other: segments reordered, segments duplicated, 1% of data segments dropped,
-the file split in parts of N packets with ``editcap -c`` (rotation), cut at arbitrary bytes (a
-file still being written), packets cut to 96 bytes (``editcap -s 96``), and Kafka's port carrying
+the file split in parts of N packets (rotation, as ``editcap -c``), cut at arbitrary bytes (a
+file still being written), packets cut to 96 bytes (as ``editcap -s 96``), and Kafka's port carrying
 TLS, HTTP and random bytes. The tests compare what is decoded from each with the undamaged source.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -173,15 +172,45 @@ def interleaved(samples: Path, path: Path, copies: int = 12) -> Path:
     return write(path, out, dpkt.pcap.DLT_EN10MB)
 
 
+def _records(path: Path) -> tuple[bytes, list[bytes]]:
+    """A classic pcap file's global header and its records (record header and data), as they are."""
+    data = path.read_bytes()
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    out, pos = [], 24
+    while pos + 16 <= len(data):
+        caplen = struct.unpack_from(endian + "I", data, pos + 8)[0]
+        out.append(data[pos:pos + 16 + caplen])
+        pos += 16 + caplen
+    return data[:24], out
+
+
 def split(path: Path, out: Path, count: int) -> list[Path]:
-    """Rotate like tcpdump -C: parts of ``count`` packets, by editcap."""
+    """Rotate like tcpdump -C (or editcap -c): parts of ``count`` packets, each with the source's
+    file header, every record byte for byte."""
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["editcap", "-c", str(count), str(path), str(out / "part.pcap")], check=True)
-    return sorted(out.glob("part*.pcap"))
+    head, records = _records(path)
+    parts = []
+    for i in range(0, len(records), count):
+        part = out / f"part_{i // count:05d}.pcap"
+        part.write_bytes(head + b"".join(records[i:i + count]))
+        parts.append(part)
+    return parts
 
 
 def snaplen(path: Path, out: Path, length: int = 96) -> Path:
-    subprocess.run(["editcap", "-s", str(length), str(path), str(out)], check=True)
+    """Packets cut to ``length`` captured bytes, as tcpdump -s (or editcap -s) does: the original
+    length stays in each record header."""
+    head, records = _records(path)
+    endian = "<" if head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    snap = struct.pack(endian + "I", length)
+    cut = []
+    for r in records:
+        caplen = struct.unpack_from(endian + "I", r, 8)[0]
+        if caplen > length:
+            r = r[:8] + snap + r[12:16 + length]
+        cut.append(r)
+    out.write_bytes(head[:16] + (snap if struct.unpack_from(endian + "I", head, 16)[0] > length else head[16:20])
+                    + head[20:] + b"".join(cut))
     return out
 
 
