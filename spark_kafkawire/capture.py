@@ -61,6 +61,19 @@ class Packet(NamedTuple):
     wire_len: int  # original length on the wire
 
 
+class RowsDue:
+    """What the reader yields, in place of a packet, where the fast lane (see lane.py) took packets
+    and made rows that must be handed on before the next packet: the single value ROWS_DUE."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ROWS_DUE"
+
+
+ROWS_DUE = RowsDue()
+
+
 def _open(path: str, endpoint: str | None = None) -> BinaryIO:
     f = open_binary(path, endpoint)
     if f.peek(2)[:2] == GZIP_MAGIC:  # type: ignore[attr-defined]
@@ -71,18 +84,18 @@ def _open(path: str, endpoint: str | None = None) -> BinaryIO:
 class CaptureReader:
     """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
 
-    def __init__(self, path: str, endpoint: str | None = None):
+    def __init__(self, path: str, endpoint: str | None = None, lane=None):
         self.path = path  # a local path or a URI (see fs.py)
         self.endpoint = endpoint
         self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
         self.format = ""
-        # the fast lane (lane.py): takes the packets it can from pcap records and pcapng packet
-        # blocks itself; the reader then yields None where the rows it made must be handed on
-        # before the next packet
-        self.lane = None
+        # the fast lane (lane.FastLane), or None: takes the packets it can from pcap records and
+        # pcapng packet blocks itself; the reader then yields ROWS_DUE where the rows it made must
+        # be handed on before the next packet
+        self.lane = lane
 
-    def __iter__(self) -> Iterator[Packet]:
+    def __iter__(self) -> Iterator[Packet | RowsDue]:
         with _open(self.path, self.endpoint) as f:
             head = self._read(f, 4)
             if self.stream_error:  # a gzip file whose stream breaks before the first record
@@ -150,7 +163,7 @@ class CaptureReader:
         return buf, view, end
 
     # -- classic pcap ------------------------------------------------------------------------
-    def _pcap(self, f: BinaryIO, magic: bytes) -> Iterator[Packet]:
+    def _pcap(self, f: BinaryIO, magic: bytes) -> Iterator[Packet | RowsDue]:
         endian, ns_per_tick = PCAP_MAGICS[magic]
         rest = self._read(f, 20)
         if len(rest) < 20:  # a file still being written: damage, not a different format
@@ -176,7 +189,7 @@ class CaptureReader:
                 pos, number, offset, flush = lane.pcap(view[:end], pos, number, offset, linktype, ns_per_tick, big,
                                                        limit)
                 if flush:
-                    yield None  # type: ignore[misc]
+                    yield ROWS_DUE
                     continue
             if end - pos < 16:
                 buf, view, end = refill(f, buf, view, pos, end, 16)
@@ -208,7 +221,7 @@ class CaptureReader:
             pos = stop
 
     # -- pcapng ------------------------------------------------------------------------------
-    def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet]:
+    def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet | RowsDue]:
         endian = "<"
         # interfaces of the current section: (linktype, snaplen, ticks_per_second, offset_s)
         ifaces: list[tuple[int, int, int, int]] = []
@@ -238,7 +251,7 @@ class CaptureReader:
                 pos, number, offset, flush = lane.pcapng(view[:end], pos, number, offset, endian == ">", ifaces,
                                                          MAX_RECORD)
                 if flush:
-                    yield None  # type: ignore[misc]
+                    yield ROWS_DUE
                     continue
             btype_raw = pending_type if pending_type is not None else read(f, 4)
             pending_type = None

@@ -20,7 +20,8 @@ import os
 from typing import Callable
 
 from .body import leading_field_span
-from .exchanges import MAX_PENDING_REQUESTS, Request, _ConnState
+from .connstate import ConnState, Request
+from .exchanges import MAX_PENDING_REQUESTS
 from .frames import MIN_FRAME, Accounting, Frame, Framer, RequestHeader
 from .packets import Segment
 from .predicate import always_decode
@@ -37,6 +38,16 @@ NEVER = (1 << 63) - 1
 CHECK_EVERY = 512
 
 
+class PastBound:
+    """How many packets were timed past a time filter's bound so far (the lane's and the reader's
+    together): the reader asks whether reading can stop at every CHECK_EVERY-th."""
+
+    __slots__ = ("checks",)
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+
 def available() -> bool:
     """Is the compiled lane there (and not turned off)?"""
     return _lane is not None and not os.environ.get("KAFKAWIRE_PURE_PYTHON")
@@ -46,12 +57,13 @@ class FastLane:
     """The lane over one file's reassembler, for ``CaptureReader.lane``.
 
     ``stop_from``: a time filter's bound. Past it, the reader asks at every CHECK_EVERY-th packet
-    whether reading can stop; ``checks`` counts those packets, the lane's and the reader's, and the
+    whether reading can stop; ``past`` counts those packets, the lane's and the reader's, and the
     lane leaves each such packet to the reader. Any packet while the reassembler has an ended
     connection to forget (one ended more than LINGER_NS before the packet, or more ended than it
     keeps) is left to the Python stages too."""
 
-    def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None):
+    def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,
+                 past: PastBound):
         bitmap = None
         if reasm.ports is not None:
             bits = bytearray(8192)
@@ -63,8 +75,8 @@ class FastLane:
         self.ended = reasm.ended
         self.most = reasm.max_connections
         # (a bound beyond 64 bits, either way, is a bound beyond every packet's time)
-        self.late_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))
-        self.checks = 0  # packets timed past stop_from so far
+        self.stop_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))
+        self.past = past
 
     @property
     def taken(self) -> int:
@@ -82,19 +94,19 @@ class FastLane:
              record_limit: int) -> tuple[int, int, int, bool]:
         """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
         whether rows are due)."""
-        pos, number, offset, flush, late = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
-                                                         record_limit, self._until(), self.late_from,
-                                                         -self.checks % CHECK_EVERY, self._until)
-        self.checks += late
+        pos, number, offset, flush, past = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
+                                                         record_limit, self._until(), self.stop_from,
+                                                         -self.past.checks % CHECK_EVERY, self._until)
+        self.past.checks += past
         return pos, number, offset, flush
 
     def pcapng(self, buf: bytes, pos: int, number: int, offset: int, big: bool, interfaces: list,
                record_limit: int) -> tuple[int, int, int, bool]:
         """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
-        pos, number, offset, flush, late = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
-                                                            self._until(), self.late_from, -self.checks % CHECK_EVERY,
-                                                            self._until)
-        self.checks += late
+        pos, number, offset, flush, past = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
+                                                            self._until(), self.stop_from,
+                                                            -self.past.checks % CHECK_EVERY, self._until)
+        self.past.checks += past
         return pos, number, offset, flush
 
 
@@ -105,10 +117,11 @@ def pairing(decoder) -> Callable | None:
     if not available():
         return None
     return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
-                         response_header_version, always_decode, leading_field_span, Request, RequestHeader, _ConnState,
+                         response_header_version, always_decode, leading_field_span, Request, RequestHeader, ConnState,
                          MAX_PENDING_REQUESTS).side
 
 
-def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None) -> FastLane | None:
+def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,
+         past: PastBound | None = None) -> FastLane | None:
     """The lane for one file, or None when it is not available."""
-    return FastLane(reasm, rows, batch_limit, stop_from) if available() else None
+    return FastLane(reasm, rows, batch_limit, stop_from, past or PastBound()) if available() else None

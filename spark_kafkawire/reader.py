@@ -14,13 +14,12 @@ import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
 from .body import RecordOptions
-from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader
+from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, ROWS_DUE, CaptureError, CaptureReader
 from .exchanges import Decoder
 from . import lane
 from .frames import DEFAULT_MAX_FRAME
@@ -28,11 +27,13 @@ from .fs import file_size, is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
+from .modes import MODES
+from .rowshapes import row_builder
 from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
+from .topicids import TopicIds
 from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
-MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 MAX_SHARES = 1024
 TIME_ORDER_MARGIN_NS = 60 * 10**9  # packets may be this much out of time order (merged captures)
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
@@ -401,15 +402,15 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     opts = options if isinstance(options, Options) else Options.parse(options)
     if predicate and not predicate.file_ok(path):
         return
-    rows = RowBuilder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch)
-    decoder = Decoder(rows, opts.max_frame_bytes,
+    topics = TopicIds()
+    sink = row_builder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
+                       topic_ids=topics.names)
+    decoder = Decoder(sink, opts.max_frame_bytes,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections",
-                      share=share if share is not None and share[1] > 1 else None)
-    rows.topic_ids = decoder.topic_ids
-    decoder.sides = lane.pairing(decoder)
+                      share=share if share is not None and share[1] > 1 else None, topic_ids=topics,
+                      pairing=lane.pairing)
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
-    reader = CaptureReader(path, opts.endpoint_url)
     limit = opts.batch_size
     feed = reasm.feed
     keep = predicate.filter if predicate else None
@@ -417,39 +418,40 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     # reading stops as soon as every exchange that started in time is settled
     until = predicate.time_upper() if predicate else None
     stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
-    reader.lane = fast = lane.make(reasm, rows, limit, stop_from)
-    late = fast if fast is not None else SimpleNamespace(checks=0)  # packets timed past stop_from
+    past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
+    fast = lane.make(reasm, sink, limit, stop_from, past)
+    reader = CaptureReader(path, opts.endpoint_url, lane=fast)
     for pkt in reader:
-        if pkt is None:  # the fast lane took packets and made rows
-            if rows.count >= limit or rows.backlog:
-                yield from _batches(rows, limit, keep, False)
+        if pkt is ROWS_DUE:  # the fast lane took packets and made rows
+            if sink.count >= limit or sink.backlog:
+                yield from _batches(sink, limit, keep, False)
             continue
         seg = decode(pkt)
         if seg is not None:
             feed(seg)
-            if rows.count >= limit or rows.backlog:
-                yield from _batches(rows, limit, keep, False)
+            if sink.count >= limit or sink.backlog:
+                yield from _batches(sink, limit, keep, False)
         if stop_from is not None and pkt.ts_ns > stop_from:
-            late.checks += 1
-            if late.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
+            past.checks += 1
+            if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
                 break
     decoder.ending = True
     for _ in reasm.closing():
-        if rows.count >= limit or rows.backlog:
-            yield from _batches(rows, limit, keep, False)
+        if sink.count >= limit or sink.backlog:
+            yield from _batches(sink, limit, keep, False)
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
-    yield from _batches(rows, limit, keep, True)
+    yield from _batches(sink, limit, keep, True)
 
 
-def _batches(rows: RowBuilder, limit: int, keep, final: bool) -> Iterator[pa.RecordBatch]:
+def _batches(sink: RowBuilder, limit: int, keep, final: bool) -> Iterator[pa.RecordBatch]:
     """Full batches of ``limit`` rows (all that is left when ``final``), taking rows from the
     builder's backlog (the records of one frame can be millions) only as batches leave."""
     while True:
-        rows.fill(limit)
-        if not rows.count or (rows.count < limit and not final):
+        sink.fill(limit)
+        if not sink.count or (sink.count < limit and not final):
             return
-        batch = rows.flush()
+        batch = sink.flush()
         if keep is not None:
             batch = keep(batch)
         if batch.num_rows:

@@ -42,7 +42,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from .exchanges import CAPTURE_CHANGED
 from .fs import local_path
 from .reader import Options, _paths_option, iter_batches, list_files
-from .table import status_batch
+from .rowshapes import status_batch
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow

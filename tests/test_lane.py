@@ -12,7 +12,6 @@ lane stood aside.
 import dataclasses
 import os
 import gzip
-import socket
 import struct
 from pathlib import Path
 
@@ -370,13 +369,13 @@ def test_the_pairing_remembers_what_the_protocol_says():
     """A share's pairing asks the header rules and always_decode once per api key and version and
     then answers from memory: for every key and version (known, unknown, beyond what it remembers),
     asked twice, the answers are the protocol's own."""
-    from spark_kafkawire import exchanges, frames
+    from spark_kafkawire import connstate, exchanges, frames
     from spark_kafkawire.predicate import always_decode
     from spark_kafkawire.protocol import request_header_version, response_header_version
 
     pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
                                         always_decode, lambda *a: (None, None), exchanges.Request, frames.RequestHeader,
-                                        exchanges._ConnState, 10)
+                                        connstate.ConnState, 10)
     expected = {(k, v): (request_header_version(k, v), response_header_version(k, v), always_decode(k, v, True),
                          always_decode(k, v, False)) for k in range(-1, 140) for v in range(-1, 40)}
     assert {kv[0] for kv in expected if expected[kv][0] == 2} and {kv[0] for kv in expected if expected[kv][2]}
@@ -415,7 +414,7 @@ def test_the_pairing_remembers_produce_acks_by_their_bytes():
     with and without a transactional id, ids of the same length, acks 0, 1 and -1, in versions with
     plain and compact strings, asked in turn and again: each answer is the body's own acks, as
     the protocol's Produce request layout puts them (transactional id from v3, acks, timeout)."""
-    from spark_kafkawire import exchanges, frames
+    from spark_kafkawire import connstate, exchanges, frames
     from spark_kafkawire.body import leading_field_span
     from spark_kafkawire.predicate import always_decode
     from spark_kafkawire.protocol import request_header_version, response_header_version
@@ -433,7 +432,7 @@ def test_the_pairing_remembers_produce_acks_by_their_bytes():
              for a in (0, 1, -1) if v >= 3 or t is None]
     pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
                                         always_decode, leading_field_span, exchanges.Request, frames.RequestHeader,
-                                        exchanges._ConnState, 10)
+                                        connstate.ConnState, 10)
     for _ in range(3):
         for v, t, a in cases:
             data = body(v, t, a)

@@ -146,10 +146,10 @@ def test_ended_connections_are_forgotten(tmp_path):
     from spark_kafkawire.capture import Packet
     from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.packets import decode
-    from spark_kafkawire.table import RowBuilder
+    from spark_kafkawire.rowshapes import row_builder
     from spark_kafkawire.tcp import Reassembler
 
-    rows = RowBuilder("exchanges", "x")
+    rows = row_builder("exchanges", "x")
     r = Reassembler(Decoder(rows))
     t = 0
     for i in range(3000):
@@ -184,7 +184,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.packets import decode
     from spark_kafkawire.capture import CaptureReader
-    from spark_kafkawire.table import RowBuilder
+    from spark_kafkawire.rowshapes import row_builder
     from spark_kafkawire.tcp import Reassembler
     from pcapgen import write_pcap
 
@@ -195,7 +195,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
         packets.append(tcp_packet(("10.9.0.3", 20000 + i), BROKER, 5000, request(3, 1, 1, "one", body=b"\0\0\0\0")))
     path = tmp_path / "many.pcap"
     write_pcap(path, packets)
-    rows = RowBuilder("connections", str(path))
+    rows = row_builder("connections", str(path))
     reasm = Reassembler(Decoder(rows), max_connections=1000)
     most_live = most_table = 0
     for pkt in CaptureReader(str(path)):
@@ -220,21 +220,21 @@ def test_connections_open_at_the_capture_end_leave_in_batches(tmp_path, monkeypa
     once (10^6 one-segment connections held 1.2 GB at the end before)."""
     from pcapgen import write_pcap
     from spark_kafkawire.reader import iter_batches
-    from spark_kafkawire.table import RowBuilder
+    from spark_kafkawire.rowshapes import ExchangeRows
 
     packets = [tcp_packet(("10.9.0.3", 20000 + i), BROKER, 5000, request(3, 1, 1, "one", body=b"\0\0\0\0"))
                for i in range(3000)]
     path = tmp_path / "open.pcap"
     write_pcap(path, packets)
     most = 0
-    real = RowBuilder.exchange
+    real = ExchangeRows.exchange
 
     def counting(self, *a, **k):
         nonlocal most
         real(self, *a, **k)
         most = max(most, self.count)
 
-    monkeypatch.setattr(RowBuilder, "exchange", counting)
+    monkeypatch.setattr(ExchangeRows, "exchange", counting)
     batches = list(iter_batches(str(path), {"batchSize": "100"}))
     assert sum(b.num_rows for b in batches) == 3000
     assert {r["status"] for b in batches for r in b.to_pylist()} == {"no_response"}

@@ -1,0 +1,102 @@
+"""What the decoder knows of one TCP connection: its roles and endpoints once decided, the frames
+waiting for that decision, the requests waiting for their responses, and the session facts its
+requests state (client software, SASL mechanism and user, whether it carries TLS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from .body import redact
+from .frames import Frame, Framer, RequestHeader, looks_like_request
+from .tcp import Connection
+from .tls import record_header
+
+if TYPE_CHECKING:
+    from .body import Facts
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+
+class Request(NamedTuple):
+    frame: Frame
+    header: RequestHeader | None
+    acks: int | None  # Produce only
+    body: dict | None = None
+    error: str | None = None  # why the body could not be decoded
+    skip: bool = False  # a filter rules out its rows: neither it nor its response is decoded or shown
+    facts: Facts | None = None  # what the headline columns take from the body
+
+
+class Response(NamedTuple):
+    frame: Frame
+    correlation_id: int | None
+    header_version: int | None
+    body: dict | None = None
+    error: str | None = None
+    facts: Facts | None = None
+
+
+class Endpoints(NamedTuple):
+    client_ip: str
+    client_port: int
+    broker_ip: str
+    broker_port: int
+
+
+class ConnState:
+    """One connection's state. The compiled lane (see lane.pairing) reads and sets four of its
+    slots: client_dir, framed, sasl_raw and pending."""
+
+    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
+                 "tls", "framed", "sasl_raw", "secrets", "sasl")
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.framers: list[Framer] = []
+        self.client_dir: int | None = None  # index of the direction carrying requests
+        self.queue: list[tuple[int, Frame]] = []  # frames waiting for the role decision
+        self.queued_counts = [0, 0]
+        self.pending: dict[int, Request] = {}
+        self.endpoints: Endpoints | None = None
+        self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
+        self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
+        self.framed = False  # any Kafka frame seen
+        self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
+        self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see body.seal)
+        self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
+
+    def first_bytes(self, chunk: bytes) -> None:
+        """A direction's first bytes: a TLS record header there makes the connection TLS, and its
+        framers stop looking for Kafka frames."""
+        if self.tls is None:
+            self.tls = record_header(chunk)
+            if self.tls is not None:
+                for f in self.framers:
+                    f.disable()
+
+    def raw_token(self, frame: Frame) -> bool:
+        """Is this request frame a raw SASL token (after a SaslHandshake v0, not a Kafka request)?
+        The user name a token states is kept; nothing else of it. A Kafka request ends the tokens."""
+        if not self.sasl_raw:
+            return False
+        if looks_like_request(frame.data):
+            self.sasl_raw = False  # authenticated: Kafka requests again
+            return False
+        if frame.complete and self.sasl[1] is None:
+            self.sasl = (self.sasl[0], redact("AuthBytes", frame.data).get("user"))
+        return True
+
+    def observe(self, h: RequestHeader, body: dict | None) -> None:
+        """The session facts a decoded request states: client software (ApiVersions v3+), SASL
+        mechanism (SaslHandshake) and user (SaslAuthenticate)."""
+        if body is not None and body.get("ClientSoftwareName"):
+            self.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+        if h.api_key == SASL_HANDSHAKE:
+            if body is not None:
+                self.sasl = (body.get("Mechanism"), None)
+            if h.api_version == 0:
+                self.sasl_raw = True
+        elif h.api_key == SASL_AUTHENTICATE and body is not None and isinstance(body.get("AuthBytes"), dict) and \
+                body["AuthBytes"].get("user"):
+            self.sasl = (self.sasl[0], body["AuthBytes"]["user"])
