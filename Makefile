@@ -42,19 +42,26 @@ demo: setup
 	  echo "pinned to Kafka 0.9/0.10 (Produce versions 4.0 refuses) and SASL PLAIN logins without TLS."; \
 	  echo "Open out/audit/report.html for the whole report."; exit 0; fi; exit $$rc
 
+# everything, in two runs: the tests that start no Spark, cluster or S3 server over both cores
+# (pytest-xdist), then those that do, one at a time (one SparkSession, fixed cluster ports)
+SERVERS := spark or cluster or storage
 test: setup system-deps lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
+	$(PY) -m pytest -m "$(SERVERS)"
 
-# pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs (pyproject.toml)
+# pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs, types on the
+# package (pyproject.toml), and the stages' import order (tests/test_layers.py)
 lint: setup
 	$(PY) -m ruff check spark_kafkawire jobs
+	$(PY) -m mypy
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 # the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
 # no reinstall (after changing _lane.c, run make setup once to rebuild the fast lane)
 FAST := not spark and not cluster and not storage and not external and not slow
 test-fast:
 	@test -x $(PY) || $(MAKE) setup
-	$(PY) -m pytest -q -m "$(FAST)"
+	$(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 bench: setup system-deps
 	$(PY) tests/bench.py

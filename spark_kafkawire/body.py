@@ -23,6 +23,7 @@ from struct import Struct
 from struct import error as struct_error
 from typing import NamedTuple
 
+from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
 
@@ -175,7 +176,7 @@ def schemas() -> Schemas:
 class _Reader:
     __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth", "budget", "guard")
 
-    def __init__(self, buf: bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
+    def __init__(self, buf: Bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
                  facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None, guard: bool = True):
         self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
         # refuse strings with a SASL token's shape (sasl.py); not in the bodies of messages that
@@ -367,9 +368,10 @@ class Redacted(dict):
     whole token), for :func:`seal`."""
 
     __slots__ = ("secrets",)
+    secrets: list[str]
 
 
-def redact(name: str, data: bytes) -> dict:
+def redact(name: str, data: Bytes) -> dict:
     """What may be said of a secret: its length, and the user name of a SASL PLAIN/SCRAM token."""
     data = bytes(data)
     out = Redacted(redacted=True, length=len(data))
@@ -419,7 +421,7 @@ def _sealed(value, secrets: list[str]):
     if isinstance(value, Redacted):
         return value
     if isinstance(value, dict):
-        out = {}
+        out: dict = {}
         for k, v in value.items():
             if k == "_unknown_tagged_fields":
                 out[k] = [{"tag": t["tag"], "length": len(base64.b64decode(t["data"]))} for t in v]
@@ -455,7 +457,7 @@ def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int
     return value, version
 
 
-def decode_with_facts(api_key: int, version: int, request: bool, data: bytes, pos: int,
+def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, pos: int,
                       opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
     """:func:`decode_body`, and the :class:`Facts` the headline columns take from the body."""
     s = schemas()
@@ -488,7 +490,7 @@ LEADING_KEPT = 1024  # values remembered in all (the bytes come from the capture
 _leading_count = 0
 
 
-def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: int, name: str):
+def leading_field(api_key: int, version: int, request: bool, data: Bytes, pos: int, name: str):
     """The value of top-level field ``name`` read by itself: the fields before it are read, nothing
     after (a Produce request's Acks without its records). None when the layout has no such field
     or the bytes do not hold it. A client sends the same leading bytes again and again (its
@@ -496,7 +498,7 @@ def leading_field(api_key: int, version: int, request: bool, data: bytes, pos: i
     return leading_field_span(api_key, version, request, data, pos, name)[0]
 
 
-def leading_field_span(api_key: int, version: int, request: bool, data: bytes, pos: int, name: str):
+def leading_field_span(api_key: int, version: int, request: bool, data: Bytes, pos: int, name: str):
     """``leading_field``'s value and how many bytes from ``pos`` it was read from (through the
     field itself; None when it was not found): the same bytes there give the same value."""
     global _leading_count
@@ -542,7 +544,7 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
     return decoded[0], version, decoded[1]
 
 
-def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, pos: int,
+def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, pos: int,
             opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, Facts]:
     sid, flex = s.messages[(api_key, version, request)]
     guard = api_key not in s.secret_apis
@@ -579,5 +581,5 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: bytes, 
     return value, reader.facts
 
 
-def _b64(data: bytes) -> str:
+def _b64(data: Bytes) -> str:
     return base64.b64encode(data).decode()

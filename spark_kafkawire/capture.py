@@ -16,7 +16,7 @@ import gzip
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, NamedTuple
+from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 from .fs import open_binary
 
@@ -124,7 +124,7 @@ class CaptureReader:
     def _readinto(self, f: BinaryIO, into: memoryview) -> int:
         """Bytes read into ``into``: 0 at the file's end, or where its stream breaks."""
         try:
-            return f.readinto(into) or 0
+            return f.readinto(into) or 0  # type: ignore[attr-defined]  # a BufferedReader or GzipFile
         except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
             self.stream_error = f"compressed stream unreadable: {e}"
             return 0
@@ -223,11 +223,10 @@ class CaptureReader:
     # -- pcapng ------------------------------------------------------------------------------
     def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet | RowsDue]:
         endian = "<"
-        # interfaces of the current section: (linktype, snaplen, ticks_per_second, offset_s)
-        ifaces: list[tuple[int, int, int, int]] = []
+        ifaces: list[Interface] = []  # interfaces of the current section
         offset = 0
         number = 0
-        pending_type = first
+        pending_type: bytes | None = first
         lane = self.lane
         # bytes read ahead: one read per chunk, blocks are cut from buf[pos:end]
         buf = bytearray(2 * READ_CHUNK)
@@ -263,28 +262,10 @@ class CaptureReader:
                 self._damaged(number + 1, offset, "file ends inside a block header")
                 return
             if btype_raw == PCAPNG_SHB:
-                lenraw = read(f, 4)
-                bom = read(f, 4)
-                if len(bom) < 4:
-                    self._damaged(number + 1, offset, "file ends inside a section header")
+                section = self._section(read, f, number, offset)
+                if section is None:
                     return
-                if bom == b"\x4d\x3c\x2b\x1a":
-                    endian = "<"
-                elif bom == b"\x1a\x2b\x3c\x4d":
-                    endian = ">"
-                else:
-                    if offset == 0:
-                        raise CaptureError(f"{self.path}: pcapng byte-order magic is wrong")
-                    self._damaged(number + 1, offset, "bad pcapng byte-order magic")
-                    return
-                (blen,) = struct.unpack(endian + "I", lenraw)
-                if blen < 28 or blen % 4 or blen > MAX_RECORD:
-                    self._damaged(number + 1, offset, f"bad section header length {blen}")
-                    return
-                body = read(f, blen - 12)
-                if len(body) < blen - 12:
-                    self._damaged(number + 1, offset, "file ends inside a section header")
-                    return
+                endian, blen = section
                 ifaces = []
                 offset += blen
                 continue
@@ -303,46 +284,89 @@ class CaptureReader:
                 return
             body = body[:-4]  # drop the trailing copy of the length
             if btype == 1:  # Interface Description Block
-                if len(body) < 8:
+                iface = _interface(body, endian)
+                if iface is None:
                     self._damaged(number + 1, offset, "interface description block too short")
                     return
-                linktype, _res, snaplen = struct.unpack(endian + "HHI", body[:8])
-                tps, tsoff = 1_000_000, 0
-                for code, val in _options(body[8:], endian):
-                    if code == 9 and len(val) >= 1:  # if_tsresol
-                        r = val[0]
-                        tps = 2 ** (r & 0x7F) if r & 0x80 else 10 ** r
-                    elif code == 14 and len(val) >= 8:  # if_tsoffset, seconds
-                        (tsoff,) = struct.unpack(endian + "q", val[:8])
-                ifaces.append((linktype, snaplen, tps, tsoff))
-            elif btype in (6, 2):  # Enhanced Packet Block / obsolete Packet Block
+                ifaces.append(iface)
+            elif btype in (6, 2, 3):  # Enhanced, Simple and the obsolete Packet Block
                 number += 1
-                if btype == 6:
-                    if len(body) < 20:
-                        self._damaged(number, offset, "packet block too short")
-                        return
-                    iface, hi, lo, caplen, orig = struct.unpack(endian + "IIIII", body[:20])
-                else:
-                    if len(body) < 20:
-                        self._damaged(number, offset, "packet block too short")
-                        return
-                    iface, _drops, hi, lo, caplen, orig = struct.unpack(endian + "HHIIII", body[:20])
-                if iface >= len(ifaces) or 20 + caplen > len(body):
-                    self._damaged(number, offset, "packet block names an unknown interface or overruns")
+                pkt = _packet(number, btype, body, endian, ifaces)
+                if isinstance(pkt, str):
+                    self._damaged(number, offset, pkt)
                     return
-                linktype, _snap, tps, tsoff = ifaces[iface]
-                yield Packet(number, _ts_ns((hi << 32) | lo, tps, tsoff), linktype, body[20 : 20 + caplen], orig)
-            elif btype == 3:  # Simple Packet Block: interface 0, no timestamp
-                number += 1
-                if not ifaces or len(body) < 4:
-                    self._damaged(number, offset, "simple packet block without an interface")
-                    return
-                (orig,) = struct.unpack(endian + "I", body[:4])
-                linktype, snap, _tps, _off = ifaces[0]
-                caplen = min(orig, len(body) - 4, snap or orig)
-                yield Packet(number, 0, linktype, body[4 : 4 + caplen], orig)
+                yield pkt
             # other blocks (name resolution, statistics, custom, ...) carry no packets
             offset += blen
+
+    def _section(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, number: int,
+                 offset: int) -> tuple[str, int] | None:
+        """A Section Header Block after its type: (byte order, block length), or None where it is
+        damaged (reported)."""
+        lenraw = read(f, 4)
+        bom = read(f, 4)
+        if len(bom) < 4:
+            self._damaged(number + 1, offset, "file ends inside a section header")
+            return None
+        if bom == b"\x4d\x3c\x2b\x1a":
+            endian = "<"
+        elif bom == b"\x1a\x2b\x3c\x4d":
+            endian = ">"
+        else:
+            if offset == 0:
+                raise CaptureError(f"{self.path}: pcapng byte-order magic is wrong")
+            self._damaged(number + 1, offset, "bad pcapng byte-order magic")
+            return None
+        (blen,) = struct.unpack(endian + "I", lenraw)
+        if blen < 28 or blen % 4 or blen > MAX_RECORD:
+            self._damaged(number + 1, offset, f"bad section header length {blen}")
+            return None
+        body = read(f, blen - 12)
+        if len(body) < blen - 12:
+            self._damaged(number + 1, offset, "file ends inside a section header")
+            return None
+        return endian, blen
+
+
+#: a pcapng interface: (linktype, snaplen, ticks_per_second, offset_s)
+Interface = tuple[int, int, int, int]
+
+
+def _interface(body: bytes, endian: str) -> Interface | None:
+    """An Interface Description Block's body (None: too short)."""
+    if len(body) < 8:
+        return None
+    linktype, _res, snaplen = struct.unpack(endian + "HHI", body[:8])
+    tps, tsoff = 1_000_000, 0
+    for code, val in _options(body[8:], endian):
+        if code == 9 and len(val) >= 1:  # if_tsresol
+            r = val[0]
+            tps = 2 ** (r & 0x7F) if r & 0x80 else 10 ** r
+        elif code == 14 and len(val) >= 8:  # if_tsoffset, seconds
+            (tsoff,) = struct.unpack(endian + "q", val[:8])
+    return linktype, snaplen, tps, tsoff
+
+
+def _packet(number: int, btype: int, body: bytes, endian: str, ifaces: list[Interface]) -> Packet | str:
+    """The packet of an Enhanced (6), obsolete (2) or Simple (3) Packet Block's body, or why the
+    block is damaged."""
+    if btype == 3:  # Simple Packet Block: interface 0, no timestamp
+        if not ifaces or len(body) < 4:
+            return "simple packet block without an interface"
+        (orig,) = struct.unpack(endian + "I", body[:4])
+        linktype, snap, _tps, _off = ifaces[0]
+        caplen = min(orig, len(body) - 4, snap or orig)
+        return Packet(number, 0, linktype, body[4 : 4 + caplen], orig)
+    if len(body) < 20:
+        return "packet block too short"
+    if btype == 6:
+        iface, hi, lo, caplen, orig = struct.unpack(endian + "IIIII", body[:20])
+    else:
+        iface, _drops, hi, lo, caplen, orig = struct.unpack(endian + "HHIIII", body[:20])
+    if iface >= len(ifaces) or 20 + caplen > len(body):
+        return "packet block names an unknown interface or overruns"
+    linktype, _snap, tps, tsoff = ifaces[iface]
+    return Packet(number, _ts_ns((hi << 32) | lo, tps, tsoff), linktype, body[20 : 20 + caplen], orig)
 
 
 def _ts_ns(ticks: int, ticks_per_second: int, offset_s: int) -> int:

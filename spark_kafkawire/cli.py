@@ -99,7 +99,9 @@ def where(table: pa.Table, condition: str | None, columns: list[str] | None, lim
         select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
         sql = f"SELECT {select} FROM rows WHERE {condition}" + (f" LIMIT {int(limit)}" if limit is not None else "")
         try:
-            return duckdb.sql(sql).to_arrow_table()
+            rel = duckdb.sql(sql)
+            assert rel is not None  # a SELECT always gives a relation
+            return rel.to_arrow_table()
         except duckdb.Error as e:
             raise ValueError(f"--where {condition!r}: {str(e).splitlines()[0]}") from None
     if columns:

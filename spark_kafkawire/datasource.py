@@ -8,6 +8,7 @@ its record batches.
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -64,7 +65,7 @@ class KafkaWireReader(DataSourceReader):
         files = [f for f in self.files if self.predicate.file_ok(f)]
         return [CaptureFilePartition(f, share) for f, share in plan(files, self.options)] or [CaptureFilePartition("")]
 
-    def read(self, partition: CaptureFilePartition) -> Iterator:
+    def read(self, partition: CaptureFilePartition) -> Iterator:  # type: ignore[override]  # partitions are ours
         if partition.path:
             yield from iter_batches(partition.path, self.options, self.predicate, partition.share)
 
@@ -78,7 +79,7 @@ class FilteringReader(KafkaWireReader):
 
 def _pushdown_planning() -> bool:
     """Is the caller Spark's filter-pushdown planner (pyspark/sql/worker/data_source_pushdown_filters)?"""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
             return True

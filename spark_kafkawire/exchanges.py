@@ -309,6 +309,7 @@ class Decoder:
             for c in [c for c, r in st.pending.items() if r.acks == 0 and r.frame.offset < req.frame.offset]:
                 self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
         h = req.header
+        assert h is not None  # only requests whose header parsed wait for a response
         hv = protocol.response_header_version(h.api_key, h.api_version)
         learn = hv is not None and self.decode_bodies and always_decode(h.api_key, h.api_version, False)
         if req.skip and not learn:  # another share's or filtered out, and teaching nothing: nothing to read

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, NamedTuple
 
+from .wiretypes import Bytes
 from . import protocol
 from .sasl import token_shaped
 
@@ -73,7 +74,7 @@ class Accounting:
     gaps: int = 0
 
 
-def read_uvarint(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
+def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:
     """Unsigned varint at pos (at most 5 bytes); returns (value, next position)."""
     value = shift = 0
     for i in range(pos, min(pos + 5, limit)):
@@ -85,7 +86,7 @@ def read_uvarint(buf: bytes, pos: int, limit: int) -> tuple[int, int]:
     raise HeaderError("bad unsigned varint")
 
 
-def skip_tagged_fields(buf: bytes, pos: int, limit: int) -> int:
+def skip_tagged_fields(buf: Bytes, pos: int, limit: int) -> int:
     if pos < limit and buf[pos] == 0:  # no tagged fields: nearly every header
         return pos + 1
     count, pos = read_uvarint(buf, pos, limit)
@@ -98,7 +99,7 @@ def skip_tagged_fields(buf: bytes, pos: int, limit: int) -> int:
     return pos
 
 
-def parse_request_header(data: bytes) -> RequestHeader:
+def parse_request_header(data: Bytes) -> RequestHeader:
     """Parse a request header (data starts after the size field)."""
     n = len(data)
     if n < 8:
@@ -130,7 +131,7 @@ def parse_request_header(data: bytes) -> RequestHeader:
     return RequestHeader(key, version, corr, client_id, hv, pos)
 
 
-def parse_response_header(data: bytes, header_version: int | None) -> tuple[int, int]:
+def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int, int]:
     """Return (correlation_id, body offset) of a response header."""
     if len(data) < 4:
         raise HeaderError(f"response header needs 4 bytes, frame has {len(data)}")
@@ -141,7 +142,7 @@ def parse_response_header(data: bytes, header_version: int | None) -> tuple[int,
     return corr, pos
 
 
-def looks_like_request(data: bytes) -> bool:
+def looks_like_request(data: Bytes) -> bool:
     """A strict test that a frame body starts with a request header of a known API."""
     try:
         h = parse_request_header(data)
@@ -150,7 +151,7 @@ def looks_like_request(data: bytes) -> bool:
     return h.header_version is not None and h.correlation_id >= 0
 
 
-def looks_like_request_loosely(data: bytes) -> bool:
+def looks_like_request_loosely(data: Bytes) -> bool:
     """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
     accepted at a stream's start, so that requests for unknown apis are still reported."""
     if len(data) < 10:

@@ -157,7 +157,7 @@ def open_binary(path: str, endpoint: str | None = None) -> BinaryIO:
         f = fs.open_input_stream(p, buffer_size=READ_BUFFER)
     except Exception as e:
         raise _explain(path, e) from None
-    return io.BufferedReader(_Raw(f), READ_BUFFER)  # type: ignore[arg-type]
+    return io.BufferedReader(_Raw(f), READ_BUFFER)
 
 
 class _Raw(io.RawIOBase):

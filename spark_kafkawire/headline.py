@@ -48,7 +48,7 @@ def first_error(body: dict | None) -> int | None:
     top = body.get("ErrorCode")
     if isinstance(top, int) and top:
         return top
-    stack = [body]
+    stack: list = [body]
     while stack:
         v = stack.pop(0)
         if isinstance(v, dict):

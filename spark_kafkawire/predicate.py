@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import operator
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Iterable
 
 import pyarrow as pa
 
@@ -39,7 +39,7 @@ API_VERSIONS = 18
 class Condition:
     __slots__ = ("column", "op", "value")
 
-    def __init__(self, column: str, op: str, value: object):
+    def __init__(self, column: str, op: str, value: Any):
         if op not in OPS:
             raise ValueError(f"filter on {column}: operator {op!r} is not one of {', '.join(OPS)}")
         if column not in PUSHABLE:
@@ -48,7 +48,7 @@ class Condition:
             if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
                 raise ValueError(f"filter on {column}: 'in' takes a list of values, not {value!r}")
             # a null in the list matches nothing (SQL: x IN (.., NULL) is never true for it)
-            value = [_checked(column, v) for v in value if v is not None]  # type: ignore[union-attr]
+            value = [_checked(column, v) for v in value if v is not None]
         elif op != "not null":
             value = None if value is None else _checked(column, value)
         self.column, self.op, self.value = column, op, value
@@ -62,7 +62,7 @@ class Condition:
             return False
         op, x = self.op, self.value
         if op == "in":
-            return v in x  # type: ignore[operator]
+            return v in x
         if op == "not null":
             return True
         try:
@@ -85,18 +85,18 @@ class Condition:
         if self.column == "request_time":  # the column holds microseconds, the bound nanoseconds
             arr = pc.cast(arr, pa.int64())
             if op == "in":
-                x = [v // 1000 for v in x if v % 1000 == 0]  # type: ignore[union-attr]
-            elif op in ("=", "!=") and x % 1000:  # type: ignore[operator]
+                x = [v // 1000 for v in x if v % 1000 == 0]
+            elif op in ("=", "!=") and x % 1000:
                 return _every(arr, op == "!=")
             else:  # t_us * 1000 < x  <=>  t_us < ceil(x / 1000), and so on
-                x = -(-x // 1000) if op in ("<", ">=") else x // 1000  # type: ignore[operator]
+                x = -(-x // 1000) if op in ("<", ">=") else x // 1000
         typ = arr.type
         span = _INT_SPAN.get(typ)
         if op == "in":
             if span is not None:  # a value the column's type cannot hold is in no row
-                x = [v for v in x if span[0] <= v <= span[1]]  # type: ignore[union-attr]
-            return pc.is_in(arr, value_set=columns.array(list(x), typ))  # type: ignore[arg-type]
-        if span is not None and not span[0] <= x <= span[1]:  # type: ignore[operator]
+                x = [v for v in x if span[0] <= v <= span[1]]
+            return pc.is_in(arr, value_set=columns.array(list(x), typ))
+        if span is not None and not span[0] <= x <= span[1]:
             # beyond every value the column can hold: the same answer for each of them
             return _every(arr, _PY[op](span[0], x))
         bound = columns.array([x], typ)[0]
@@ -108,7 +108,7 @@ class Condition:
 INT_COLUMNS = ("api_key", "api_version", "client_port", "broker_port")
 _INT_SPAN = {t: (-(1 << (b - 1)), (1 << (b - 1)) - 1)
              for t, b in ((pa.int8(), 8), (pa.int16(), 16), (pa.int32(), 32), (pa.int64(), 64))}
-_PY = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+_PY: dict[str, Any] = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
        ">=": operator.ge}
 
 
@@ -195,8 +195,8 @@ class Predicate:
             if c.op in ("<", "<=", "="):
                 bounds.append(c.value)
             elif c.op == "in" and c.value:
-                bounds.append(max(c.value))  # type: ignore[arg-type]
-        return min(bounds) if bounds else None  # type: ignore[type-var]
+                bounds.append(max(c.value))
+        return min(bounds) if bounds else None
 
     # -- rows --------------------------------------------------------------------------------------
     def filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -219,6 +219,8 @@ def from_spark(filters: list, columns: Iterable[str]) -> tuple[Predicate, list]:
     taken, left = [], []
     for f in filters:
         cond = None
+        op: str | None
+        value: Any
         col = getattr(f, "attribute", None)
         name = col[0] if isinstance(col, tuple) and len(col) == 1 else None
         if isinstance(f, ds.Not) and isinstance(f.child, ds.EqualTo):
@@ -226,12 +228,11 @@ def from_spark(filters: list, columns: Iterable[str]) -> tuple[Predicate, list]:
             name = col[0] if isinstance(col, tuple) and len(col) == 1 else None
             op, value = "!=", f.child.value
         else:
-            op, value = {ds.EqualTo: ("=", getattr(f, "value", None)), ds.LessThan: ("<", getattr(f, "value", None)),
-                         ds.LessThanOrEqual: ("<=", getattr(f, "value", None)),
-                         ds.GreaterThan: (">", getattr(f, "value", None)),
-                         ds.GreaterThanOrEqual: (">=", getattr(f, "value", None)),
-                         ds.In: ("in", getattr(f, "value", None)),
-                         ds.IsNotNull: ("not null", None)}.get(type(f), (None, None))
+            v = getattr(f, "value", None)
+            ops: dict[type, tuple[str | None, Any]] = {
+                ds.EqualTo: ("=", v), ds.LessThan: ("<", v), ds.LessThanOrEqual: ("<=", v), ds.GreaterThan: (">", v),
+                ds.GreaterThanOrEqual: (">=", v), ds.In: ("in", v), ds.IsNotNull: ("not null", None)}
+            op, value = ops.get(type(f), (None, None))
         if name in PUSHABLE and name in names and op is not None and _literal_ok(name, op, value):
             try:
                 cond = Condition(name, op, value)
@@ -244,7 +245,7 @@ def from_spark(filters: list, columns: Iterable[str]) -> tuple[Predicate, list]:
     return Predicate(taken), left
 
 
-def _literal_ok(name: str, op: str, value: object) -> bool:
+def _literal_ok(name: str, op: str, value: Any) -> bool:
     """Literal types the row filter compares exactly as Spark would."""
     vals = list(value) if op == "in" else [value] if op != "not null" else []
     if any(v is None for v in vals):

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from .body import RecordOptions
-from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, ROWS_DUE, CaptureError, CaptureReader
+from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, RowsDue
 from .exchanges import Decoder
 from . import lane
 from .frames import DEFAULT_MAX_FRAME
@@ -75,7 +75,7 @@ class Options:
             values[field] = default if raw is None else rule(name, raw)
         if values["rows"] == "records" and not values["include_records"]:
             raise ValueError("rows=records shows record keys and values (payload): set option includeRecords=true")
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # each value checked above
 
 
 def _bad(name: str, value: object, allowed: str) -> ValueError:
@@ -286,10 +286,10 @@ def _paths_option(options: Mapping[str, object]) -> list[str]:
     out: list[str] = []
     if "paths" in o:
         v = o["paths"]
-        out.extend(json.loads(v) if isinstance(v, str) else list(v))  # type: ignore[arg-type]
+        out.extend(json.loads(v) if isinstance(v, str) else list(v))  # type: ignore[call-overload]
     if "path" in o:
         v = o["path"]
-        out.extend([v] if isinstance(v, str) else list(v))  # type: ignore[arg-type]
+        out.extend([v] if isinstance(v, str) else list(v))  # type: ignore[call-overload]
     return out
 
 
@@ -422,7 +422,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     fast = lane.make(reasm, sink, limit, stop_from, past)
     reader = CaptureReader(path, opts.endpoint_url, lane=fast)
     for pkt in reader:
-        if pkt is ROWS_DUE:  # the fast lane took packets and made rows
+        if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
             if sink.count >= limit or sink.backlog:
                 yield from _batches(sink, limit, keep, False)
             continue
@@ -431,7 +431,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
             feed(seg)
             if sink.count >= limit or sink.backlog:
                 yield from _batches(sink, limit, keep, False)
-        if stop_from is not None and pkt.ts_ns > stop_from:
+        if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
             past.checks += 1
             if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
                 break

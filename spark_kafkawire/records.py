@@ -20,6 +20,7 @@ with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
 
 from __future__ import annotations
 
+from .wiretypes import View
 import zlib
 from struct import Struct
 from typing import Iterator, NamedTuple
@@ -90,7 +91,7 @@ class Record(NamedTuple):
 
 
 # -- summaries (exchange rows: no payload) -------------------------------------------------------
-def summarize(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED) -> list[dict]:
+def summarize(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED) -> list[dict]:
     budget = _budget(budget)
     out: list[dict] = []
     pos, n = 0, len(data)
@@ -163,7 +164,7 @@ def _codec(attrs: int) -> str:
     return CODECS[c] if c < len(CODECS) else f"codec{c}"
 
 
-def _control_type(data: bytes, pos: int, end: int) -> str | None:
+def _control_type(data: View, pos: int, end: int) -> str | None:
     """The type of a control batch's first record (its key: version int16, type int16)."""
     try:
         _len, p = _varint(data, pos, end)
@@ -193,7 +194,7 @@ def totals(batches: list[dict] | None) -> tuple[int, int]:
 
 
 # -- decompression -------------------------------------------------------------------------------
-def decompress(codec: int, data: bytes, cap: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+def decompress(codec: int, data: View, cap: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """Decompress one batch's payload, never producing more than ``cap`` bytes."""
     try:
         if codec == 1:
@@ -220,7 +221,7 @@ class Budget:
     def __init__(self, cap: int = DEFAULT_MAX_DECOMPRESSED):
         self.cap = self.left = cap
 
-    def decompress(self, codec: int, data: bytes) -> bytes:
+    def decompress(self, codec: int, data: View) -> bytes:
         if not self.left:
             raise RecordError(f"{_codec(codec)}: not decompressed, the message's batches already took "
                               f"maxDecompressedBytes ({self.cap})", "over_cap")
@@ -246,7 +247,7 @@ def _over(cap: int, codec: str) -> RecordError:
     return RecordError(f"{codec}: decompressed size exceeds maxDecompressedBytes ({cap})", "over_cap")
 
 
-def _bounded(d, data: bytes, cap: int, codec: str) -> bytes:
+def _bounded(d, data: View, cap: int, codec: str) -> bytes:
     """Run a decompressor object that takes a maximum output length (zlib's, lz4.frame's)."""
     out = d.decompress(bytes(data), cap + 1)
     if len(out) > cap:
@@ -256,11 +257,11 @@ def _bounded(d, data: bytes, cap: int, codec: str) -> bytes:
     return out
 
 
-def _gzip(data: bytes, cap: int) -> bytes:
+def _gzip(data: View, cap: int) -> bytes:
     return _bounded(zlib.decompressobj(wbits=47), data, cap, "gzip")  # gzip or zlib header
 
 
-def _snappy(data: bytes, cap: int) -> bytes:
+def _snappy(data: View, cap: int) -> bytes:
     raw = cramjam.snappy
     if bytes(data[:8]) != XERIAL_MAGIC:
         if raw.decompress_raw_len(bytes(data)) > cap:
@@ -285,7 +286,7 @@ def _snappy(data: bytes, cap: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4(data: bytes, cap: int) -> bytes:
+def _lz4(data: View, cap: int) -> bytes:
     """An LZ4 frame, read block by block. The header checksum is not checked: Kafka clients before
     0.10 (magic 0) computed it over the wrong bytes (KAFKA-3160)."""
     n = len(data)
@@ -324,11 +325,11 @@ def _lz4(data: bytes, cap: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_linked(data: bytes, cap: int) -> bytes:
+def _lz4_linked(data: View, cap: int) -> bytes:
     return _bounded(lz4_frame.LZ4FrameDecompressor(), data, cap, "lz4")
 
 
-def _zstd(data: bytes, cap: int) -> bytes:
+def _zstd(data: View, cap: int) -> bytes:
     import io
 
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
@@ -454,7 +455,7 @@ def _v2_records(data: bytes, pos: int, size: int, budget: Budget, max_records: i
                      key, value, headers, pid, pepoch, seq, txn, ctype, codec, 2, base)
 
 
-def _v01_key_value(data: bytes, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
+def _v01_key_value(data: View, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
     """Key and value of the magic 0/1 message at data[pos:pos+size] (None when null)."""
     p = pos + 18 + (8 if magic == 1 else 0)  # offset, size, crc, magic, attrs, [timestamp]
     end = pos + size

@@ -171,9 +171,10 @@ class RecordRows(RowBuilder):
             self._status(ep, None, status, detail)
             return
         h = req.header if req is not None else None
-        if h is None:  # an exchange of an unknown api: it may have carried records
+        if req is None or h is None:  # an exchange of an unknown api: it may have carried records
             self._damaged(ep, req, resp, status, detail)
             return
+        msg: Request | Response
         if h.api_key in RECORDS_IN_REQUEST:
             direction, msg = "request", req
         elif h.api_key in RECORDS_IN_RESPONSE and resp is not None:

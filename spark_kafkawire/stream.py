@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
@@ -47,7 +47,7 @@ from .rowshapes import status_batch
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
 except ImportError:  # pragma: no cover - older Spark: every trigger reads all that is complete
-    ReadLimit = ReadAllAvailable = ReadMaxFiles = None  # type: ignore[assignment,misc]
+    ReadLimit = ReadAllAvailable = ReadMaxFiles = None  # type: ignore[assignment, misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         pass
@@ -117,7 +117,7 @@ def _changed(was: tuple[int, int], now: tuple[int, int]) -> str:
 class CaptureFiles(InputPartition):
     """Files of one micro-batch read by one task, and the files it reports as changed."""
 
-    def __init__(self, paths: list[str], changed: list[tuple[str, str]] = ()):
+    def __init__(self, paths: list[str], changed: Sequence[tuple[str, str]] = ()):
         super().__init__((tuple(paths), tuple(changed)))
         self.paths = list(paths)
         self.changed = list(changed)  # (path, detail)
@@ -172,13 +172,10 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 raise FileNotFoundError(f"kafkawire: {p}: no such file or directory")
         self.target: set[str] | None = None  # Trigger.AvailableNow: the files completed when it started
         self.checked: set[str] = set()  # files known to be captures: each is opened to check once
-        self.listed: dict[str, tuple[int, int]] = {}  # the last listing: path -> (size, mtime_ns)
 
     def _completed(self, known: dict[str, tuple[int, int]] = {}) -> list[Listed]:  # noqa: B006 - read only
         self.checked.update(known)  # files read before (a restarted query) are captures
-        files = completed_files(self.paths, self.opts, self.settle_s, checked=self.checked)
-        self.listed = {p: (n, m) for m, p, n in files}
-        return files
+        return completed_files(self.paths, self.opts, self.settle_s, checked=self.checked)
 
     def initialOffset(self) -> dict:
         return _offset({}, -1)
@@ -231,7 +228,7 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             groups = groups or [[]]
         return [CaptureFiles(g, changed if i == 0 else ()) for i, g in enumerate(groups)]
 
-    def read(self, partition: CaptureFiles) -> Iterator:
+    def read(self, partition: CaptureFiles) -> Iterator:  # type: ignore[override]  # partitions are ours
         for path, detail in partition.changed:
             yield status_batch(self.opts.rows, path, CAPTURE_CHANGED, detail)
         for path in partition.paths:

@@ -9,6 +9,7 @@ that schema.
 from __future__ import annotations
 
 from collections import deque
+from typing import Callable
 
 import pyarrow as pa
 
@@ -188,7 +189,7 @@ class RowBuilder:
 
     shape = ""  # the row shape, set by each shape's builder
     #: the row of each TCP connection, for shapes that have one (see exchanges.RowSink)
-    connection = None
+    connection: Callable[..., None] | None = None
 
     def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
@@ -308,6 +309,7 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
     if direction is None or status in (SASL_TOKEN, TLS, CAPTURE_DAMAGED, CAPTURE_CHANGED):
         return status, detail
     msg = req if direction == "request" else resp
+    assert msg is not None  # a direction is given only for a frame that is there
     if not msg.frame.complete:
         return TRUNCATED, "cut short by a gap in the capture or its end"
     h = req.header if req is not None else None

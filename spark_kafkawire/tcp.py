@@ -77,7 +77,9 @@ class HalfStream(_HalfBase):
                  "started") + _HALF_INTS
 
     def __init__(self, sink: Sink | None, max_pending: int):
-        self.sink = sink  # given when the connection first carries payload (see Reassembler._open)
+        # given when the connection first carries payload (see Reassembler._open): set before any
+        # data, so the hot paths call it unchecked (and base likewise, set by the first segment)
+        self.sink = sink
         self.started = False  # its SYN was seen
         self.base: int | None = None  # sequence number of stream offset 0
         self.nxt = 0  # stream offset of the next byte to deliver
@@ -101,7 +103,7 @@ class HalfStream(_HalfBase):
 
     def offset(self, seq: int) -> int:
         """Stream offset of a sequence number, taking the one nearest to what comes next."""
-        delta = (seq - self.base - self.nxt) & MASK32
+        delta = (seq - self.base - self.nxt) & MASK32  # type: ignore[operator]
         if delta >= 0x80000000:
             delta -= 0x100000000
         return self.nxt + delta
@@ -112,7 +114,7 @@ class HalfStream(_HalfBase):
         self.last_ts = ts
         if not self.pending and (seq - self.base - self.nxt) & MASK32 == 0 and wire_len == len(payload):
             self.captured += wire_len  # the common case: the next bytes, in order, all captured
-            self.sink.data(payload, ts, number)
+            self.sink.data(payload, ts, number)  # type: ignore[union-attr]
             self.nxt += wire_len
             return
         off = self.offset(seq)
@@ -121,7 +123,7 @@ class HalfStream(_HalfBase):
             late = self._fill_holes(off, min(off + len(payload), self.nxt))
             if late:
                 self.captured += late[0]
-                self.sink.late(late[0], late[1], ts, number)
+                self.sink.late(late[0], late[1], ts, number)  # type: ignore[union-attr]
             if end <= self.nxt:
                 return
             cut = self.nxt - off  # keep only the new tail
@@ -213,10 +215,10 @@ class HalfStream(_HalfBase):
 
     def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
         if payload:
-            self.sink.data(payload, ts, number)
+            self.sink.data(payload, ts, number)  # type: ignore[union-attr]
         if wire_len > len(payload):  # cut by the snaplen
             self._hole(self.nxt + len(payload), self.nxt + wire_len)
-            self.sink.gap(wire_len - len(payload), ts, number)
+            self.sink.gap(wire_len - len(payload), ts, number)  # type: ignore[union-attr]
         self.nxt += wire_len
 
     def _drain(self) -> None:
@@ -254,7 +256,7 @@ class HalfStream(_HalfBase):
 
     def _gap_to(self, off: int, ts: int, number: int) -> None:
         self._hole(self.nxt, off)
-        self.sink.gap(off - self.nxt, ts, number)
+        self.sink.gap(off - self.nxt, ts, number)  # type: ignore[union-attr]
         self.nxt = off
 
     def close(self) -> None:
@@ -352,48 +354,30 @@ class Reassembler:
                             other.acked(ack)
                     conn.halves[d].feed(seq, payload, wire_len, ts, number)
                 return
+        self._segment(seg, key, hit)
+
+    def _segment(self, seg: Segment, key: tuple, hit: tuple[Connection, int] | None) -> None:
+        """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a
+        self-connection."""
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
         syn = flags & TCP_SYN
         if hit is not None:
             conn, d = hit
             if conn.self_connected:
                 d = conn.self_direction(seg)
             if conn.done:
-                # late packets of a connection that has ended are dropped, unless they start a new
-                # one (a SYN with a new sequence number) or carry bytes it never had (data after an
-                # RST or after both FINs, a late copy of a lost tail): those open a connection of
-                # their own, so that every captured byte is counted once
-                if syn:
-                    if conn.isn[d] == seq:
-                        return
-                elif not (payload and conn.halves[d].novel(seq, len(payload))):
+                if self._late(seg, conn, d):
                     return
                 hit = None
             elif syn and conn.isn[d] != seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
                 self._finish(conn)  # the 4-tuple is reused by a new connection
                 hit = None
-        if hit is None:
-            conn = Connection((src, sport), (dst, dport), ts, number)
-            d = 0
-            table = self.table
-            table[key] = (conn, 0)
-            rkey = (dst, dport, src, sport)
-            mp = self.max_pending
-            conn.halves = [HalfStream(None, mp), HalfStream(None, mp)]
-            if rkey == key:  # both ends share address and port (a TCP self-connection)
-                conn.self_connected = True
-                conn.keys = (key,)
-                d = conn.self_direction(seg)
             else:
-                table[rkey] = (conn, 1)
-                conn.keys = (key, rkey)
-            live = self.live
-            live[conn] = None
-            if len(live) > self.max_connections:  # retire the longest idle, as if it had closed
-                oldest = next(iter(live))
-                oldest.evicted = True
-                self._finish(oldest)
-                self._forget(oldest)
+                hit = conn, d
+        if hit is None:
+            conn, d = self._new_connection(seg, key)
         else:
+            conn, d = hit
             self.live.move_to_end(conn)
         conn.last_ts = ts
         half = conn.halves[d]
@@ -426,6 +410,43 @@ class Reassembler:
             half.fin = True
             if conn.finished():
                 self._finish(conn)
+
+    @staticmethod
+    def _late(seg: Segment, conn: Connection, d: int) -> bool:
+        """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
+        where it starts a new one (a SYN with a new sequence number) or carries bytes the ended one
+        never had (data after an RST or after both FINs, a late copy of a lost tail): those open a
+        connection of their own, so that every captured byte is counted once."""
+        if seg.flags & TCP_SYN:
+            return conn.isn[d] == seg.seq
+        return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
+
+    def _new_connection(self, seg: Segment, key: tuple) -> tuple[Connection, int]:
+        """A connection begun by this segment: in the table under both directions' keys, and the
+        newest of the live ones (the longest idle retired if there are too many)."""
+        src, sport, dst, dport = key
+        conn = Connection((src, sport), (dst, dport), seg.ts_ns, seg.number)
+        d = 0
+        table = self.table
+        table[key] = (conn, 0)
+        rkey = (dst, dport, src, sport)
+        mp = self.max_pending
+        conn.halves = [HalfStream(None, mp), HalfStream(None, mp)]
+        if rkey == key:  # both ends share address and port (a TCP self-connection)
+            conn.self_connected = True
+            conn.keys = (key,)
+            d = conn.self_direction(seg)
+        else:
+            table[rkey] = (conn, 1)
+            conn.keys = (key, rkey)
+        live = self.live
+        live[conn] = None
+        if len(live) > self.max_connections:  # retire the longest idle, as if it had closed
+            oldest = next(iter(live))
+            oldest.evicted = True
+            self._finish(oldest)
+            self._forget(oldest)
+        return conn, d
 
     def _open(self, conn: Connection) -> None:
         """The connection carries payload: now the listener makes its sinks."""

@@ -184,7 +184,7 @@ def _seeds() -> dict[str, list[bytes]]:
     meta_v12 = struct.pack("!hhb", 3, 12, 1)
     huge_array = struct.pack("!hhb", 3, 0, 1) + struct.pack("!i", 1_000_000_000)
     frame_max = struct.pack("!i", 0x7FFFFFFF) + request(3, 1, 2)
-    bomb_batch = struct.pack("!i", 0) + b"\x1f\x8b" + gzip.compress(b"\x00" * (1 << 20))[2:]
+    bomb_batch = struct.pack("!i", 0) + b"\x1f\x8b" + gzip.compress(b"\x00" * (1 << 20), mtime=0)[2:]
     return {"body": [meta_v12 + endless, huge_array, struct.pack("!hhb", 1, 4, 0) + endless],
             "stream": [b"\x10" + frame_max, b"\x80" + bomb_batch, b"\x00" + endless]}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from typing import Sequence
 
 from . import HIST_EDGES_MS, Verdict
 
@@ -93,7 +94,7 @@ def _svg(fig, title: str) -> str:
     return f"<figure>{svg}</figure>"
 
 
-def bars(title: str, labels: list[str], values: list[float], xlabel: str, ylabel: str) -> str:
+def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str) -> str:
     """A bar chart of categories (latency buckets)."""
     fig, ax = _figure(4.2, 2.4)
     ax.bar(range(len(values)), values, color="#4a78b5")

@@ -51,8 +51,8 @@ def _load() -> tuple[Api | None, ...]:
         key, name, lo, hi, flex = line.split("\t")
         apis[int(key)] = Api(int(key), name, int(lo), int(hi), int(flex))
     table: list[Api | None] = [None] * (max(apis) + 1)
-    for key, api in apis.items():
-        table[key] = api
+    for number, api in apis.items():
+        table[number] = api
     return tuple(table)
 
 
@@ -63,16 +63,6 @@ API_NAMES: dict[int, str] = {a.key: a.name for a in APIS if a is not None}
 
 def api(key: int) -> Api | None:
     return APIS[key] if 0 <= key < len(APIS) else None
-
-
-def api_name(key: int) -> str | None:
-    a = api(key)
-    return a.name if a else None
-
-
-def is_known(key: int, version: int) -> bool:
-    a = api(key)
-    return a is not None and a.has_version(version)
 
 
 #: (key, version) pairs whose header versions are remembered (read from untrusted bytes: bounded)
