@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .body import redact
 from .frames import Frame, Framer, RequestHeader, looks_like_request
 from .tcp import Connection
-from .tls import record_header
+from .tls import TlsSession
 
 if TYPE_CHECKING:
     from .body import Facts
@@ -49,7 +49,7 @@ class ConnState:
     slots: client_dir, framed, sasl_raw and pending."""
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
-                 "tls", "framed", "sasl_raw", "secrets", "sasl")
+                 "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -65,15 +65,7 @@ class ConnState:
         self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
         self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see body.seal)
         self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
-
-    def first_bytes(self, chunk: bytes) -> None:
-        """A direction's first bytes: a TLS record header there makes the connection TLS, and its
-        framers stop looking for Kafka frames."""
-        if self.tls is None:
-            self.tls = record_header(chunk)
-            if self.tls is not None:
-                for f in self.framers:
-                    f.disable()
+        self.tls_session: TlsSession | None = None  # the connection's TLS, once its first bytes show it
 
     def raw_token(self, frame: Frame) -> bool:
         """Is this request frame a raw SASL token (after a SaslHandshake v0, not a Kafka request)?

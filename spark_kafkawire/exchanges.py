@@ -46,9 +46,11 @@ from .connstate import ConnState, Endpoints, Request, Response
 from .frames import DEFAULT_MAX_FRAME, Frame, Framer, HeaderError, RequestHeader, parse_request_header, \
     parse_response_header
 from .headline import headline_from_facts
+from .keylog import KeyLog
 from .predicate import Predicate, always_decode
 from .roles import Roles
 from .tcp import Connection
+from .tls import TlsSession, record_header
 from .topicids import LEARNED_BYTES, TopicIds
 
 __all__ = ["Decoder", "Endpoints", "Request", "Response", "RowSink", "STATUSES", "DAMAGE"]
@@ -86,7 +88,7 @@ class RowSink(Protocol):
                  status: str, detail: str | None, extra: dict | None) -> None: ...
 
     #: optional: called with each TCP connection's row, (conn, endpoints, client direction, protocol,
-    #: framers); None or absent where the rows have none (the decoder then spares working it out)
+    #: framers, TLS session or None); None or absent where the rows have none (the decoder then spares working it out)
     connection: Callable[..., None] | None
 
 
@@ -108,6 +110,9 @@ class _Side:
 
     def plausible(self, data: bytes, strict: bool) -> int:
         return self.decoder.roles.plausible(self.st, self.d, data, strict)
+
+    def first_bytes(self, chunk: bytes, ts: int, number: int) -> None:
+        self.decoder._first_bytes(self.st, self.d, chunk, ts, number)
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
@@ -152,7 +157,8 @@ class Decoder:
     def __init__(self, sink: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
                  record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
                  decode_bodies: bool = True, share: tuple[int, int] | None = None,
-                 topic_ids: TopicIds | None = None, pairing: Callable[["Decoder"], Sides | None] | None = None):
+                 topic_ids: TopicIds | None = None, pairing: Callable[["Decoder"], Sides | None] | None = None,
+                 keylog: KeyLog | None = None):
         self.sink = sink
         self.connection_row = getattr(sink, "connection", None)
         self.share = share
@@ -165,6 +171,7 @@ class Decoder:
         self.ending = False  # set while the capture's end flushes open connections
         self.topics = topic_ids if topic_ids is not None else TopicIds()
         self.sides: Sides | None = pairing(self) if pairing is not None else None
+        self.keylog = keylog  # TLS secrets (option tlsKeyLog): TLS connections are decrypted with them
 
     @property
     def topic_ids(self) -> dict[str, str]:
@@ -183,12 +190,40 @@ class Decoder:
     def opened(self, conn: Connection) -> tuple[Framer, Framer]:
         st = ConnState(conn)
         conn.state = st
+        st.framers = self._framers(st)
+        return st.framers[0], st.framers[1]
+
+    def _framers(self, st: ConnState) -> list[Framer]:
         sides = self.sides
+        out = []
         for d in (0, 1):
             side = _Side(self, st, d)
-            st.framers.append(Framer(side.frame if sides is None else sides(st, d), self.max_frame, synced=False,
-                                     plausible=side.plausible, on_first=st.first_bytes))
-        return st.framers[0], st.framers[1]
+            out.append(Framer(side.frame if sides is None else sides(st, d), self.max_frame, synced=False,
+                              plausible=side.plausible, on_first=side.first_bytes))
+        return out
+
+    def _first_bytes(self, st: ConnState, d: int, chunk: bytes, ts: int, number: int) -> None:
+        """A direction's first bytes. A TLS record header there makes the connection TLS: its two
+        TCP directions go to a TLS session from here on, which reads the handshake and, with the
+        session's secrets in the key log, hands the decrypted bytes to two new framers."""
+        if st.tls is not None or record_header(chunk) is None:
+            return
+        st.tls = record_header(chunk)
+        old = st.framers
+        for f in old:
+            f.disable()
+        st.framers = self._framers(st)
+        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client))
+        st.tls_session = session
+        conn = st.conn
+        for half, sink in zip(conn.halves, session.dirs):
+            half.sink = sink
+        session.dirs[d].data(chunk, ts, number)
+
+    def _tls_client(self, st: ConnState, d: int) -> None:
+        """The side that sent a ClientHello is the client (where no SYN said so already)."""
+        if st.client_dir is None and st.conn.client is None:
+            st.conn.client = d
 
     def closed(self, conn: Connection) -> None:
         st: ConnState | None = conn.state  # type: ignore[assignment]
@@ -198,19 +233,21 @@ class Decoder:
             if connection is not None and mine:
                 st = ConnState(conn)
                 role = self.roles.guess(st)
-                connection(conn, st.endpoints, role, "unknown", None)
+                connection(conn, st.endpoints, role, "unknown", None, None)
             return
         if st.client_dir is None and st.queue:
             self._decide(st, force=True)
-        if st.tls is not None:
+        tls = st.tls_session
+        if tls is not None:
             self.roles.guess(st)
-            if mine:
-                self.sink.exchange(st.endpoints, None, None, TLS, st.tls, None)
+            # one row for a connection whose TLS was not (all) decrypted, saying what it shows
+            if mine and (tls.undecrypted or not tls.decrypted):
+                self.sink.exchange(st.endpoints, None, None, TLS, tls.describe(), None)
         connection = self.connection_row
         if connection is not None and mine:
             client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
             connection(conn, st.endpoints, client_dir,
-                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers)
+                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, tls)
         why = "capture ended before a response" if self.ending else "connection closed without a response"
         for req in st.pending.values():
             self._emit(st, req, None, NO_RESPONSE, why)

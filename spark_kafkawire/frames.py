@@ -195,7 +195,7 @@ class Framer(_FramerBase):
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
                  synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
-                 on_first: Callable[[bytes], None] | None = None):
+                 on_first: Callable[[bytes, int, int], None] | None = None):
         self.on_frame = on_frame
         self.max_frame = max_frame
         self.synced = synced  # False until a frame start is known (stream start not captured)
@@ -245,7 +245,7 @@ class Framer(_FramerBase):
         if self.first:
             self.first = False
             if self.on_first is not None:
-                self.on_first(chunk)
+                self.on_first(chunk, ts, number)
         if self.disabled:
             self.acct.skipped_bytes += n
         elif self.synced:

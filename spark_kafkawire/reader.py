@@ -27,6 +27,7 @@ from .fs import file_size, is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
+from .keylog import KeyLog
 from .modes import MODES
 from .rowshapes import row_builder
 from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
@@ -61,6 +62,7 @@ class Options:
     max_records_per_batch: int = DEFAULT_MAX_RECORDS
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     min_partitions: int = DEFAULT_MIN_PARTITIONS
+    tls_key_log: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -131,6 +133,13 @@ def _patterns(name: str, v: object) -> str:
     return text
 
 
+def _files(name: str, v: object) -> str:
+    text = str(v).strip()
+    if not [p for p in text.split(",") if p.strip()]:
+        raise _bad(name, v, "a file, or a comma-separated list of files (local paths or URIs)")
+    return text
+
+
 def _url(name: str, v: object) -> str:
     text = str(v).strip()
     if not text.startswith(("http://", "https://")):
@@ -158,6 +167,7 @@ _RULES = {
     "maxpartitionbytes": ("maxPartitionBytes", "max_partition_bytes", DEFAULT_MAX_PARTITION_BYTES,
                           _whole(1, 1 << 62, " of bytes")),
     "minpartitions": ("minPartitions", "min_partitions", DEFAULT_MIN_PARTITIONS, _whole(1, MAX_SHARES)),
+    "tlskeylog": ("tlsKeyLog", "tls_key_log", None, _files),
 }
 
 #: how each option is documented (README's options table is options_table()'s output, checked by a test)
@@ -206,6 +216,11 @@ _DOCS = {
     'maxPartitionBytes': (
         '134217728',
         'Spark: a file larger than this may be read in shares by several tasks (see above), 1 to 2^62'),
+    'tlsKeyLog': (
+        'none',
+        'TLS key log (NSS key log format: SSLKEYLOGFILE, Python keylog_filename, Java agents), or a '
+        'comma-separated list of them, local or URIs: TLS connections whose secrets it holds are decrypted '
+        '(TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305); read once per task, never shown'),
     'minPartitions': (
         'CPU count, at most 4',
         'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
@@ -409,7 +424,8 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None, topic_ids=topics,
-                      pairing=lane.pairing)
+                      pairing=lane.pairing,
+                      keylog=KeyLog.read(opts.tls_key_log, opts.endpoint_url) if opts.tls_key_log else None)
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     limit = opts.batch_size
     feed = reasm.feed

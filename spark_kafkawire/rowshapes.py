@@ -257,7 +257,7 @@ class ConnectionRows(RowBuilder):
                 status == CAPTURE_CHANGED:
             self._status_only(ep, status, detail)
 
-    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers) -> None:
+    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers, tls) -> None:
         c = self.cols
         self._endpoints(ep)
         c["first_time"].append(conn.first_ts)
@@ -278,6 +278,13 @@ class ConnectionRows(RowBuilder):
                           a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs)
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
+        c["tls_version"].append(tls.version_name if tls else None)
+        c["tls_cipher"].append(tls.suite_name if tls else None)
+        c["tls_server_name"].append(tls.server_name if tls else None)
+        c["tls_alpn"].append(",".join(tls.alpn) if tls and tls.alpn else None)
+        c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
+        c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
+        c["detail"][-1] = tls.describe() if tls else None
         c["status"].append("connection")
         self.count += 1
 

@@ -164,6 +164,12 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("protocol", "string"),
         ("detail", "string"),
     ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
+        ("tls_version", "string"),
+        ("tls_cipher", "string"),
+        ("tls_server_name", "string"),
+        ("tls_alpn", "string"),
+        ("tls_decrypted_bytes", "bigint"),
+        ("tls_undecrypted_bytes", "bigint"),
         ("status", "string"),
     ],
 }

@@ -1,0 +1,263 @@
+"""Encrypted Kafka: real clients (kafka-python, its ssl.SSLContext writing the key log) producing and
+consuming through a TLS-terminating proxy in front of a real broker, both hops in one capture
+(tests/tls/make_tls_captures.py). The plaintext hop is the independent reference: the TLS hop,
+decrypted with the client's key log, must carry the same Kafka frames. tshark, given the same key
+log, is a second reference."""
+
+import json
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import dpkt
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import damage
+from spark_kafkawire import read_capture
+from spark_kafkawire.keylog import KeyLog, KeyLogError
+from spark_kafkawire.table import ROW_SHAPES
+
+TLS = Path(__file__).parent / "tls"
+MANIFEST = json.loads((TLS / "manifest.json").read_text())
+NAMES = sorted(MANIFEST)
+VERSION = {"TLSv1_3": "TLS 1.3", "TLSv1_2": "TLS 1.2"}
+
+
+def _files(name):
+    return TLS / f"{name}.pcap", TLS / f"{name}.keylog"
+
+
+def _frames(rows, port):
+    """The Kafka frames of one hop: (direction, api key, version, correlation id, client id)."""
+    return Counter((r["direction"], r["api_key"], r["api_version"], r["correlation_id"], r["client_id"])
+                   for r in rows if r["broker_port"] == port and r["direction"])
+
+
+def _tls_connections(path, port):
+    """Client ports of the TCP connections to ``port`` (their SYNs), read with dpkt."""
+    with open(path, "rb") as f:
+        out = set()
+        for _ts, buf in dpkt.pcap.Reader(f):
+            tcp = dpkt.ethernet.Ethernet(buf).data.data
+            if isinstance(tcp, dpkt.tcp.TCP) and tcp.dport == port and tcp.flags & dpkt.tcp.TH_SYN and \
+                    not tcp.flags & dpkt.tcp.TH_ACK:
+                out.add(tcp.sport)
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decrypted_tls_hop_carries_the_plaintext_hops_frames(name):
+    """With the key log, every frame of the TLS hop is a frame of the plaintext hop, field for
+    field; the plaintext hop has more only where the client closed its connection before the proxy
+    passed an answer on (that request is then no_response on the TLS hop)."""
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    rows = read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist()
+    tls, plain = _frames(rows, info["tls_port"]), _frames(rows, info["broker_port"])
+    assert sum(tls.values()) >= 30
+    assert tls - plain == Counter()
+    exchanges = read_capture(pcap, tlsKeyLog=str(keylog)).to_pylist()
+    unanswered = {(r["api_key"], r["api_version"], r["correlation_id"], r["client_id"]) for r in exchanges
+                  if r["broker_port"] == info["tls_port"] and r["status"] == "no_response"}
+    for direction, key, version, corr, cid in plain - tls:
+        assert direction == "response" and (key, version, corr, cid) in unanswered
+    assert {r["status"] for r in exchanges} <= {"complete", "no_response"}  # no tls row: all decrypted
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_records_through_tls_are_what_the_clients_sent_and_got(name):
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    rows = [r for r in read_capture(pcap, rows="records", includeRecords=True, tlsKeyLog=str(keylog)).to_pylist()
+            if r["broker_port"] == info["tls_port"]]
+    sent = sorted(r["key"] for r in rows if r["direction"] == "request" and r["topic"] == "secure-orders")
+    fetched = sorted(r["key"] for r in rows if r["direction"] == "response" and r["topic"] == "secure-orders")
+    assert len(sent) == info["delivered"] == 7 and len(fetched) == info["consumed"] == 7
+    assert sent == fetched == [f"k{i}".encode() for i in range(7)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_without_the_key_log_one_tls_row_per_connection_with_the_negotiated_version(name):
+    info = MANIFEST[name]
+    pcap, _ = _files(name)
+    rows = [r for r in read_capture(pcap).to_pylist() if r["broker_port"] == info["tls_port"]]
+    assert Counter(r["client_port"] for r in rows) == Counter(_tls_connections(pcap, info["tls_port"]))
+    for r in rows:
+        assert r["status"] == "tls"
+        assert r["detail"].startswith(VERSION[info["version"]] + ", TLS_")
+        assert "no key log given" in r["detail"]
+    conns = [r for r in read_capture(pcap, rows="connections").to_pylist() if r["broker_port"] == info["tls_port"]]
+    assert {r["tls_version"] for r in conns} == {VERSION[info["version"]]}
+    if info["ciphers"]:
+        assert {r["tls_cipher"] for r in conns} == {"TLS_ECDHE_RSA_WITH_" + info["ciphers"].split("-", 2)[2]
+                                                    .replace("-", "_").replace("AES256", "AES_256")
+                                                    .replace("CHACHA20_POLY1305", "CHACHA20_POLY1305_SHA256")}
+    assert all(r["tls_decrypted_bytes"] == 0 and r["tls_undecrypted_bytes"] > 0 for r in conns)
+
+
+def test_a_key_log_missing_one_session_decrypts_the_others(tmp_path):
+    name = "tls13-aes256gcm"
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    lines = keylog.read_text().splitlines()
+    randoms = sorted({ln.split()[1] for ln in lines if ln and not ln.startswith("#")})
+    gone = randoms[0]
+    partial = tmp_path / "partial.keylog"
+    partial.write_text("\n".join(ln for ln in lines if gone not in ln) + "\n")
+    conns = [r for r in read_capture(pcap, rows="connections", tlsKeyLog=str(partial)).to_pylist()
+             if r["broker_port"] == info["tls_port"]]
+    assert len(conns) == len(randoms)
+    undecrypted = [r for r in conns if r["tls_decrypted_bytes"] == 0]
+    assert len(undecrypted) == 1 and "the key log has no secret for this session" in undecrypted[0]["detail"]
+    assert all(r["tls_undecrypted_bytes"] == 0 for r in conns if r not in undecrypted)
+    tls_rows = [r for r in read_capture(pcap, tlsKeyLog=str(partial)).to_pylist() if r["status"] == "tls"]
+    assert [r["client_port"] for r in tls_rows] == [undecrypted[0]["client_port"]]
+
+
+def test_key_material_appears_in_no_output(tmp_path):
+    secrets = set()
+    for name in NAMES:
+        for ln in _files(name)[1].read_text().splitlines():
+            if ln and not ln.startswith("#"):
+                secrets.add(ln.split()[2].lower())
+    for name in NAMES:
+        pcap, keylog = _files(name)
+        for shape in ROW_SHAPES:
+            extra = {"includeRecords": True} if shape == "records" else {}
+            text = str(read_capture(pcap, rows=shape, tlsKeyLog=str(keylog), **extra).to_pylist()).lower()
+            for s in secrets:
+                assert s not in text and s[:32] not in text
+    log = KeyLog.read(str(_files(NAMES[0])[1]))
+    assert repr(log) == f"KeyLog({len(log)} sessions)"
+    missing = tmp_path / "no-such.keylog"
+    with pytest.raises(KeyLogError) as e:
+        read_capture(_files(NAMES[0])[0], tlsKeyLog=f"{_files(NAMES[0])[1]},{missing}")
+    assert str(e.value) == f"tlsKeyLog: {missing}: cannot be read (no such file, or no access)"
+
+
+def test_decryption_resumes_after_a_lost_segment(tmp_path):
+    """A data segment of the TLS hop lost in the middle of the busiest connection: decryption
+    resumes at the next record whose tag verifies (TLS 1.3: with the next record sequence number),
+    the lost bytes are reported, and every other frame decodes as in the whole capture."""
+    name = "tls13-aes256gcm"
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    packets, linktype = damage.read(pcap)
+    port = info["tls_port"]
+    sizes = Counter()
+    data = []
+    for i, (_ts, buf) in enumerate(packets):
+        tcp = dpkt.ethernet.Ethernet(buf).data.data
+        if tcp.dport == port and tcp.data:
+            sizes[tcp.sport] += 1
+            data.append((i, tcp.sport))
+    busiest = sizes.most_common(1)[0][0]
+    theirs = [i for i, sport in data if sport == busiest]
+    lost = theirs[len(theirs) // 2]
+    damaged = damage.write(tmp_path / "lost.pcap", [p for i, p in enumerate(packets) if i != lost], linktype)
+    whole = _frames(read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist(), port)
+    got = _frames(read_capture(damaged, rows="messages", tlsKeyLog=str(keylog)).to_pylist(), port)
+    missing = whole - got
+    request = [k for k in missing if k[0] == "request"]
+    assert len(request) == 1  # the request lost with the segment
+    _d, key, version, corr, cid = request[0]
+    # its answer is still there, but without its request (api key unknown: request_missing); nothing
+    # else differs
+    assert missing == Counter({request[0]: 1, ("response", key, version, corr, cid): 1})
+    assert got - whole == Counter({("response", None, None, corr, None): 1})
+    conn = [r for r in read_capture(damaged, rows="connections", tlsKeyLog=str(keylog)).to_pylist()
+            if r["client_port"] == busiest][0]
+    assert conn["tls_undecrypted_bytes"] > 0 and "a gap in the capture" in conn["detail"]
+    # frames after the loss were decrypted: the connection's last request is there
+    last = max(k[3] for k in whole if k[0] == "request" and k[4].startswith("tls-consumer"))
+    assert any(k[3] == last for k in got if k[0] == "request")
+
+
+def test_tshark_decrypts_the_same_frames():
+    """tshark, given the same key log, finds the same Kafka frames on the TLS hop."""
+    assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
+    for name in NAMES:
+        info = MANIFEST[name]
+        pcap, keylog = _files(name)
+        port = info["tls_port"]
+        cmd = ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-d", f"tcp.port=={port},tls",
+               "-d", f"tls.port=={port},kafka", "-Y", f"kafka && tcp.port=={port}", "-T", "fields",
+               "-E", "aggregator=;", "-e", "tcp.dstport", "-e", "kafka.correlation_id", "-e", "kafka.api_key"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        theirs = Counter()
+        for line in out.splitlines():
+            dport, corrs, keys = (line.split("\t") + ["", ""])[:3]
+            direction = "request" if int(dport) == port else "response"
+            for c in corrs.split(";"):
+                if c:
+                    theirs[(direction, int(c))] += 1
+        ours = Counter((k[0], k[3]) for k in _frames(read_capture(pcap, rows="messages", tlsKeyLog=str(keylog))
+                                                      .to_pylist(), port).elements())
+        assert theirs == ours, name
+
+
+def test_spark_reads_tls_with_the_key_log(spark):
+    name = NAMES[0]
+    pcap, keylog = _files(name)
+    df = spark.read.format("kafkawire").option("rows", "messages").option("tlsKeyLog", str(keylog)).load(str(pcap))
+    got = Counter((r["direction"], r["api_key"], r["correlation_id"], r["client_port"]) for r in df.collect())
+    want = Counter((r["direction"], r["api_key"], r["correlation_id"], r["client_port"])
+                   for r in read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist())
+    assert got == want and sum(got.values()) > 60
+
+
+class _Out:
+    """A framer stand-in that counts what it is given."""
+
+    def __init__(self):
+        self.data_bytes = 0
+
+    def data(self, chunk, ts, number):
+        self.data_bytes += len(chunk)
+
+    def gap(self, nbytes, ts, number):
+        pass
+
+    def start(self):
+        pass
+
+    def end(self):
+        pass
+
+
+def _hop_streams(name):
+    """The two directions' TCP payload of the TLS hop's busiest connection, in capture order."""
+    info = MANIFEST[name]
+    pcap, _ = _files(name)
+    packets, _lt = damage.read(pcap)
+    by_conn = {}
+    for _ts, buf in packets:
+        tcp = dpkt.ethernet.Ethernet(buf).data.data
+        if tcp.data and info["tls_port"] in (tcp.sport, tcp.dport):
+            client = tcp.sport if tcp.dport == info["tls_port"] else tcp.dport
+            by_conn.setdefault(client, []).append((0 if tcp.dport == info["tls_port"] else 1, bytes(tcp.data)))
+    return max(by_conn.values(), key=len)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NAMES), st.integers(0, 10**6), st.binary(max_size=300), st.integers(0, 2000))
+def test_hostile_tls_bytes_are_counted_never_raised(name, where, junk, cut):
+    """Bytes spliced into, or cut out of, a real TLS stream (with its key log): the session never
+    raises, and never hands on more bytes than it was given."""
+    from spark_kafkawire.tls import TlsSession
+
+    segments = _hop_streams(name)
+    at = where % len(segments)
+    d, payload = segments[at]
+    segments = segments[:at] + [(d, payload[: cut % (len(payload) + 1)] + junk)] + segments[at + 1:]
+    outs = [_Out(), _Out()]
+    session = TlsSession(KeyLog.read(str(_files(name)[1])), outs, None)
+    given_bytes = 0
+    for i, (d, data) in enumerate(segments):
+        session.dirs[d].data(data, i, i)
+        given_bytes += len(data)
+    for x in session.dirs:
+        x.end()
+    assert sum(o.data_bytes for o in outs) == session.decrypted <= given_bytes
