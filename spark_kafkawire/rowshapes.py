@@ -282,6 +282,11 @@ class ConnectionRows(RowBuilder):
         c["tls_cipher"].append(tls.suite_name if tls else None)
         c["tls_server_name"].append(tls.server_name if tls else None)
         c["tls_alpn"].append(",".join(tls.alpn) if tls and tls.alpn else None)
+        c["tls_ja3"].append(tls.ja3 if tls else None)
+        cert = tls.cert if tls else None
+        c["tls_cert_subject"].append(cert[0] if cert else None)
+        c["tls_cert_issuer"].append(cert[1] if cert else None)
+        c["tls_cert_not_after"].append(cert[2] if cert else None)
         c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
         c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
         c["detail"][-1] = tls.describe() if tls else None

@@ -156,6 +156,7 @@ class TlsSession:
         self.alpn: list[str] | None = None
         self.offered_versions: list[int] = []
         self.cert: tuple[str, str, str] | None = None  # subject, issuer, not after (ISO date)
+        self.ja3: str | None = None  # the client's fingerprint (see ja3)
         self.handshake_seen = False  # the ClientHello is in the capture
         self.decrypted = 0
         self.undecrypted = 0
@@ -206,8 +207,9 @@ class TlsSession:
                 self._client_hello(d, body)
             elif msg_type == SERVER_HELLO:
                 self._server_hello(body)
-            elif msg_type == CERTIFICATE and self.version != TLS13 and self.cert is None:
-                self._certificate(body)
+            elif msg_type == CERTIFICATE and self.cert is None:
+                # TLS 1.3 (decrypted): a request context first; TLS 1.2: in clear
+                self._certificate(body[1 + body[0]:] if self.version == TLS13 else body)
         except (IndexError, ValueError, UnicodeDecodeError):
             pass  # a handshake message that does not parse: its facts stay unknown
 
@@ -220,9 +222,13 @@ class TlsSession:
         self.client_random = b[2:34]
         pos = 34
         pos += 1 + b[pos]  # session id
-        pos += 2 + int.from_bytes(b[pos:pos + 2], "big")  # cipher suites
+        n = int.from_bytes(b[pos:pos + 2], "big")
+        ciphers = [int.from_bytes(b[i:i + 2], "big") for i in range(pos + 2, pos + 2 + n - 1, 2)]
+        pos += 2 + n
         pos += 1 + b[pos]  # compression methods
+        types, groups, formats = [], [], []
         for ext, data in _extensions(b, pos):
+            types.append(ext)
             if ext == 0 and len(data) > 5 and data[2] == 0:  # server_name: host_name
                 n = int.from_bytes(data[3:5], "big")
                 self.server_name = data[5:5 + n].decode("ascii", "replace")
@@ -235,6 +241,12 @@ class TlsSession:
                 self.alpn = names
             elif ext == 43 and data:  # supported_versions
                 self.offered_versions = [int.from_bytes(data[i:i + 2], "big") for i in range(1, 1 + data[0], 2)]
+            elif ext == 10 and len(data) >= 2:  # supported_groups
+                end = 2 + int.from_bytes(data[:2], "big")
+                groups = [int.from_bytes(data[i:i + 2], "big") for i in range(2, end, 2)]
+            elif ext == 11 and data:  # ec_point_formats
+                formats = list(data[1:1 + data[0]])
+        self.ja3 = ja3(int.from_bytes(b[0:2], "big"), ciphers, types, groups, formats)
 
     def _server_hello(self, b: bytes) -> None:
         random = b[2:34]
@@ -303,6 +315,24 @@ class TlsSession:
         key = kb[:key_len] if client else kb[key_len:2 * key_len]
         iv = kb[2 * key_len:2 * key_len + iv_len] if client else kb[2 * key_len + iv_len:2 * (key_len + iv_len)]
         return RecordKeys(kind, key, iv, False)
+
+
+def _grease(v: int) -> bool:
+    """RFC 8701's GREASE values (0x0a0a, 0x1a1a, ... 0xfafa): left out of fingerprints."""
+    return v & 0x0F0F == 0x0A0A and v >> 8 == v & 0xFF
+
+
+def ja3(version: int, ciphers: list[int], extensions: list[int], groups: list[int], formats: list[int]) -> str:
+    """The JA3 fingerprint of a ClientHello: MD5 of its version, cipher suites, extension types,
+    supported groups and point formats in the order sent, GREASE values left out. It names a
+    client's TLS stack (a JVM's, librdkafka's OpenSSL, Python's), not the client."""
+    import hashlib
+
+    def join(values: list[int]) -> str:
+        return "-".join(str(v) for v in values if not _grease(v))
+
+    text = ",".join([str(version), join(ciphers), join(extensions), join(groups), join(formats)])
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def _extensions(b: bytes, pos: int) -> Iterator[tuple[int, bytes]]:

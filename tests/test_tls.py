@@ -175,6 +175,7 @@ def test_decryption_resumes_after_a_lost_segment(tmp_path):
     assert any(k[3] == last for k in got if k[0] == "request")
 
 
+@pytest.mark.external
 def test_tshark_decrypts_the_same_frames():
     """tshark, given the same key log, finds the same Kafka frames on the TLS hop."""
     assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
@@ -261,3 +262,36 @@ def test_hostile_tls_bytes_are_counted_never_raised(name, where, junk, cut):
     for x in session.dirs:
         x.end()
     assert sum(o.data_bytes for o in outs) == session.decrypted <= given_bytes
+
+
+@pytest.mark.external
+def test_client_fingerprints_agree_with_tshark():
+    """The JA3 fingerprint of every ClientHello equals tshark's (tls.handshake.ja3)."""
+    assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
+    for name in NAMES:
+        info = MANIFEST[name]
+        pcap, _ = _files(name)
+        port = info["tls_port"]
+        out = subprocess.run(["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},tls", "-Y", "tls.handshake.type == 1",
+                              "-T", "fields", "-e", "tcp.srcport", "-e", "tls.handshake.ja3"],
+                             capture_output=True, text=True, check=True).stdout
+        theirs = {int(p): h for p, h in (ln.split("\t") for ln in out.splitlines())}
+        ours = {r["client_port"]: r["tls_ja3"] for r in read_capture(pcap, rows="connections").to_pylist()
+                if r["broker_port"] == port}
+        assert ours == theirs and len(theirs) >= 3
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_certificate_is_the_one_the_proxy_served(name):
+    """TLS 1.2 shows the server certificate in clear; TLS 1.3 with the key log, decrypted. It is the
+    one make_tls_captures.py made: CN=broker.test, O=kafkawire tests, valid until 2027-11-01."""
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    tls13 = info["version"] == "TLSv1_3"
+    for keys in ({"tlsKeyLog": str(keylog)}, {}):
+        conns = [r for r in read_capture(pcap, rows="connections", **keys).to_pylist()
+                 if r["broker_port"] == info["tls_port"]]
+        want = {("O=kafkawire tests,CN=broker.test", "O=kafkawire tests,CN=broker.test", "2027-11-01")}
+        if tls13 and not keys:
+            want = {(None, None, None)}  # encrypted in TLS 1.3: not shown without the key log
+        assert {(r["tls_cert_subject"], r["tls_cert_issuer"], r["tls_cert_not_after"]) for r in conns} == want
