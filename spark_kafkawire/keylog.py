@@ -34,6 +34,9 @@ class KeyLog:
 
     def __init__(self) -> None:
         self._by_random: dict[bytes, dict[str, bytes]] = {}
+        #: client randoms of the handshakes read so far: the rest are what a connection whose
+        #: handshake is not in the capture may be (see tls.TlsSession.trial)
+        self.claimed: set[bytes] = set()
 
     def __repr__(self) -> str:  # never the secrets
         return f"KeyLog({len(self._by_random)} sessions)"
@@ -58,6 +61,10 @@ class KeyLog:
 
     def randoms(self) -> Iterable[bytes]:
         return self._by_random.keys()
+
+    def unclaimed(self) -> list[tuple[bytes, dict[str, bytes]]]:
+        """The TLS 1.3 sessions no handshake read so far claimed, newest last (the log's order)."""
+        return [(r, s) for r, s in self._by_random.items() if r not in self.claimed and "CLIENT_TRAFFIC_SECRET_0" in s]
 
     @classmethod
     def read(cls, paths: str, endpoint: str | None = None) -> "KeyLog":

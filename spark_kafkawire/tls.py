@@ -67,6 +67,8 @@ MAX_HANDSHAKE_BUFFER = 1 << 18  # a certificate chain larger than this is not re
 RESYNC_RECORDS = 16  # after a gap: record sequence numbers tried from the expected one on
 RESYNC_CANDIDATES = 8  # after a gap: record headers tried before giving the direction up
 RESYNC_BUDGET = 4096  # trial decryptions per connection, all gaps together
+TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
+TRIAL_BUDGET = 200_000  # without the handshake: trial decryptions per connection
 
 _U24 = Struct("!I")
 
@@ -164,6 +166,7 @@ class TlsSession:
         self._secrets: dict[str, bytes] | None = None
         self._key_block: bytes | None = None
         self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
+        self.trialled = False  # decrypted without its handshake (see trial)
 
     # -- what the handshake says ---------------------------------------------------------------
     @property
@@ -220,6 +223,8 @@ class TlsSession:
             if self.on_client is not None:
                 self.on_client(d)
         self.client_random = b[2:34]
+        if self.keylog is not None:
+            self.keylog.claimed.add(self.client_random)
         pos = 34
         pos += 1 + b[pos]  # session id
         n = int.from_bytes(b[pos:pos + 2], "big")
@@ -276,6 +281,48 @@ class TlsSession:
                      cert.not_valid_after_utc.date().isoformat())
 
     # -- keys ----------------------------------------------------------------------------------
+    def trial(self, d: int, header: bytes, payload: bytes) -> RecordKeys | None:
+        """A connection whose handshake is not in the capture (a rotated file, a capture started
+        late): its first complete protected record is tried with the TLS 1.3 application secrets
+        of the key log's sessions that no handshake in this file claimed, every suite, both sides,
+        record sequence numbers 0 to TRIAL_RECORDS (at most TRIAL_BUDGET decryptions). Keys that
+        verify it are this direction's; the session's version and suite become known."""
+        if self.keylog is None:
+            self.problem = self.problem or "no key log given (option tlsKeyLog)"
+            return None
+        work = 0
+        for random, secrets in reversed(self.keylog.unclaimed()):
+            for label in ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"):
+                secret = secrets.get(label)
+                if secret is None:
+                    continue
+                for suite in (0x1301, 0x1302, 0x1303):
+                    _name, kind, key_len, hash_name = SUITES[suite]
+                    if len(secret) != (48 if hash_name == "sha384" else 32):
+                        continue
+                    keys = RecordKeys(kind, hkdf_expand_label(secret, b"key", key_len, hash_name),  # type: ignore[arg-type]
+                                      hkdf_expand_label(secret, b"iv", 12, hash_name), True)
+                    for seq in range(min(TRIAL_RECORDS, TRIAL_BUDGET - work)):
+                        if keys.open(header, payload, seq) is not None:
+                            keys.seq = seq
+                            self.version, self.suite, self.client_random = TLS13, suite, random
+                            self.keylog.claimed.add(random)
+                            if self.client_dir is None:
+                                self.client_dir = d if label.startswith("CLIENT") else 1 - d
+                                if self.on_client is not None:
+                                    self.on_client(self.client_dir)
+                            self.trialled = True
+                            return keys
+                    work += TRIAL_RECORDS
+                    if work >= TRIAL_BUDGET:
+                        self.problem = self.problem or "the handshake is not in the capture, and no secret of the " \
+                            "key log verified its records within the trial budget"
+                        return None
+        self.problem = self.problem or "the handshake is not in the capture, and no unclaimed secret of the key " \
+            "log verified its records"
+        return None
+
+
     def secrets(self) -> dict[str, bytes] | None:
         if self._secrets is None and self.keylog is not None and self.client_random is not None:
             self._secrets = self.keylog.secrets(self.client_random)
@@ -432,9 +479,12 @@ class TlsDirection:
                 return
             if ctype == ALERT:
                 return
-            # TLS 1.3: the first protected record (handshake traffic secret)
             self.encrypted = True
-            self.keys = s.keys(self.d, self._label())
+            if s.handshake_seen:  # TLS 1.3: the handshake traffic secret
+                self.keys = s.keys(self.d, self._label())
+            else:  # no handshake in the capture: the other direction may have found the session
+                self.phase = "application"
+                self.keys = self._sequenced(header, payload) if s.trialled else s.trial(self.d, header, payload)
         if self.keys is None:
             s.fail(len(payload), s.problem or "no keys")
             return
@@ -457,6 +507,18 @@ class TlsDirection:
                 self.out.data(plain, ts, number)
         elif ctype == HANDSHAKE:
             self._handshake(plain, ts, number)
+
+    def _sequenced(self, header: bytes, payload: bytes) -> RecordKeys | None:
+        """This direction's keys, once the other direction's trial found the session (see
+        TlsSession.trial), with the sequence number that verifies this record."""
+        keys = self.session.keys(self.d, self._label())
+        if keys is not None:
+            for seq in range(TRIAL_RECORDS):
+                if keys.open(header, payload, seq) is not None:
+                    keys.seq = seq
+                    return keys
+            self.session.problem = self.session.problem or "no record sequence number verified (trial)"
+        return None
 
     def _label(self) -> str:
         side = "CLIENT" if self.d == self.session.client_dir else "SERVER"
@@ -507,12 +569,40 @@ class TlsDirection:
         self.keys = RecordKeys(kind, hkdf_expand_label(nxt, b"key", key_len, hash_name),  # type: ignore[arg-type]
                                hkdf_expand_label(nxt, b"iv", 12, hash_name), True)
 
+    def _align(self) -> None:
+        """A stream that starts inside a record (a rotated capture): records start at the first
+        header whose record is followed by another header (or ends where the bytes end)."""
+        buf = self.buf
+        pos = 0
+        while True:
+            pos = buf.find(b"\x17\x03\x03", pos)
+            if pos < 0 or len(buf) - pos < 5:
+                keep = max(0, len(buf) - 4) if pos < 0 else pos
+                self.session.fail(keep, "bytes before the first whole record")
+                del buf[:keep]
+                return
+            end = pos + 5 + _U16.unpack_from(buf, pos + 3)[0]
+            if end - pos - 5 <= MAX_RECORD and (end == len(buf) or (
+                    end + 5 <= len(buf) and buf[end] in CONTENT_TYPES and buf[end + 1] == 3)):
+                self.session.fail(pos, "bytes before the first whole record")
+                del buf[:pos]
+                self.lost = False
+                return
+            if end > len(buf) and end - pos - 5 <= MAX_RECORD:
+                del buf[:pos]  # wait for the rest of the candidate record
+                return
+            pos += 1
+
     def _resync(self, ts: int, number: int) -> None:
         """After a gap: find the next record whose tag verifies with a sequence number at most
         RESYNC_RECORDS past the expected one, and go on from there (bounded: RESYNC_CANDIDATES
         record headers per gap). Bytes passed over are counted as not decrypted."""
         keys = self.keys
         buf = self.buf
+        s = self.session
+        if keys is None and not self.encrypted and not s.handshake_seen and s.keylog is not None:
+            self._align()
+            return
         if keys is None or not self.encrypted:
             self.session.fail(len(buf), self.session.problem or "a gap in the capture before the keys were known")
             buf.clear()

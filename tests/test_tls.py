@@ -295,3 +295,34 @@ def test_the_certificate_is_the_one_the_proxy_served(name):
         if tls13 and not keys:
             want = {(None, None, None)}  # encrypted in TLS 1.3: not shown without the key log
         assert {(r["tls_cert_subject"], r["tls_cert_issuer"], r["tls_cert_not_after"]) for r in conns} == want
+
+
+def test_rotated_parts_decrypt_without_their_handshakes(tmp_path):
+    """The capture rotated into three parts (as tcpdump -C would): connections whose handshake is
+    in an earlier part are decrypted by trying the key log's unclaimed TLS 1.3 secrets on their
+    first whole record. Together the parts decrypt every byte the whole does, and carry its
+    frames."""
+    name = "tls13-aes256gcm"
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    packets, _lt = damage.read(pcap)
+    parts = damage.split(pcap, tmp_path / "parts", len(packets) // 3 + 1)
+    assert len(parts) == 3
+    port = info["tls_port"]
+
+    def conns(path):
+        return [r for r in read_capture(path, rows="connections", tlsKeyLog=str(keylog)).to_pylist()
+                if r["broker_port"] == port]
+
+    whole = conns(pcap)
+    pieces = [r for p in parts for r in conns(p)]
+    assert len(pieces) > len(whole)  # some connections run across a cut
+    assert sum(r["tls_decrypted_bytes"] for r in pieces) == sum(r["tls_decrypted_bytes"] for r in whole)
+    assert all(r["tls_undecrypted_bytes"] == 0 for r in pieces)
+    frames = Counter()
+    for p in parts:
+        frames += _frames(read_capture(p, rows="messages", tlsKeyLog=str(keylog)).to_pylist(), port)
+    want = _frames(read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist(), port)
+    # the same frames; a response whose request is in the part before shows no api (request_missing)
+    assert Counter((k[0], k[3]) for k in frames.elements()) == Counter((k[0], k[3]) for k in want.elements())
+    assert frames - want == Counter({k: n for k, n in (frames - want).items() if k[0] == "response" and k[1] is None})
