@@ -326,3 +326,49 @@ def test_rotated_parts_decrypt_without_their_handshakes(tmp_path):
     # the same frames; a response whose request is in the part before shows no api (request_missing)
     assert Counter((k[0], k[3]) for k in frames.elements()) == Counter((k[0], k[3]) for k in want.elements())
     assert frames - want == Counter({k: n for k, n in (frames - want).items() if k[0] == "response" and k[1] is None})
+
+
+def test_security_audit_on_tls_traffic(spark, tmp_path):
+    """The security audit on the three TLS captures: versions and suites per client and listener as
+    the proxy was configured, none weak; the proxy's certificate with its days left (valid until
+    2027-11-01); the loopback client that talks TLS to the proxy and plaintext to the broker (the
+    proxy's own hop); a suite without AEAD and TLS 1.1 flagged, from hand-made connection rows."""
+    import datetime as dt
+
+    from pyspark.sql import Row
+
+    from spark_kafkawire.audits import AUDITS, Policy, Rows, policies
+
+    paths = [str(_files(n)[0]) for n in NAMES]
+    keylogs = ",".join(str(_files(n)[1]) for n in NAMES)
+
+    def shape(rows):
+        return spark.read.format("kafkawire").option("rows", rows).option("tlsKeyLog", keylogs).load(paths)
+
+    rows = Rows(shape("exchanges"), shape("connections"), shape("partitions"))
+    res = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["security"](rows, Policy()).items()}
+    seen = {(r["listener"].split(":")[1], r["tls_version"], r["tls_cipher"]) for r in res["tls_versions"]}
+    want = {(str(i["tls_port"]), VERSION[i["version"]],
+             "TLS_AES_256_GCM_SHA384" if i["ciphers"] is None else
+             {"ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+              "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"}[i["ciphers"]])
+            for i in MANIFEST.values()}
+    assert seen == want and not any(r["weak"] for r in res["tls_versions"])
+    days = (dt.date(2027, 11, 1) - dt.date.today()).days
+    assert {(r["tls_cert_subject"], r["days_left"], r["expiring"]) for r in res["certificates"]} == \
+        {("O=kafkawire tests,CN=broker.test", days, days < 30)}
+    assert {r["listener"].split(":")[1] for r in res["plaintext_beside_tls"]} == \
+        {str(i["broker_port"]) for i in MANIFEST.values()}
+    verdicts = {v.name: v.ok for v in policies({"security": res}, Policy(min_certificate_days=days + 1))}
+    assert verdicts["no TLS 1.0/1.1 or suite without AEAD"] is True
+    assert verdicts[f"no server certificate expires within {days + 1} days"] is False
+    # weak TLS, from hand-made connection rows (no client here speaks it)
+    conns = rows.connections.limit(0).unionByName(spark.createDataFrame([
+        Row(**{**{c: None for c in rows.connections.columns}, "protocol": "tls", "broker_ip": "10.0.0.1",
+               "broker_port": 9093, "client_ip": "10.0.0.2", "tls_version": v, "tls_cipher": c,
+               "first_time": dt.datetime(2026, 11, 24)})
+        for v, c in (("TLS 1.1", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"), ("TLS 1.2", "TLS_RSA_WITH_AES_128_CBC_SHA"),
+                     ("TLS 1.2", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"))], schema=rows.connections.schema))
+    weak = AUDITS["security"](Rows(rows.exchanges.limit(0), conns, rows.partitions.limit(0)), Policy())
+    assert {(r["tls_version"], r["weak"]) for r in weak["tls_versions"].collect()} == \
+        {("TLS 1.1", True), ("TLS 1.2", True), ("TLS 1.2", False)}

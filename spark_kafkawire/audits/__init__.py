@@ -43,6 +43,8 @@ class Policy:
     max_p99_ms: dict[str, float] = field(default_factory=dict)  # api_name -> p99 bound (where n >= min_n)
     min_latency_n: int = 20  # fewer exchanges than this: no percentile is claimed
     allow_plain_without_tls: bool = False  # SASL PLAIN on a connection that is not TLS
+    allow_weak_tls: bool = False  # TLS 1.0/1.1 (or SSL), or a suite without AEAD (CBC, RC4, 3DES)
+    min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
     max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
 
 
@@ -231,14 +233,17 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                  F.count("*").alias("kafka_connections"),
                  F.sum(F.when(F.col("sasl_mechanism").isNotNull(), 1).otherwise(0)).alias("authenticated"))
             .orderBy("listener"))
-    tls = (rows.connections.where(F.col("protocol") == "tls").withColumn("listener", _listener())
-           .withColumn("capture_date", F.to_date("first_time"))
-           .groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections")))
+    conns = rows.connections.withColumn("listener", _listener()).withColumn("capture_date", F.to_date("first_time"))
+    tls_conns = conns.where(F.col("protocol") == "tls")
+    tls = tls_conns.groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections"))
     mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(0, ["tls_connections", "kafka_connections",
                                                                           "authenticated"])
-    # decoded as Kafka at all means the connection is not TLS: a PLAIN login on it is readable, once
-    # credentials were sent (a handshake the broker never answered, with no token after it, is not)
+    # a PLAIN login is readable on the wire where the connection is not TLS (a TLS connection is
+    # decoded as Kafka too where its key log was given), once credentials were sent (a handshake the
+    # broker never answered, with no token after it, is not)
+    encrypted = tls_conns.select("capture_file", "client_ip", "client_port", "listener").distinct()
     plain = (per_conn.where((F.col("sasl_mechanism") == "PLAIN") & F.col("credentials_sent"))
+             .join(encrypted, ["capture_file", "client_ip", "client_port", "listener"], "left_anti")
              .groupBy("capture_date", "listener", "client_ip", "client_id", "sasl_user")
              .agg(F.count("*").alias("connections"))
              .orderBy("listener", "client_ip"))
@@ -249,7 +254,31 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
               .agg(F.count("*").alias("connections"), F.array_sort(F.array_distinct(F.flatten(F.collect_list("apis"))))
                    .alias("apis"))
               .orderBy("listener", "client_ip"))
-    return {"sasl_mechanisms": mech, "plain_without_tls": plain, "unauthenticated": unauth}
+    # TLS: versions and suites per client and listener, weak ones flagged
+    weak = F.col("tls_version").isin("SSL 3.0", "TLS 1.0", "TLS 1.1") | \
+        ~(F.col("tls_cipher").contains("GCM") | F.col("tls_cipher").contains("CHACHA20") |
+          F.col("tls_cipher").contains("CCM"))
+    tls_versions = (tls_conns.groupBy("capture_date", "listener", "client_ip", "tls_version", "tls_cipher", "tls_ja3")
+                    .agg(F.count("*").alias("connections"))
+                    .withColumn("weak", F.coalesce(weak, F.lit(False)))
+                    .orderBy("listener", "client_ip", "tls_version"))
+    certs = (tls_conns.where(F.col("tls_cert_not_after").isNotNull())
+             .groupBy("capture_date", "listener", "tls_cert_subject", "tls_cert_issuer", "tls_cert_not_after")
+             .agg(F.count("*").alias("connections"))
+             .withColumn("days_left", F.datediff(F.to_date("tls_cert_not_after"), F.current_date()))
+             .withColumn("expiring", F.col("days_left") < F.lit(policy.min_certificate_days))
+             .orderBy("days_left"))
+    # clients that use TLS somewhere and also talk plaintext Kafka to a listener
+    by_client = conns.where(F.col("protocol").isin("tls", "kafka")).groupBy("capture_date", "client_ip") \
+        .agg(F.collect_set("protocol").alias("protocols"))
+    both = by_client.where(F.array_contains("protocols", "tls") & F.array_contains("protocols", "kafka"))
+    mixed = (conns.where(F.col("protocol") == "kafka").join(both.select("capture_date", "client_ip"),
+                                                            ["capture_date", "client_ip"])
+             .groupBy("capture_date", "client_ip", "listener").agg(F.count("*").alias("plaintext_connections"))
+             .orderBy("client_ip", "listener"))
+    return {"sasl_mechanisms": mech, "plain_without_tls": plain, "unauthenticated": unauth,
+            "tls_versions": tls_versions, "certificates": certs, "plaintext_beside_tls": mixed}
+
 
 
 # -- capture health ------------------------------------------------------------------------------
@@ -352,6 +381,16 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
         who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} "
                       f"(user {r['sasl_user'] if r['sasl_user'] is not None else 'not captured'})" for r in plain})
         out.append(Verdict("no SASL PLAIN login outside TLS", not plain, "; ".join(who) if who else "none seen"))
+    if "security" in results and not policy.allow_weak_tls:
+        weak = sorted({f"{r['client_ip']} -> {r['listener']}: {r['tls_version']} {r['tls_cipher']}"
+                       for r in results["security"]["tls_versions"] if r["weak"]})
+        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, "; ".join(weak) if weak else "none seen"))
+    if "security" in results:
+        soon = sorted({f"{r['listener']}: {r['tls_cert_subject']} until {r['tls_cert_not_after']}"
+                       for r in results["security"]["certificates"]
+                       if r["days_left"] is not None and r["days_left"] < policy.min_certificate_days})
+        out.append(Verdict(f"no server certificate expires within {policy.min_certificate_days} days", not soon,
+                           "; ".join(soon) if soon else "none seen"))
     if policy.max_gap_fraction is not None and "capture_health" in results:
         files = results["capture_health"]["capture_files"]
         got = sum(r["bytes"] or 0 for r in files)

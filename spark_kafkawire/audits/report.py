@@ -28,7 +28,9 @@ INTRO = {
               "rebalances (new generations) per hour, group errors such as REBALANCE_IN_PROGRESS.",
     "security": "SASL mechanisms per listener; SASL PLAIN logins on connections that are not TLS (the password "
                 "crosses the network readable; it is never stored here); clients that never authenticate on a "
-                "listener where others do.",
+                "listener where others do; TLS versions, suites and client fingerprints (JA3) per client and "
+                "listener, TLS 1.0/1.1 and suites without AEAD flagged; server certificates by days left; "
+                "clients that use TLS and also plaintext Kafka.",
     "capture_health": "How far the other audits can be trusted: per capture file, bytes the capture lost (gaps), "
                       "resyncs, bytes that could not be framed, damage, unanswered requests; then the "
                       "connections with damage.",
