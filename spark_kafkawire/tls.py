@@ -64,9 +64,10 @@ CLIENT_HELLO, SERVER_HELLO, CERTIFICATE, FINISHED, KEY_UPDATE = 1, 2, 11, 20, 24
 #: the random of a HelloRetryRequest (RFC 8446 4.1.3): not a ServerHello that settles the session
 HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 MAX_HANDSHAKE_BUFFER = 1 << 18  # a certificate chain larger than this is not read
-RESYNC_RECORDS = 16  # after a gap: record sequence numbers tried from the expected one on
+RESYNC_RECORDS = 4096  # after a gap: record sequence numbers tried per candidate record
 RESYNC_CANDIDATES = 8  # after a gap: record headers tried before giving the direction up
-RESYNC_BUDGET = 4096  # trial decryptions per connection, all gaps together
+RESYNC_BUDGET = 1 << 16  # trial decryptions per connection, all gaps together
+MIN_PROTECTED = 22  # the smallest protected record: header, tag and (TLS 1.3) the inner content type
 TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
 TRIAL_BUDGET = 200_000  # without the handshake: trial decryptions per connection
 
@@ -105,7 +106,7 @@ def prf12(secret: bytes, label: bytes, seed: bytes, length: int, hash_name: str)
 class RecordKeys:
     """One direction's record protection: an AEAD, its IV and the record sequence number."""
 
-    __slots__ = ("aead", "iv", "seq", "tls13", "explicit")
+    __slots__ = ("aead", "iv", "seq", "tls13", "explicit", "overhead")
 
     def __init__(self, kind: str, key: bytes, iv: bytes, tls13: bool):
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
@@ -115,6 +116,8 @@ class RecordKeys:
         self.seq = 0
         self.tls13 = tls13
         self.explicit = kind == "gcm" and not tls13  # TLS 1.2 GCM: 8 explicit nonce bytes per record
+        #: bytes of a record that are not plaintext: header, tag, explicit nonce or inner content type
+        self.overhead = 5 + 16 + (8 if self.explicit else 1 if tls13 else 0)
 
     def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
         """The record's plaintext (TLS 1.3: its inner plaintext), or None where its tag does not
@@ -397,7 +400,8 @@ class TlsDirection:
     """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
     the decrypted application data out to the direction's Kafka framer."""
 
-    __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "encrypted", "hs", "lost", "tried", "phase")
+    __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "encrypted", "hs", "lost", "tried", "phase",
+                 "missing")
 
     def __init__(self, session: TlsSession, d: int):
         self.session = session
@@ -411,6 +415,7 @@ class TlsDirection:
         self.lost = False  # a gap: record boundaries unknown until a record verifies again
         self.tried = 0  # record headers tried since the gap
         self.phase = "handshake"  # TLS 1.3: which traffic secret protects this direction's records
+        self.missing = 0  # bytes lost since the last record that verified (they bound the records lost)
 
     @property
     def out(self):
@@ -449,16 +454,23 @@ class TlsDirection:
             del buf[:pos]
 
     def gap(self, nbytes: int, ts: int, number: int) -> None:
+        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
+        decryption resumes (the records lost are known then: see _resync), so that a frame they
+        cut is passed over exactly rather than scanned for."""
         self.session.fail(nbytes + len(self.buf), "a gap in the capture")
+        self.missing += nbytes + len(self.buf)
         self.buf.clear()
+        if not self.lost and (self.keys is None or not self.encrypted):
+            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
         self.lost = True
         self.tried = 0
-        self.out.gap(nbytes, ts, number)
 
     def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
         pass  # copies of bytes a gap already reported
 
     def end(self) -> None:
+        if self.lost and self.keys is not None and self.encrypted:  # a gap decryption never resumed after
+            self.out.gap(self.missing, self.rec_ts, self.rec_num)
         if self.buf:
             self.session.fail(len(self.buf), "the capture ends inside a record")
             self.buf.clear()
@@ -594,9 +606,11 @@ class TlsDirection:
             pos += 1
 
     def _resync(self, ts: int, number: int) -> None:
-        """After a gap: find the next record whose tag verifies with a sequence number at most
-        RESYNC_RECORDS past the expected one, and go on from there (bounded: RESYNC_CANDIDATES
-        record headers per gap). Bytes passed over are counted as not decrypted."""
+        """After a gap: find the next record whose tag verifies, and go on from there. The bytes
+        lost bound the records lost (at least one per MAX_RECORD bytes, at most one per
+        MIN_PROTECTED): those sequence numbers are tried, fewest lost records first (at most
+        RESYNC_RECORDS per candidate header, RESYNC_CANDIDATES headers per gap, RESYNC_BUDGET per
+        connection). Bytes passed over are counted as not decrypted."""
         keys = self.keys
         buf = self.buf
         s = self.session
@@ -620,21 +634,29 @@ class TlsDirection:
                 return  # wait for the whole candidate record
             self.tried += 1
             header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + n])
-            tries = min(RESYNC_RECORDS, RESYNC_BUDGET - self.session.trials)
-            self.session.trials += max(0, tries)
-            for seq in range(keys.seq, keys.seq + tries):
+            lost = self.missing + pos
+            first = keys.seq + lost // (MAX_RECORD + 5)
+            last = keys.seq + lost // MIN_PROTECTED + 1
+            tries = max(0, min(RESYNC_RECORDS, RESYNC_BUDGET - self.session.trials, last - first + 1))
+            self.session.trials += tries
+            for seq in range(first, first + tries):
                 if keys.open(header, payload, seq) is not None:
                     self.session.fail(pos, "a gap in the capture")
                     del buf[:pos]
+                    # the plaintext lost: every byte lost, less each lost record's overhead
+                    self.out.gap(max(0, lost - (seq - keys.seq) * keys.overhead), ts, number)
                     keys.seq = seq
                     self.lost = False
                     self.tried = 0
+                    self.missing = 0
                     return
             pos += 1
         if self.tried >= RESYNC_CANDIDATES or self.session.trials >= RESYNC_BUDGET:
             # give up on this direction: its bytes are counted, not read
             self.keys = None
             self.session.problem = self.session.problem or "no record verified after a gap"
+            self.out.gap(self.missing, ts, number)
         keep = max(0, len(buf) - 4)
         self.session.fail(keep, "a gap in the capture")
+        self.missing += keep
         del buf[:keep]

@@ -57,6 +57,19 @@ def realistic() -> tuple[Path, int]:
     return path, json.loads(info.read_text())["broker_port"]
 
 
+def tls_workload() -> tuple[Path, Path, dict]:
+    """The TLS workload (tests/tls/make_tls_captures.py): one capture holding the TLS hop and its
+    plaintext hop, and the client's key log."""
+    path, keylog, info = OUT / "tls-bench.pcap", OUT / "tls-bench.keylog", OUT / "tls-bench.json"
+    if not (path.exists() and keylog.exists() and info.exists()):
+        sys.path.insert(0, str(ROOT / "tests" / "tls"))
+        from make_tls_captures import bench_capture
+
+        print("making the TLS benchmark capture (kafka-python through a TLS proxy to Tansu)...", flush=True)
+        bench_capture(OUT)
+    return path, keylog, json.loads(info.read_text())
+
+
 def best_of(cmd: list[str], runs: int = 3, env: dict | None = None) -> float:
     best = float("inf")
     for _ in range(runs):
@@ -67,9 +80,9 @@ def best_of(cmd: list[str], runs: int = 3, env: dict | None = None) -> float:
     return best
 
 
-def ours(path: Path, rows: str = "exchanges", filters: list | None = None) -> list[str]:
+def ours(path: Path, rows: str = "exchanges", filters: list | None = None, **options) -> list[str]:
     return [sys.executable, "-c", "import spark_kafkawire as k; "
-            f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r})"]
+            f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r}, **{options!r})"]
 
 
 def at_once(cmds: list[list[str]]) -> float:
@@ -340,6 +353,14 @@ def main() -> None:
     # what the compiled fast lane buys: the same read by the Python stages alone
     t = best_of(ours(path), env={"KAFKAWIRE_PURE_PYTHON": "1"})
     print(f"  the same, pure Python (no fast lane)  {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x", flush=True)
+
+    # TLS: the same Kafka frames read from the TLS hop with the key log and from the plaintext hop
+    tpath, keylog, tinfo = tls_workload()
+    tls_t = best_of(ours(tpath, ports=str(tinfo["tls_port"]), tlsKeyLog=str(keylog)))
+    plain_t = best_of(ours(tpath, ports=str(tinfo["broker_port"])))
+    mb = tpath.stat().st_size / 1e6
+    print(f"TLS 1.3 hop with the key log {tls_t:.2f} s, its plaintext hop {plain_t:.2f} s "
+          f"({mb:.0f} MB capture, both hops): TLS/plaintext = {tls_t / plain_t:.2f}x", flush=True)
 
     full = best_of(ours(path))
     selective = best_of(ours(path, filters=[("api_key", "=", 3)]))

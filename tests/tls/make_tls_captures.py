@@ -95,11 +95,12 @@ def tls_proxy(listen_port: int, broker_port: int, ctx: ssl.SSLContext) -> thread
     return t
 
 
-def run(name: str, version: ssl.TLSVersion, ciphers: str | None, crt: Path, pem: Path) -> dict:
+def run(name: str, version: ssl.TLSVersion, ciphers: str | None, crt: Path, pem: Path, folder: Path = HERE,
+        records: int = RECORDS, value_size: int = 0) -> dict:
     from kafka import KafkaConsumer, KafkaProducer
 
-    out = HERE / f"{name}.pcap"
-    keylog = HERE / f"{name}.keylog"
+    out = folder / f"{name}.pcap"
+    keylog = folder / f"{name}.keylog"
     keylog.unlink(missing_ok=True)
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(crt, pem)
@@ -126,13 +127,18 @@ def run(name: str, version: ssl.TLSVersion, ciphers: str | None, crt: Path, pem:
             common = dict(bootstrap_servers=f"127.0.0.1:{tls_port}", security_protocol="SSL", ssl_context=client,
                           api_version=(2, 5))
             p = KafkaProducer(client_id=f"tls-producer-{name}", **common)
-            futs = [p.send(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode()) for i in range(RECORDS)]
-            p.flush(20)
+            pad = b"x" * value_size
+            futs = [p.send(TOPIC, key=f"k{i}".encode(), value=f"v{i}".encode() + pad) for i in range(records)]
+            p.flush(120)
             delivered = sum(1 for f in futs if f.succeeded())
             p.close(5)
             c = KafkaConsumer(TOPIC, client_id=f"tls-consumer-{name}", auto_offset_reset="earliest",
                               consumer_timeout_ms=4000, **common)
-            consumed = sum(1 for _ in c)
+            consumed = 0
+            for _ in c:
+                consumed += 1
+                if consumed >= records:
+                    break
             c.close()
         proxy.srv.close()  # type: ignore[attr-defined]
     finally:
@@ -140,6 +146,19 @@ def run(name: str, version: ssl.TLSVersion, ciphers: str | None, crt: Path, pem:
         broker.wait(10)
     return {"tls_port": tls_port, "broker_port": broker_port, "version": version.name, "ciphers": ciphers,
             "delivered": delivered, "consumed": consumed, "keylog": keylog.name}
+
+
+def bench_capture(folder: Path) -> dict:
+    """The benchmark's TLS workload (make bench): 40,000 records of 1 KB produced and consumed over
+    TLS 1.3, both hops captured: the TLS hop and its plaintext hop carry the same Kafka frames."""
+    import tempfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        crt, pem = certificate(Path(tmp))
+        info = run("tls-bench", ssl.TLSVersion.TLSv1_3, None, crt, pem, folder, records=40_000, value_size=1000)
+    (folder / "tls-bench.json").write_text(json.dumps(info) + "\n")
+    return info
 
 
 def main() -> None:
