@@ -8,7 +8,6 @@ its record batches.
 from __future__ import annotations
 
 import sys
-from types import FrameType
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -39,9 +38,9 @@ class KafkaWireDataSource(DataSource):
 
     def reader(self, schema) -> "KafkaWireReader":
         # Spark refuses a reader that has pushFilters when spark.sql.python.filterPushdown.enabled
-        # is off, and asks for it only from its filter-pushdown planner: the reader that takes
-        # filters is given there, so that sessions without the setting read as before
-        cls = FilteringReader if _pushdown_planning() else KafkaWireReader
+        # is off, and asks for it only in its filter-pushdown worker: the reader that takes filters
+        # is given there, so that sessions without the setting read as before
+        cls = FilteringReader if _in_pushdown_worker() else KafkaWireReader
         return cls(dict(self.options))
 
     def streamReader(self, schema):
@@ -77,11 +76,12 @@ class FilteringReader(KafkaWireReader):
         yield from left
 
 
-def _pushdown_planning() -> bool:
-    """Is the caller Spark's filter-pushdown planner (pyspark/sql/worker/data_source_pushdown_filters)?"""
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
-            return True
-        frame = frame.f_back
-    return False
+#: the Python worker Spark runs its filter pushdown in (pyspark/sql/worker/data_source_pushdown_filters.py)
+PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def _in_pushdown_worker() -> bool:
+    """Is this process Spark's filter-pushdown worker? Spark starts one Python process (or daemon)
+    per worker module and names the module on its command line: ``python -m pyspark.daemon
+    <module>``, or ``python -m <module>`` without the daemon."""
+    return any(a == PUSHDOWN_WORKER or a.endswith("data_source_pushdown_filters.py") for a in sys.argv)
