@@ -8,7 +8,7 @@ encrypted: its frames are not Kafka's.
 from __future__ import annotations
 
 from struct import Struct
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Union
 
 CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
                  0x17: "TLS application data"}
@@ -32,7 +32,8 @@ def record_header(chunk: bytes) -> str | None:
 VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
 TLS13 = 0x0304
 
-#: cipher suites: id -> (IANA name, AEAD (None: not decrypted here), key length, hash of the PRF/HKDF)
+#: cipher suites: id -> (IANA name, protection ("gcm", "chacha", "cbc-<MAC hash>"; None: not decrypted
+#: here), key length, hash of the PRF/HKDF)
 SUITES: dict[int, tuple[str, str | None, int, str]] = {
     0x1301: ("TLS_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
     0x1302: ("TLS_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
@@ -48,14 +49,20 @@ SUITES: dict[int, tuple[str, str | None, int, str]] = {
     0x009D: ("TLS_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
     0x009E: ("TLS_DHE_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
     0x009F: ("TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    # named, not decrypted (CBC with HMAC)
-    0x002F: ("TLS_RSA_WITH_AES_128_CBC_SHA", None, 16, "sha256"),
-    0x0035: ("TLS_RSA_WITH_AES_256_CBC_SHA", None, 32, "sha256"),
-    0x003C: ("TLS_RSA_WITH_AES_128_CBC_SHA256", None, 16, "sha256"),
-    0xC013: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", None, 16, "sha256"),
-    0xC014: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", None, 32, "sha256"),
-    0xC027: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", None, 16, "sha256"),
-    0xC028: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384", None, 32, "sha384"),
+    # AES-CBC with HMAC (TLS 1.1 and 1.2; encrypt-then-MAC where negotiated)
+    0x002F: ("TLS_RSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
+    0x0035: ("TLS_RSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
+    0x003C: ("TLS_RSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
+    0x003D: ("TLS_RSA_WITH_AES_256_CBC_SHA256", "cbc-sha256", 32, "sha256"),
+    0xC009: ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
+    0xC00A: ("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
+    0xC013: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
+    0xC014: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
+    0xC023: ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
+    0xC024: ("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384", "cbc-sha384", 32, "sha384"),
+    0xC027: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
+    0xC028: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384", "cbc-sha384", 32, "sha384"),
+    # named, not decrypted
     0x000A: ("TLS_RSA_WITH_3DES_EDE_CBC_SHA", None, 24, "sha256"),
     0x0005: ("TLS_RSA_WITH_RC4_128_SHA", None, 16, "sha256"),
 }
@@ -140,6 +147,59 @@ class RecordKeys:
             return None
 
 
+class CbcKeys:
+    """One direction's record protection with AES-CBC and HMAC (TLS 1.1 and 1.2: an explicit IV
+    per record; MAC-then-encrypt, or encrypt-then-MAC where RFC 7366's extension was agreed)."""
+
+    __slots__ = ("key", "mac_key", "digest", "mac_len", "etm", "seq", "tls13", "overhead")
+
+    def __init__(self, key: bytes, mac_key: bytes, digest: str, etm: bool):
+        import hashlib
+
+        self.key = key
+        self.mac_key = mac_key
+        self.digest = getattr(hashlib, digest)
+        self.mac_len = self.digest().digest_size
+        self.etm = etm
+        self.seq = 0
+        self.tls13 = False
+        self.overhead = 5 + 16 + self.mac_len + 1  # header, IV, MAC, the least padding
+
+    def _mac(self, seq: int, header: bytes, data: bytes) -> bytes:
+        import hmac
+
+        return hmac.new(self.mac_key, seq.to_bytes(8, "big") + header[:3] + len(data).to_bytes(2, "big") + data,
+                        self.digest).digest()
+
+    def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
+        import hmac
+
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+        if self.etm:
+            body, tag = payload[:-self.mac_len], payload[-self.mac_len:]
+            if len(body) < 32 or len(body) % 16 or not hmac.compare_digest(self._mac(seq, header, body), tag):
+                return None
+            payload = body
+        elif len(payload) < 32 or len(payload) % 16:
+            return None
+        dec = Cipher(algorithms.AES(self.key), modes.CBC(payload[:16])).decryptor()
+        plain = dec.update(payload[16:]) + dec.finalize()
+        pad = plain[-1]
+        if pad + 1 > len(plain) or plain[-pad - 1:] != bytes([pad]) * (pad + 1):
+            return None
+        plain = plain[:-pad - 1]
+        if self.etm:
+            return plain
+        if len(plain) < self.mac_len:
+            return None
+        data, tag = plain[:-self.mac_len], plain[-self.mac_len:]
+        return data if hmac.compare_digest(self._mac(seq, header, data), tag) else None
+
+
+Keys = Union[RecordKeys, CbcKeys]
+
+
 class TlsSession:
     """One TLS connection: what its handshake says in clear, and, with its secrets from a key log,
     its two byte streams decrypted into the Kafka framers (``outputs``, by direction).
@@ -170,6 +230,7 @@ class TlsSession:
         self._key_block: bytes | None = None
         self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
         self.trialled = False  # decrypted without its handshake (see trial)
+        self.etm = False  # encrypt-then-MAC agreed (CBC suites)
 
     # -- what the handshake says ---------------------------------------------------------------
     @property
@@ -271,6 +332,8 @@ class TlsSession:
                 self.version = int.from_bytes(data, "big")
             elif ext == 16 and len(data) > 3:  # ALPN chosen
                 self.alpn = [data[3:3 + data[2]].decode("ascii", "replace")]
+            elif ext == 22:  # encrypt_then_mac (RFC 7366): agreed for CBC suites
+                self.etm = True
 
     def _certificate(self, b: bytes) -> None:
         from cryptography import x509
@@ -331,7 +394,7 @@ class TlsSession:
             self._secrets = self.keylog.secrets(self.client_random)
         return self._secrets
 
-    def keys(self, d: int, label: str | None) -> RecordKeys | None:
+    def keys(self, d: int, label: str | None) -> Keys | None:
         """The record keys of direction d: TLS 1.3 from the key log's traffic secret ``label``, TLS
         1.2 from the master secret. None where they are not known (the problem says why)."""
         if self.suite is None or self.version is None:
@@ -356,6 +419,21 @@ class TlsSession:
         if master is None or self.server_random is None or self.client_random is None:
             self.problem = self.problem or "the key log has no secret for this session"
             return None
+        if kind.startswith("cbc"):
+            if self.version != 0x0303 and self.version != 0x0302:
+                why = f"{name} under {self.version_name} is not decrypted (under TLS 1.1 and 1.2 it is)"
+                self.problem = self.problem or why
+                return None
+            digest = kind[4:]
+            mac_len = {"sha1": 20, "sha256": 32, "sha384": 48}[digest]
+            if self._key_block is None:
+                self._key_block = prf12(master, b"key expansion", self.server_random + self.client_random,
+                                        2 * (mac_len + key_len), hash_name)
+            kb = self._key_block
+            client = d == self.client_dir
+            mac_key = kb[:mac_len] if client else kb[mac_len:2 * mac_len]
+            key = kb[2 * mac_len:2 * mac_len + key_len] if client else kb[2 * mac_len + key_len:2 * (mac_len + key_len)]
+            return CbcKeys(key, mac_key, digest, self.etm)
         iv_len = 4 if kind == "gcm" else 12
         if self._key_block is None:
             self._key_block = prf12(master, b"key expansion", self.server_random + self.client_random,
@@ -409,7 +487,7 @@ class TlsDirection:
         self.buf = bytearray()
         self.rec_ts = 0
         self.rec_num = 0
-        self.keys: RecordKeys | None = None
+        self.keys: Keys | None = None
         self.encrypted = False  # records from here on are protected
         self.hs = bytearray()  # handshake messages being put together
         self.lost = False  # a gap: record boundaries unknown until a record verifies again
@@ -520,7 +598,7 @@ class TlsDirection:
         elif ctype == HANDSHAKE:
             self._handshake(plain, ts, number)
 
-    def _sequenced(self, header: bytes, payload: bytes) -> RecordKeys | None:
+    def _sequenced(self, header: bytes, payload: bytes) -> Keys | None:
         """This direction's keys, once the other direction's trial found the session (see
         TlsSession.trial), with the sequence number that verifies this record."""
         keys = self.session.keys(self.d, self._label())

@@ -23,6 +23,12 @@ TLS = Path(__file__).parent / "tls"
 MANIFEST = json.loads((TLS / "manifest.json").read_text())
 NAMES = sorted(MANIFEST)
 VERSION = {"TLSv1_3": "TLS 1.3", "TLSv1_2": "TLS 1.2"}
+#: the suites the proxy was told to use (OpenSSL's names) by their IANA names (RFC 5289, RFC 7905);
+#: TLS 1.3 was left to OpenSSL, which prefers TLS_AES_256_GCM_SHA384
+IANA = {None: "TLS_AES_256_GCM_SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        "ECDHE-RSA-AES128-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"}
 
 
 def _files(name):
@@ -56,7 +62,7 @@ def test_decrypted_tls_hop_carries_the_plaintext_hops_frames(name):
     pcap, keylog = _files(name)
     rows = read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist()
     tls, plain = _frames(rows, info["tls_port"]), _frames(rows, info["broker_port"])
-    assert sum(tls.values()) >= 30
+    assert sum(tls.values()) >= 20
     assert tls - plain == Counter()
     exchanges = read_capture(pcap, tlsKeyLog=str(keylog)).to_pylist()
     unanswered = {(r["api_key"], r["api_version"], r["correlation_id"], r["client_id"]) for r in exchanges
@@ -90,10 +96,7 @@ def test_without_the_key_log_one_tls_row_per_connection_with_the_negotiated_vers
         assert "no key log given" in r["detail"]
     conns = [r for r in read_capture(pcap, rows="connections").to_pylist() if r["broker_port"] == info["tls_port"]]
     assert {r["tls_version"] for r in conns} == {VERSION[info["version"]]}
-    if info["ciphers"]:
-        assert {r["tls_cipher"] for r in conns} == {"TLS_ECDHE_RSA_WITH_" + info["ciphers"].split("-", 2)[2]
-                                                    .replace("-", "_").replace("AES256", "AES_256")
-                                                    .replace("CHACHA20_POLY1305", "CHACHA20_POLY1305_SHA256")}
+    assert {r["tls_cipher"] for r in conns} == {IANA[info["ciphers"]]}
     assert all(r["tls_decrypted_bytes"] == 0 and r["tls_undecrypted_bytes"] > 0 for r in conns)
 
 
@@ -206,7 +209,7 @@ def test_spark_reads_tls_with_the_key_log(spark):
     got = Counter((r["direction"], r["api_key"], r["correlation_id"], r["client_port"]) for r in df.collect())
     want = Counter((r["direction"], r["api_key"], r["correlation_id"], r["client_port"])
                    for r in read_capture(pcap, rows="messages", tlsKeyLog=str(keylog)).to_pylist())
-    assert got == want and sum(got.values()) > 60
+    assert got == want and sum(got.values()) >= 40
 
 
 class _Out:
@@ -348,19 +351,17 @@ def test_security_audit_on_tls_traffic(spark, tmp_path):
     rows = Rows(shape("exchanges"), shape("connections"), shape("partitions"))
     res = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["security"](rows, Policy()).items()}
     seen = {(r["listener"].split(":")[1], r["tls_version"], r["tls_cipher"]) for r in res["tls_versions"]}
-    want = {(str(i["tls_port"]), VERSION[i["version"]],
-             "TLS_AES_256_GCM_SHA384" if i["ciphers"] is None else
-             {"ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-              "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"}[i["ciphers"]])
-            for i in MANIFEST.values()}
-    assert seen == want and not any(r["weak"] for r in res["tls_versions"])
+    want = {(str(i["tls_port"]), VERSION[i["version"]], IANA[i["ciphers"]]) for i in MANIFEST.values()}
+    assert seen == want
+    # weak: the CBC suite only (no AEAD)
+    assert {r["tls_cipher"] for r in res["tls_versions"] if r["weak"]} == {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"}
     days = (dt.date(2027, 11, 1) - dt.date.today()).days
     assert {(r["tls_cert_subject"], r["days_left"], r["expiring"]) for r in res["certificates"]} == \
         {("O=kafkawire tests,CN=broker.test", days, days < 30)}
     assert {r["listener"].split(":")[1] for r in res["plaintext_beside_tls"]} == \
         {str(i["broker_port"]) for i in MANIFEST.values()}
     verdicts = {v.name: v.ok for v in policies({"security": res}, Policy(min_certificate_days=days + 1))}
-    assert verdicts["no TLS 1.0/1.1 or suite without AEAD"] is True
+    assert verdicts["no TLS 1.0/1.1 or suite without AEAD"] is False
     assert verdicts[f"no server certificate expires within {days + 1} days"] is False
     # weak TLS, from hand-made connection rows (no client here speaks it)
     conns = rows.connections.limit(0).unionByName(spark.createDataFrame([

@@ -4,10 +4,12 @@ client's own ssl.SSLContext wrote (keylog_filename).
 
     python tests/tls/make_tls_captures.py        (root: packet capture; tcpdump)
 
-One capture per TLS setting: TLS 1.3 (OpenSSL chooses TLS_AES_256_GCM_SHA384), TLS 1.2 with AES-256-GCM and TLS 1.2 with
-ChaCha20-Poly1305. The plaintext hop (proxy -> broker) carries the same Kafka frames as the TLS
-hop (client -> proxy): the independent reference the tests compare the decrypted rows with. The
-certificate is made here, self-signed, for "broker.test".
+One capture per TLS setting: TLS 1.3 (OpenSSL chooses TLS_AES_256_GCM_SHA384), TLS 1.2 with
+AES-256-GCM, TLS 1.2 with ChaCha20-Poly1305 and TLS 1.2 with AES-128-CBC and HMAC-SHA256 (OpenSSL
+agrees encrypt-then-MAC). The plaintext hop (proxy -> broker) carries the same Kafka frames as the
+TLS hop (client -> proxy): the independent reference the tests compare the decrypted rows with.
+The certificate is made here, self-signed, for "broker.test"; make one setting again with its name
+as the argument.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SETTINGS = {
     "tls13-aes256gcm": (ssl.TLSVersion.TLSv1_3, None),
     "tls12-aes256gcm": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES256-GCM-SHA384"),
     "tls12-chacha20": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-CHACHA20-POLY1305"),
+    "tls12-aes128cbc-sha256": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES128-SHA256"),
 }
 TOPIC = "secure-orders"
 RECORDS = 7
@@ -164,9 +167,11 @@ def bench_capture(folder: Path) -> dict:
 def main() -> None:
     import tempfile
 
+    names = sys.argv[1:] or list(SETTINGS)
+    manifest = json.loads((HERE / "manifest.json").read_text()) if (HERE / "manifest.json").exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         crt, pem = certificate(Path(tmp))
-        manifest = {name: run(name, v, c, crt, pem) for name, (v, c) in SETTINGS.items()}
+        manifest.update({name: run(name, *SETTINGS[name], crt, pem) for name in names})
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     print(json.dumps(manifest, indent=2))
 
