@@ -419,30 +419,23 @@ class TlsSession:
         if master is None or self.server_random is None or self.client_random is None:
             self.problem = self.problem or "the key log has no secret for this session"
             return None
-        if kind.startswith("cbc"):
-            if self.version != 0x0303 and self.version != 0x0302:
-                why = f"{name} under {self.version_name} is not decrypted (under TLS 1.1 and 1.2 it is)"
-                self.problem = self.problem or why
-                return None
-            digest = kind[4:]
-            mac_len = {"sha1": 20, "sha256": 32, "sha384": 48}[digest]
-            if self._key_block is None:
-                self._key_block = prf12(master, b"key expansion", self.server_random + self.client_random,
-                                        2 * (mac_len + key_len), hash_name)
-            kb = self._key_block
-            client = d == self.client_dir
-            mac_key = kb[:mac_len] if client else kb[mac_len:2 * mac_len]
-            key = kb[2 * mac_len:2 * mac_len + key_len] if client else kb[2 * mac_len + key_len:2 * (mac_len + key_len)]
-            return CbcKeys(key, mac_key, digest, self.etm)
-        iv_len = 4 if kind == "gcm" else 12
+        cbc = kind.startswith("cbc")
+        if cbc and self.version not in (0x0302, 0x0303):
+            self.problem = self.problem or f"{name} under {self.version_name} is not decrypted (under TLS 1.1 and " \
+                "1.2 it is)"
+            return None
+        # the key block: client and server MAC keys (CBC) or keys, then client and server keys (CBC)
+        # or IVs (RFC 5246 6.3)
+        first, second = ({"sha1": 20, "sha256": 32, "sha384": 48}[kind[4:]], key_len) if cbc else \
+            (key_len, 4 if kind == "gcm" else 12)
         if self._key_block is None:
             self._key_block = prf12(master, b"key expansion", self.server_random + self.client_random,
-                                    2 * (key_len + iv_len), hash_name)
+                                    2 * (first + second), hash_name)
         kb = self._key_block
-        client = d == self.client_dir
-        key = kb[:key_len] if client else kb[key_len:2 * key_len]
-        iv = kb[2 * key_len:2 * key_len + iv_len] if client else kb[2 * key_len + iv_len:2 * (key_len + iv_len)]
-        return RecordKeys(kind, key, iv, False)
+        at = 0 if d == self.client_dir else 1
+        one = kb[at * first:(at + 1) * first]
+        two = kb[2 * first + at * second:2 * first + (at + 1) * second]
+        return CbcKeys(two, one, kind[4:], self.etm) if cbc else RecordKeys(kind, one, two, False)
 
 
 def _grease(v: int) -> bool:

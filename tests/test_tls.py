@@ -178,28 +178,32 @@ def test_decryption_resumes_after_a_lost_segment(tmp_path):
     assert any(k[3] == last for k in got if k[0] == "request")
 
 
-@pytest.mark.external
-def test_tshark_decrypts_the_same_frames():
-    """tshark, given the same key log, finds the same Kafka frames on the TLS hop."""
+def _tshark(pcap, port, *args):
+    """tshark's fields of the capture, the TLS hop's port read as TLS carrying Kafka."""
     assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
-    for name in NAMES:
-        info = MANIFEST[name]
-        pcap, keylog = _files(name)
-        port = info["tls_port"]
-        cmd = ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-d", f"tcp.port=={port},tls",
-               "-d", f"tls.port=={port},kafka", "-Y", f"kafka && tcp.port=={port}", "-T", "fields",
-               "-E", "aggregator=;", "-e", "tcp.dstport", "-e", "kafka.correlation_id", "-e", "kafka.api_key"]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        theirs = Counter()
-        for line in out.splitlines():
-            dport, corrs, keys = (line.split("\t") + ["", ""])[:3]
-            direction = "request" if int(dport) == port else "response"
-            for c in corrs.split(";"):
-                if c:
-                    theirs[(direction, int(c))] += 1
-        ours = Counter((k[0], k[3]) for k in _frames(read_capture(pcap, rows="messages", tlsKeyLog=str(keylog))
-                                                      .to_pylist(), port).elements())
-        assert theirs == ours, name
+    cmd = ["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},tls", "-d", f"tls.port=={port},kafka", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.external
+@pytest.mark.parametrize("name", NAMES)
+def test_tshark_decrypts_the_same_frames(name):
+    """tshark, given the same key log, finds the same Kafka frames on the TLS hop."""
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    port = info["tls_port"]
+    out = _tshark(pcap, port, "-o", f"tls.keylog_file:{keylog}", "-Y", f"kafka && tcp.port=={port}", "-T", "fields",
+                  "-E", "aggregator=;", "-e", "tcp.dstport", "-e", "kafka.correlation_id")
+    theirs = Counter()
+    for line in out.splitlines():
+        dport, corrs = (line.split("\t") + [""])[:2]
+        direction = "request" if int(dport) == port else "response"
+        for c in corrs.split(";"):
+            if c:
+                theirs[(direction, int(c))] += 1
+    ours = Counter((k[0], k[3]) for k in _frames(read_capture(pcap, rows="messages", tlsKeyLog=str(keylog))
+                                                  .to_pylist(), port).elements())
+    assert theirs == ours
 
 
 def test_spark_reads_tls_with_the_key_log(spark):
@@ -268,20 +272,18 @@ def test_hostile_tls_bytes_are_counted_never_raised(name, where, junk, cut):
 
 
 @pytest.mark.external
-def test_client_fingerprints_agree_with_tshark():
+@pytest.mark.parametrize("name", NAMES)
+def test_client_fingerprints_agree_with_tshark(name):
     """The JA3 fingerprint of every ClientHello equals tshark's (tls.handshake.ja3)."""
-    assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
-    for name in NAMES:
-        info = MANIFEST[name]
-        pcap, _ = _files(name)
-        port = info["tls_port"]
-        out = subprocess.run(["tshark", "-r", str(pcap), "-d", f"tcp.port=={port},tls", "-Y", "tls.handshake.type == 1",
-                              "-T", "fields", "-e", "tcp.srcport", "-e", "tls.handshake.ja3"],
-                             capture_output=True, text=True, check=True).stdout
-        theirs = {int(p): h for p, h in (ln.split("\t") for ln in out.splitlines())}
-        ours = {r["client_port"]: r["tls_ja3"] for r in read_capture(pcap, rows="connections").to_pylist()
-                if r["broker_port"] == port}
-        assert ours == theirs and len(theirs) >= 3
+    info = MANIFEST[name]
+    pcap, _ = _files(name)
+    port = info["tls_port"]
+    out = _tshark(pcap, port, "-Y", "tls.handshake.type == 1", "-T", "fields", "-e", "tcp.srcport",
+                  "-e", "tls.handshake.ja3")
+    theirs = {int(p): h for p, h in (ln.split("\t") for ln in out.splitlines())}
+    ours = {r["client_port"]: r["tls_ja3"] for r in read_capture(pcap, rows="connections").to_pylist()
+            if r["broker_port"] == port}
+    assert ours == theirs and len(theirs) >= 3
 
 
 @pytest.mark.parametrize("name", NAMES)
