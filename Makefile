@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup demo test test-fast lint bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup demo test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
 
 setup: $(VENV)/.installed
 
@@ -47,6 +47,7 @@ demo: setup
 SERVERS := spark or cluster or storage
 test: setup system-deps lint
 	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
+	$(MAKE) --no-print-directory test-pure
 	$(PY) -m pytest -m "$(SERVERS)"
 
 # pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs, types on the
@@ -62,6 +63,11 @@ FAST := not spark and not cluster and not storage and not external and not slow
 test-fast:
 	@test -x $(PY) || $(MAKE) setup
 	$(PY) -m pytest -q -n 2 -m "$(FAST)"
+
+# the decoding tests again with no compiled code at all (as an install without a C compiler runs)
+test-pure:
+	@test -x $(PY) || $(MAKE) setup
+	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 bench: setup system-deps
 	$(PY) tests/bench.py

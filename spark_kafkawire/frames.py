@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, NamedTuple
 
+from .compiled import lane_module
 from .wiretypes import Bytes
 from . import protocol
 from .sasl import token_shaped
 
-try:  # pos, target, rest_to and max_frame as C fields the fast lane moves without making ints
-    from ._lane import FramerCore as _FramerBase
+if lane_module is not None:  # pos, target, rest_to and max_frame as C fields the lane moves without making ints
+    _FramerBase: type = lane_module.FramerCore
     _FRAMER_INTS: tuple[str, ...] = ()
-except ImportError:  # built without a compiler: plain slots
+else:  # pure Python: plain slots
     _FramerBase, _FRAMER_INTS = object, ("pos", "target", "rest_to", "max_frame")
 
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default

@@ -11,7 +11,8 @@ or a layer it does not read is left to the Python stages. The results are the sa
 (tests/test_lane.py reads every capture both ways); only the time differs.
 
 Without a C compiler at install time the extension is not built and everything runs in Python.
-``KAFKAWIRE_PURE_PYTHON=1`` in the environment turns the lane off.
+``KAFKAWIRE_PURE_PYTHON=1`` in the environment when the package is imported means no compiled code
+at all (see compiled.py); set later, it turns the lane off for the reads that follow.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ from .predicate import always_decode
 from .protocol import request_header_version, response_header_version
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
 
-try:
-    from . import _lane
-except ImportError:  # built without a compiler: the Python stages do everything
-    _lane = None
+from .compiled import lane_module as _lane
 
 NEVER = (1 << 63) - 1
 #: past a time filter's bound, the reader asks whether reading can stop at every CHECK_EVERY-th packet
@@ -70,6 +68,7 @@ class FastLane:
             for p in reasm.ports:
                 bits[p >> 3] |= 1 << (p & 7)
             bitmap = bytes(bits)
+        assert _lane is not None  # made only where available() (see make)
         self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
                                Frame, Accounting, MIN_FRAME, Segment, reasm.feed)
         self.ended = reasm.ended
@@ -114,7 +113,7 @@ def pairing(decoder) -> Callable | None:
     """The lane's pairing for a decoder: ``sides(st, d)`` giving each direction of a connection an
     on_frame that takes the common frame of another share's row in C (see _lane.c), or None when
     the lane is not available."""
-    if not available():
+    if _lane is None or not available():
         return None
     return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
                          response_header_version, always_decode, leading_field_span, Request, RequestHeader, ConnState,

@@ -27,12 +27,13 @@ from operator import itemgetter
 from collections import OrderedDict, deque
 from typing import Iterator, NamedTuple, Protocol
 
+from .compiled import lane_module
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
-try:  # nxt and captured as C fields the fast lane moves without making ints (see _lane.c)
-    from ._lane import HalfCore as _HalfBase
+if lane_module is not None:  # nxt and captured as C fields the lane moves without making ints (see _lane.c)
+    _HalfBase: type = lane_module.HalfCore
     _HALF_INTS: tuple[str, ...] = ()
-except ImportError:  # built without a compiler: plain slots
+else:  # pure Python: plain slots
     _HalfBase, _HALF_INTS = object, ("nxt", "captured")
 
 MASK32 = 0xFFFFFFFF

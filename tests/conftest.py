@@ -24,6 +24,7 @@ MODULE_MARKS = {
     "test_tshark": ("external",),
     "test_cli": ("external",),
     "test_captures": ("external",),
+    "test_lane": ("compiled",),
 }
 
 
@@ -44,6 +45,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(mark)
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker("spark")
+        if os.environ.get("KAFKAWIRE_PURE_PYTHON") and item.get_closest_marker("compiled"):
+            item.add_marker(pytest.mark.skip(reason="KAFKAWIRE_PURE_PYTHON=1: no compiled code to compare with"))
         if not SHARED.is_dir():
             try:
                 source = inspect.getsource(item.function)

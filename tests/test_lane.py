@@ -384,9 +384,10 @@ def test_the_pairing_remembers_what_the_protocol_says():
 
 
 def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
-    """Built without a C compiler, HalfStream and Framer keep their counters in plain slots (with
-    it, in the extension's C fields) and the Python stages read everything: the rows are the
-    lane's, in every row shape of every sample capture."""
+    """Built without a C compiler, or with KAFKAWIRE_PURE_PYTHON=1 when the package is imported
+    (then the extension is not even loaded), HalfStream and Framer keep their counters in plain
+    slots (with it, in the extension's C fields) and the Python stages read everything: the rows
+    are the lane's, in every row shape of every sample capture."""
     import subprocess
     import sys
 
@@ -396,16 +397,19 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
         "import spark_kafkawire\n"
         "from spark_kafkawire import frames, lane, tcp\n"
         "assert lane.available() == (sys.argv[1] == 'with')\n"
-        "print(tcp.HalfStream.__mro__[1].__name__, frames.Framer.__mro__[1].__name__)\n"
+        "print(tcp.HalfStream.__mro__[1].__name__, frames.Framer.__mro__[1].__name__,\n"
+        "      sys.modules.get('spark_kafkawire._lane') is not None)\n"
         "for shape in ('exchanges', 'messages', 'connections'):\n"
         "    print(shape, spark_kafkawire.read_capture(sys.argv[2], rows=shape).to_pylist())\n"
     )
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
     out = {how: subprocess.run([sys.executable, "-c", script, how, str(SAMPLES)], capture_output=True, text=True,
-                               check=True, env={k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"})
-           .stdout.split("\n", 1) for how in ("with", "without")}
-    assert out["with"][0] == "HalfCore FramerCore" and out["without"][0] == "object object"
+                               check=True, env={**env, "KAFKAWIRE_PURE_PYTHON": "1"} if how == "pure" else env)
+           .stdout.split("\n", 1) for how in ("with", "without", "pure")}
+    assert out["with"][0] == "HalfCore FramerCore True" and out["without"][0] == "object object False"
+    assert out["pure"][0] == "object object False"  # no compiled code loaded at all
     assert len(out["with"][1]) > 100_000
-    assert out["with"][1] == out["without"][1]
+    assert out["with"][1] == out["without"][1] == out["pure"][1]
 
 
 def test_the_pairing_remembers_produce_acks_by_their_bytes():

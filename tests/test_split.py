@@ -232,6 +232,7 @@ def test_the_lanes_pairing_makes_each_share_as_python_does(monkeypatch, path):
         _each_share_both_ways(monkeypatch, path, shape, 2)
 
 
+@pytest.mark.compiled
 def test_the_lanes_pairing_on_a_damaged_capture(monkeypatch, large):
     """The same on the damaged interleaved capture (lost, reordered and duplicated segments, SASL,
     acks=0, transactions), in 3 shares; and the lane takes a good part of the frames of other
