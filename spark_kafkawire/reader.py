@@ -220,7 +220,7 @@ _DOCS = {
         'none',
         'TLS key log (NSS key log format: SSLKEYLOGFILE, Python keylog_filename, Java agents), or a '
         'comma-separated list of them, local or URIs: TLS connections whose secrets it holds are decrypted '
-        '(TLS 1.2 and 1.3, AES-GCM and ChaCha20-Poly1305); read once per task, never shown'),
+        '(TLS 1.2 and 1.3: AES-GCM, ChaCha20-Poly1305, AES-CBC with HMAC); read once per task, never shown'),
     'minPartitions': (
         'CPU count, at most 4',
         'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),

@@ -23,12 +23,16 @@ TLS = Path(__file__).parent / "tls"
 MANIFEST = json.loads((TLS / "manifest.json").read_text())
 NAMES = sorted(MANIFEST)
 VERSION = {"TLSv1_3": "TLS 1.3", "TLSv1_2": "TLS 1.2"}
-#: the suites the proxy was told to use (OpenSSL's names) by their IANA names (RFC 5289, RFC 7905);
-#: TLS 1.3 was left to OpenSSL, which prefers TLS_AES_256_GCM_SHA384
-IANA = {None: "TLS_AES_256_GCM_SHA384",
-        "ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+#: the TLS 1.2 suites the proxy was told to use (OpenSSL's names) by their IANA names (RFC 5289, RFC
+#: 7905); TLS 1.3 suites are configured by their IANA names, or left to OpenSSL (TLS_AES_256_GCM_SHA384)
+IANA = {"ECDHE-RSA-AES256-GCM-SHA384": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
         "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
         "ECDHE-RSA-AES128-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"}
+
+
+def _suite(info):
+    """The suite the capture script configured, by its IANA name."""
+    return IANA[info["ciphers"]] if info["ciphers"] else info.get("tls13_suite") or "TLS_AES_256_GCM_SHA384"
 
 
 def _files(name):
@@ -96,7 +100,8 @@ def test_without_the_key_log_one_tls_row_per_connection_with_the_negotiated_vers
         assert "no key log given" in r["detail"]
     conns = [r for r in read_capture(pcap, rows="connections").to_pylist() if r["broker_port"] == info["tls_port"]]
     assert {r["tls_version"] for r in conns} == {VERSION[info["version"]]}
-    assert {r["tls_cipher"] for r in conns} == {IANA[info["ciphers"]]}
+    assert {r["tls_cipher"] for r in conns} == {_suite(info)}
+    assert {r["tls_server_name"] for r in conns} == {info["server_name"]}  # the clients' SNI
     assert all(r["tls_decrypted_bytes"] == 0 and r["tls_undecrypted_bytes"] > 0 for r in conns)
 
 
@@ -353,7 +358,7 @@ def test_security_audit_on_tls_traffic(spark, tmp_path):
     rows = Rows(shape("exchanges"), shape("connections"), shape("partitions"))
     res = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["security"](rows, Policy()).items()}
     seen = {(r["listener"].split(":")[1], r["tls_version"], r["tls_cipher"]) for r in res["tls_versions"]}
-    want = {(str(i["tls_port"]), VERSION[i["version"]], IANA[i["ciphers"]]) for i in MANIFEST.values()}
+    want = {(str(i["tls_port"]), VERSION[i["version"]], _suite(i)) for i in MANIFEST.values()}
     assert seen == want
     # weak: the CBC suite only (no AEAD)
     assert {r["tls_cipher"] for r in res["tls_versions"] if r["weak"]} == {"TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256"}
@@ -375,3 +380,40 @@ def test_security_audit_on_tls_traffic(spark, tmp_path):
     weak = AUDITS["security"](Rows(rows.exchanges.limit(0), conns, rows.partitions.limit(0)), Policy())
     assert {(r["tls_version"], r["weak"]) for r in weak["tls_versions"].collect()} == \
         {("TLS 1.1", True), ("TLS 1.2", True), ("TLS 1.2", False)}
+
+
+def test_filters_shares_and_the_streaming_source_read_tls_as_the_whole(tmp_path):
+    """With the key log: a filtered read keeps exactly the whole read's rows that pass; the three
+    shares of the file together are the whole; the streaming source reads what a batch read does."""
+    import os
+    import shutil
+    import time
+
+    import pyarrow as pa
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark_kafkawire.reader import iter_batches
+    from spark_kafkawire.stream import KafkaWireStreamReader
+
+    name = "tls13-aes256gcm"
+    pcap, keylog = _files(name)
+    key = dict(tlsKeyLog=str(keylog))
+    whole = read_capture(pcap, **key).to_pylist()
+    assert sum(r["api_key"] == 0 for r in whole) >= 2
+    assert read_capture(pcap, filters=[("api_key", "=", 0)], **key).to_pylist() == [r for r in whole
+                                                                                     if r["api_key"] == 0]
+    shares = [r for k in range(3) for b in iter_batches(str(pcap), key, share=(k, 3)) for r in b.to_pylist()]
+    ordered = lambda rows: sorted(rows, key=repr)  # noqa: E731
+    assert ordered(shares) == ordered(whole)
+    d = tmp_path / "rotating"
+    d.mkdir()
+    shutil.copy(pcap, d / "cap.pcap")
+    an_hour_ago = time.time() - 3600  # complete, and well within maxFileAge
+    os.utime(d / "cap.pcap", (an_hour_ago, an_hour_ago))
+    reader = KafkaWireStreamReader({"path": str(d), "completeAfterSeconds": "0", **key})
+    end = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    streamed = [r for p in reader.partitions(reader.initialOffset(), end) for b in reader.read(p)
+                for r in pa.Table.from_batches([b]).to_pylist()]
+    assert {r["capture_file"] for r in streamed} == {str(d / "cap.pcap")}
+    unfiled = lambda rows: ordered([{k: v for k, v in r.items() if k != "capture_file"} for r in rows])  # noqa: E731
+    assert unfiled(streamed) == unfiled(whole)
