@@ -7,11 +7,17 @@ import sys
 from pathlib import Path
 
 
-def spark_session(app_name: str = "kafkawire", master: str | None = None):
+def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False):
     """Get or create a SparkSession whose Python workers run this interpreter.
 
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
     package. Under spark-submit the master comes from spark-submit; otherwise it is local[*].
+
+    ``filter_pushdown=True`` sets ``spark.sql.python.filterPushdown.enabled``: filters on header and
+    endpoint columns are then applied while decoding. It is off by default because Spark (4.1 to
+    4.3) keeps one set of pushed filters per loaded DataFrame: a query that uses one loaded
+    DataFrame twice with different filters (a self-join, a union) reads both with one filter set
+    and gives wrong rows (docs/rows.md, Filters).
     """
     submitted = _submitted()
     if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
@@ -28,9 +34,9 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None):
         builder
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
-        # filters on headers and endpoints are applied while decoding (DataSourceReader.pushFilters)
-        .config("spark.sql.python.filterPushdown.enabled", "true")
     )
+    if filter_pushdown:  # filters on headers and endpoints applied while decoding (DataSourceReader.pushFilters)
+        builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     if master or not submitted:
         builder = builder.master(master or "local[*]")
     spark = builder.getOrCreate()

@@ -157,10 +157,17 @@ SPARK_FILTERS = [
 
 
 def test_spark_pushdown_equals_filter_after_read(spark):
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        _pushdown_equals_filter_after_read(spark)
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def _pushdown_equals_filter_after_read(spark):
     from pyspark.sql import functions as F
 
     df = spark.read.format("kafkawire").load(str(SAMPLES))
-    assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
     cols = ["capture_file", "client_port", "correlation_id", "api_key", "status", "request", "response", "topics"]
     for cond in SPARK_FILTERS:
         plan = df.filter(cond)._jdf.queryExecution().executedPlan().toString()
@@ -176,6 +183,31 @@ def test_spark_pushdown_equals_filter_after_read(spark):
             spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
         assert got == expected and expected, cond
     assert df.filter(F.col("api_key") == 3).count() == read_capture(SAMPLES, filters=[("api_key", "=", 3)]).num_rows
+
+
+def test_default_session_reads_one_dataframe_used_twice_as_two_reads(spark, tmp_path):
+    """spark_session() leaves Spark's filter pushdown off: Spark keeps one pushed filter set per
+    loaded DataFrame, so with it on, a join of one DataFrame filtered two ways read both sides with
+    one side's filters (here: 3 rows instead of the Fetch rows). Off, the join equals the join of
+    two separate reads, and Python's own count of the rows."""
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.sql.python.filterPushdown.enabled", "false") == "false"
+    path = str(SAMPLES / "mock-confluent-group.pcapng")
+
+    def load():
+        return spark.read.format("kafkawire").option("rows", "partitions").load(path)
+
+    def joined(a, b):
+        fetch = a.where(F.col("api_key") == 1).select("client_id", "topic", "record_count")
+        commits = (b.where((F.col("api_key") == 8) & F.col("group_id").isNotNull())
+                   .select("client_id", "topic", "group_id").distinct())
+        return sorted(map(tuple, fetch.join(commits, ["client_id", "topic"], "left").collect()), key=repr)
+
+    once = load()
+    got = joined(once, once)
+    assert got == joined(load(), load())
+    assert len(got) == sum(r["api_key"] == 1 for r in read_capture(path, rows="partitions").to_pylist()) > 0
 
 
 def test_time_bound_stops_reading_once_settled(monkeypatch):
