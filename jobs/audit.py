@@ -99,6 +99,14 @@ def policy_from(args):
     releases = sorted(protocol.release_minimums())
     if p.target_release not in releases:
         raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)}")
+    from spark_kafkawire.audits.wire import FINDINGS
+
+    if isinstance(p.hygiene_fail_on, str) or not all(isinstance(f, str) for f in p.hygiene_fail_on):
+        raise ValueError(f"{args.config}: hygiene_fail_on {p.hygiene_fail_on!r}: give a list of findings, "
+                         f"e.g. [\"acks0\"]")
+    bad = [f for f in p.hygiene_fail_on if f not in FINDINGS]
+    if bad:
+        raise ValueError(f"{args.config}: hygiene_fail_on {bad[0]!r} is not a finding (known: {', '.join(FINDINGS)})")
     return p
 
 

@@ -86,7 +86,7 @@ def mock_cluster():
 
 @contextmanager
 def capture(path: Path, ports: list[int], iface: str = "lo", tool: str = "tcpdump", nano: bool = False,
-            netns: str | None = None):
+            netns: str | None = None, buffer_kib: int | None = None):
     flt = "tcp and (" + " or ".join(f"port {p}" for p in ports) + ")"
     if tool == "dumpcap":
         cmd = ["dumpcap", "-q", "-i", iface, "-f", flt, "-w", str(path)]
@@ -94,6 +94,8 @@ def capture(path: Path, ports: list[int], iface: str = "lo", tool: str = "tcpdum
         cmd = ["tcpdump", "-q", "-U", "-s", "0", "-i", iface, "-w", str(path)]
         if nano:
             cmd += ["--time-stamp-precision=nano"]
+        if buffer_kib:  # bursts of 64 KiB loopback segments overrun tcpdump's default 2 MiB buffer
+            cmd += ["-B", str(buffer_kib)]
         cmd += [flt]
     if netns:
         cmd = ["ip", "netns", "exec", netns] + cmd

@@ -20,8 +20,8 @@ STAGES = [
     {"modes", "table", "rowshapes"},  # exchanges -> rows (Arrow)
     {"lane", "reader"},  # the read loop over all of the above (and its compiled fast lane)
     # the thin layers: Spark, streaming, the command line, the audits
-    {"datasource", "stream", "session", "cli", "__init__", "__main__", "_autoload", "audits", "audits.output",
-     "audits.report"},
+    {"datasource", "stream", "session", "cli", "__init__", "__main__", "_autoload", "audits", "audits.base",
+     "audits.wire", "audits.output", "audits.report"},
 ]
 STAGE = {m: i for i, stage in enumerate(STAGES) for m in stage}
 

@@ -9,57 +9,18 @@ in report order; :func:`policies` checks the results against :class:`Policy`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
+from .base import Policy, Rows, Verdict
+from .base import ex_time as _ex_time
+from .base import listener as _listener
+from .wire import client_hygiene, consumer_lag, lineage, wire_verdicts
 
-
-@dataclass
-class Rows:
-    """The rows of one set of captures, in the shapes the audits read."""
-
-    exchanges: DataFrame
-    connections: DataFrame
-    partitions: DataFrame
-
-    @classmethod
-    def load(cls, spark: SparkSession, paths: list[str], options: dict | None = None) -> "Rows":
-        def shape(rows: str) -> DataFrame:
-            return spark.read.format("kafkawire").options(**(options or {})).option("rows", rows).load(paths)
-
-        return cls(shape("exchanges"), shape("connections"), shape("partitions"))
-
-
-@dataclass
-class Policy:
-    """What a run must find for exit status 0 (``jobs/audit.py`` exits 2 when one fails)."""
-
-    target_release: str = "4.0"  # no client may send a version this release rejects
-    max_error_rate: float | None = None  # errored exchanges / exchanges, overall
-    max_p99_ms: dict[str, float] = field(default_factory=dict)  # api_name -> p99 bound (where n >= min_n)
-    min_latency_n: int = 20  # fewer exchanges than this: no percentile is claimed
-    allow_plain_without_tls: bool = False  # SASL PLAIN on a connection that is not TLS
-    allow_weak_tls: bool = False  # TLS 1.0/1.1 (or SSL), or a suite without AEAD (CBC, RC4, 3DES)
-    min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
-    max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
-
-
-def _date(col: str) -> F.Column:
-    return F.to_date(F.col(col)).alias("capture_date")
-
-
-def _ex_time(ex: DataFrame) -> DataFrame:
-    """Exchange rows with ``time`` (request time, else response time) and ``capture_date``."""
-    t = F.coalesce("request_time", "response_time")
-    return ex.withColumn("time", t).withColumn("capture_date", F.to_date(t))
-
-
-def _listener() -> F.Column:
-    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+__all__ = ["AUDITS", "Policy", "Rows", "Verdict", "policies"]
 
 
 # -- upgrade readiness ---------------------------------------------------------------------------
@@ -343,14 +304,10 @@ AUDITS: dict[str, Callable[[Rows, Policy], dict[str, DataFrame]]] = {
     "groups": groups,
     "security": security,
     "capture_health": capture_health,
+    "lineage": lineage,
+    "consumer_lag": consumer_lag,
+    "client_hygiene": client_hygiene,
 }
-
-
-@dataclass
-class Verdict:
-    name: str
-    ok: bool
-    detail: str
 
 
 def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[Verdict]:
@@ -398,4 +355,4 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
         frac = lost / (got + lost) if got + lost else 0.0
         out.append(Verdict(f"capture lost at most {policy.max_gap_fraction:.2%} of the bytes",
                            frac <= policy.max_gap_fraction, f"{lost} of {got + lost} bytes ({frac:.2%})"))
-    return out
+    return out + wire_verdicts(results, policy)

@@ -7,6 +7,7 @@ import datetime as dt
 import html
 from typing import Sequence
 
+from ..escape import printable
 from . import HIST_EDGES_MS, Verdict
 
 INTRO = {
@@ -31,6 +32,15 @@ INTRO = {
                 "listener where others do; TLS versions, suites and client fingerprints (JA3) per client and "
                 "listener, TLS 1.0/1.1 and suites without AEAD flagged; server certificates by days left; "
                 "clients that use TLS and also plaintext Kafka.",
+    "lineage": "Who writes to and reads from each topic: producers (client id, address, software) and consumers "
+               "(their group where the group protocol shows it) with records and bytes; topics nobody read. The "
+               "graph draws producers, topics and consumers, edge width by bytes, the largest first.",
+    "consumer_lag": "How far behind each consumer is, from its own Fetch requests: the high watermark in the answer "
+                    "minus the offset it asked for (records), and how long ago the record at its position was "
+                    "appended where the capture holds that Produce request. Per group and minute the largest and "
+                    "the 95th percentile over its partitions' fetches.",
+    "client_hygiene": "Patterns on the wire that cost a client or the cluster: one row per client and finding with "
+                      "the evidence, the threshold (a policy key) and the setting to change.",
     "capture_health": "How far the other audits can be trusted: per capture file, bytes the capture lost (gaps), "
                       "resyncs, bytes that could not be framed, damage, unanswered requests; then the "
                       "connections with damage.",
@@ -129,40 +139,162 @@ def timeline(title: str, counts: dict[dt.datetime, float], step: dt.timedelta, y
     return _svg(fig, title)
 
 
-def _plots(audit: str, tables: dict[str, list[dict]], min_n: int) -> str:
+def _label(text: str | None, width: int = 30) -> str:
+    """A capture string as a plot label: controls shown as escapes, '$' not read as math, cut to width."""
+    t = printable(text if text is not None else "(none)")
+    t = t if len(t) <= width else t[: width - 1] + "…"
+    return t.replace("$", r"\$")
+
+
+def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, str], float],
+         limit: int = 20) -> str:
+    """Producers -> topics -> consumers: three columns of nodes, the largest (by bytes) first and
+    the rest of each column summarised as one node, edges as wide as their bytes."""
+    def column(weights: dict[str, float]) -> dict[str, str]:
+        ranked = sorted(weights, key=lambda k: (-weights[k], k))
+        keep = {k: k for k in ranked[:limit]}
+        rest = ranked[limit:]
+        keep.update({k: f"{len(rest)} others" for k in rest})
+        return keep
+
+    def totals(edges: dict[tuple[str, str], float], side: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pair, b in edges.items():
+            out[pair[side]] = out.get(pair[side], 0) + b
+        return out
+
+    cols = [column(totals(left, 0)), column({**totals(left, 1), **totals(right, 0)}), column(totals(right, 1))]
+    nodes = [list(dict.fromkeys(c.values())) for c in cols]
+    tall = max(len(n) for n in nodes)
+    fig, ax = _figure(7.0, max(2.4, 0.32 * tall + 0.9))
+    ys = [{name: 1 - (i + 0.5) / len(n) for i, name in enumerate(n)} for n in nodes]
+    edges: dict[tuple[int, str, str], float] = {}
+    for k, src in ((0, left), (1, right)):
+        for (a, b), w in src.items():
+            key = (k, cols[k][a], cols[k + 1][b])
+            edges[key] = edges.get(key, 0) + w
+    top = max(edges.values(), default=1) or 1
+    for (k, a, b), w in sorted(edges.items(), key=lambda kv: kv[1]):
+        ax.plot([k + 0.08, k + 0.92], [ys[k][a], ys[k + 1][b]], color="#4a78b5", alpha=0.55,
+                linewidth=0.6 + 7 * w / top, solid_capstyle="butt")
+    for k, (ha, x) in enumerate((("right", 0.05), ("center", 1.0), ("left", 1.95))):
+        for name, y in ys[k].items():
+            ax.text(x, y, _label(name), ha=ha, va="center", fontsize=7,
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "#eef3fa" if k != 1 else "#fdf3e1", "ec": "#999"})
+    for x, head in ((0.05, "producers"), (1.0, "topics"), (1.95, "consumers")):
+        ax.text(x, 1.0 + 0.5 / tall, head, ha={0.05: "right", 1.0: "center"}.get(x, "left"), va="bottom",
+                fontsize=8, fontweight="bold")
+    ax.set_xlim(-1.25, 3.25)
+    ax.set_ylim(-0.02, 1.0 + 1.2 / tall)
+    ax.axis("off")
+    ax.set_title(title, fontsize=9)
+    return _svg(fig, title)
+
+
+def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) -> str:
+    """One line per series (a consumer group) on a real time axis."""
+    import matplotlib.dates as mdates
+
+    fig, ax = _figure()
+    for name, points in series.items():
+        keys = sorted(points)
+        ax.plot(keys, [points[k] for k in keys], marker="o", markersize=3, linewidth=1.2, label=_label(name))
+    loc = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("time (UTC)", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(bottom=0)
+    if len(series) > 1:
+        ax.legend(fontsize=7, loc="upper left", frameon=False)
+    return _svg(fig, title)
+
+
+def _latency_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    """A histogram per api that has enough exchanges to show a shape."""
     out = []
-    if audit == "latency":  # a histogram per api that has enough exchanges to show a shape
-        hist = tables.get("latency_histogram", [])
-        labels = [f"≤{e:g}" for e in HIST_EDGES_MS] + [f">{HIST_EDGES_MS[-1]:g}"]
-        for api in sorted({r["api_name"] for r in hist if r["api_name"]}):
-            counts = [0] * len(labels)
-            for r in hist:
-                if r["api_name"] == api:
-                    counts[r["bucket"]] += r["exchanges"]
-            if sum(counts) >= min_n:
-                out.append(bars(f"{api}: {sum(counts)} exchanges by latency", labels, counts,
-                                "latency (ms, bucket's upper bound)", "exchanges"))
-    elif audit == "errors":
+    hist = tables.get("latency_histogram", [])
+    labels = [f"≤{e:g}" for e in HIST_EDGES_MS] + [f">{HIST_EDGES_MS[-1]:g}"]
+    for api in sorted({r["api_name"] for r in hist if r["api_name"]}):
+        counts = [0] * len(labels)
+        for r in hist:
+            if r["api_name"] == api:
+                counts[r["bucket"]] += r["exchanges"]
+        if sum(counts) >= min_n:
+            out.append(bars(f"{api}: {sum(counts)} exchanges by latency", labels, counts,
+                            "latency (ms, bucket's upper bound)", "exchanges"))
+    return out
+
+
+def _errors_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    per: dict = {}
+    for r in tables.get("errors_by_hour", []):
+        per[r["hour"]] = per.get(r["hour"], 0) + r["exchanges"]
+    return [timeline("errored exchanges per hour", per, dt.timedelta(hours=1), "errored exchanges")] if per else []
+
+
+def _throughput_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    out = []
+    for direction, verb in (("produce", "produced"), ("fetch", "fetched")):
         per: dict = {}
-        for r in tables.get("errors_by_hour", []):
-            per[r["hour"]] = per.get(r["hour"], 0) + r["exchanges"]
+        for r in tables.get("throughput", []):
+            if r["direction"] == direction:
+                per[r["minute"]] = per.get(r["minute"], 0) + (r["records"] or 0)
         if per:
-            out.append(timeline("errored exchanges per hour", per, dt.timedelta(hours=1), "errored exchanges"))
-    elif audit == "throughput":
-        for direction, verb in (("produce", "produced"), ("fetch", "fetched")):
-            per = {}
-            for r in tables.get("throughput", []):
-                if r["direction"] == direction:
-                    per[r["minute"]] = per.get(r["minute"], 0) + (r["records"] or 0)
-            if per:
-                out.append(timeline(f"records {verb} per minute", per, dt.timedelta(minutes=1), "records"))
-    return "".join(out)
+            out.append(timeline(f"records {verb} per minute", per, dt.timedelta(minutes=1), "records"))
+    return out
+
+
+def _lineage_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    def who(r: dict) -> str:
+        return f"{r['client_id']}@{r['client_ip']}"
+
+    left: dict[tuple[str, str], float] = {}
+    for r in tables.get("lineage_producers", []):
+        left[(who(r), r["topic"])] = left.get((who(r), r["topic"]), 0) + (r["bytes"] or 0)
+    right: dict[tuple[str, str], float] = {}
+    for r in tables.get("lineage_consumers", []):
+        node = f"group {r['group_id']}" if r["group_id"] is not None else f"{who(r)} (no group)"
+        right[(r["topic"], node)] = right.get((r["topic"], node), 0) + (r["bytes"] or 0)
+    return [flow("producers -> topics -> consumers (edge width: bytes)", left, right)] if left or right else []
+
+
+def _lag_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    out = []
+    rows = tables.get("lag_by_group", [])
+    most: dict[str, float] = {}
+    for r in rows:
+        most[r["group"]] = max(most.get(r["group"], 0), r["max_lag"] or 0)
+    worst = sorted(most, key=lambda g: (-most[g], g))[:8]
+    for col, what in (("max_lag", "largest"), ("p95_lag", "95th percentile")):
+        series = {g: {r["minute"]: r[col] for r in rows if r["group"] == g and r[col] is not None} for g in worst}
+        if any(series.values()):
+            out.append(lines(f"lag per minute, {what} over the group's fetches", series, "records behind"))
+    return out
+
+
+def _hygiene_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    per: dict[str, int] = {}
+    for r in tables.get("hygiene_summary", []):
+        per[r["finding"]] = per.get(r["finding"], 0) + r["clients"]
+    return [bars("clients per finding", list(per), list(per.values()), "finding", "clients")] if per else []
+
+
+_PLOTS = {"latency": _latency_plots, "errors": _errors_plots, "throughput": _throughput_plots,
+          "lineage": _lineage_plots, "consumer_lag": _lag_plots, "client_hygiene": _hygiene_plots}
+
+
+def _plots(audit: str, tables: dict[str, list[dict]], min_n: int) -> str:
+    return "".join(_PLOTS[audit](tables, min_n)) if audit in _PLOTS else ""
 
 
 def render(verdicts: list[Verdict], meta: dict, results: dict[str, dict[str, list[dict]]], min_n: int = 20) -> str:
     """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram."""
     failing = sum(not v.ok for v in verdicts)
-    said = ("Every policy holds." if not failing else
+    said = ("No policy was judged (set them with --config)." if not verdicts else
+            "Every policy holds." if not failing else
             "1 policy of {n} fails.".format(n=len(verdicts)) if failing == 1 else
             f"{failing} policies of {len(verdicts)} fail.")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>"

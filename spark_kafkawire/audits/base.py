@@ -1,0 +1,77 @@
+"""What every audit shares: the rows it reads (:class:`Rows`), the policy it is judged by
+(:class:`Policy`), and the columns several audits derive the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+
+@dataclass
+class Rows:
+    """The rows of one set of captures, in the shapes the audits read."""
+
+    exchanges: DataFrame
+    connections: DataFrame
+    partitions: DataFrame
+
+    @classmethod
+    def load(cls, spark: SparkSession, paths: list[str], options: dict | None = None) -> "Rows":
+        def shape(rows: str) -> DataFrame:
+            return spark.read.format("kafkawire").options(**(options or {})).option("rows", rows).load(paths)
+
+        return cls(shape("exchanges"), shape("connections"), shape("partitions"))
+
+
+@dataclass
+class Policy:
+    """What a run must find for exit status 0 (``jobs/audit.py`` exits 2 when one fails), and the
+    thresholds the audits judge by. A bound left at None is not judged."""
+
+    target_release: str = "4.0"  # no client may send a version this release rejects
+    max_error_rate: float | None = None  # errored exchanges / exchanges, overall
+    max_p99_ms: dict[str, float] = field(default_factory=dict)  # api_name -> p99 bound (where n >= min_n)
+    min_latency_n: int = 20  # fewer exchanges than this: no percentile is claimed
+    allow_plain_without_tls: bool = False  # SASL PLAIN on a connection that is not TLS
+    allow_weak_tls: bool = False  # TLS 1.0/1.1 (or SSL), or a suite without AEAD (CBC, RC4, 3DES)
+    min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
+    max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
+    # lineage
+    require_readers: bool = False  # every topic produced to must be fetched by some consumer
+    # consumer lag
+    max_lag_records: int | None = None  # no consumer may be more records than this behind
+    max_lag_seconds: float | None = None  # ... or more seconds behind (where the capture shows the append)
+    # client hygiene: the thresholds of the findings, and which findings fail the run
+    hygiene_min_requests: int = 20  # fewer Produce (Fetch) requests than this: no batch (fetch) finding
+    min_records_per_request: float = 2.0  # small_batches below this many records per Produce request
+    max_uncompressed_bytes_per_minute: int = 65536  # uncompressed record bytes a producer sends in a minute
+    max_metadata_per_minute: int = 60  # Metadata requests of one client in a minute (default refresh: 5 min)
+    max_connections_per_minute: int = 10  # connections one client opens in a minute
+    max_commits_per_minute: int = 60  # OffsetCommit requests of one client in a minute
+    max_empty_fetch_fraction: float = 0.9  # empty_fetches: more of the Fetch responses than this empty ...
+    min_fetch_wait_ms: int = 100  # ... while the consumer waits less than this (fetch.max.wait.ms)
+    max_request_size: int = 1048576  # the producers' max.request.size (Kafka's default)
+    request_size_fraction: float = 0.9  # large_requests: a Produce request past this share of it
+    hygiene_fail_on: list[str] = field(default_factory=list)  # findings that fail the run (default: advice)
+
+
+@dataclass
+class Verdict:
+    """One policy judged: its name, whether it holds, and what was found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def ex_time(ex: DataFrame) -> DataFrame:
+    """Exchange rows with ``time`` (request time, else response time) and ``capture_date``."""
+    t = F.coalesce("request_time", "response_time")
+    return ex.withColumn("time", t).withColumn("capture_date", F.to_date(t))
+
+
+def listener() -> F.Column:
+    """``broker_ip:broker_port``."""
+    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))

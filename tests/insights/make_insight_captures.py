@@ -1,0 +1,273 @@
+"""Make the captures the lineage, consumer_lag and client_hygiene audits are tested on: real clients
+(confluent-kafka, kafka-python) against a real broker (Tansu; for lag.pcap librdkafka's mock cluster,
+whose ListOffsets answers give the watermarks the test compares with), captured by tcpdump,
+each client doing what its configuration says, and manifest.json recording what the clients
+themselves reported (deliveries, records consumed, positions, watermarks).
+
+    python tests/insights/make_insight_captures.py [lineage|lag|hygiene ...]   (root: tcpdump)
+
+- lineage.pcap: four producers on three topics, two consumer groups and one group-less consumer;
+- lag.pcap: a consumer paused while a producer appends a known number of records, then resumed;
+  the client's own position() and the broker's watermarks (get_watermark_offsets) at each moment;
+- hygiene.pcap: one client per anti-pattern (small batches, no compression, acks=0, no
+  idempotence, metadata storm, connection churn, empty fetches with a short wait, a commit per
+  record, requests near max.request.size, a client pinned to Kafka 0.10.1) beside well-configured
+  producers and a consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "sample_pcaps"))
+
+from make_samples import capture, mock_cluster, tansu  # noqa: E402
+
+MANIFEST = HERE / "manifest.json"
+VALUE = b"insight record " * 12  # 180 bytes
+
+
+def _topics(bootstrap: str, names: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "setup-admin"})
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        f.result(10)
+
+
+def _produce(bootstrap: str, client_id: str, topic: str, n: int, partition: int = -1, **conf) -> int:
+    from confluent_kafka import Producer
+
+    done = [0]
+
+    def cb(err, _msg):
+        if err is None:
+            done[0] += 1
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, **conf})
+    for i in range(n):
+        p.produce(topic, key=f"{client_id}-{i}".encode(), value=VALUE, partition=partition, on_delivery=cb)
+        p.poll(0)
+    assert p.flush(30) == 0
+    return done[0]
+
+
+def _consume(bootstrap: str, client_id: str, group: str, topics: list[str], want: int, **conf) -> int:
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": group,
+                  "auto.offset.reset": "earliest", **conf})
+    c.subscribe(topics)
+    got, t0 = 0, time.time()
+    while got < want and time.time() - t0 < 30:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    c.close()
+    return got
+
+
+# -- lineage -----------------------------------------------------------------------------------------
+def lineage(out: Path) -> dict:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with tansu() as (bootstrap, port):
+        ports = [port]
+        _topics(bootstrap, ["orders", "payments", "metrics"])
+        with capture(out, ports):
+            delivered = {
+                "orders-web": ("orders", _produce(bootstrap, "orders-web", "orders", 40, **{"linger.ms": 10})),
+                "payments-svc": ("payments", _produce(bootstrap, "payments-svc", "payments", 30)),
+                "metrics-agent": ("metrics", _produce(bootstrap, "metrics-agent", "metrics", 10)),
+            }
+            kp = KafkaProducer(bootstrap_servers=bootstrap, client_id="orders-mobile")
+            futs = [kp.send("orders", VALUE) for _ in range(25)]
+            kp.flush(15)
+            delivered["orders-mobile"] = ("orders", sum(1 for f in futs if f.succeeded()))
+            kp.close(5)
+            consumed = {
+                "billing-1": ("billing", ["orders", "payments"],
+                              _consume(bootstrap, "billing-1", "billing", ["orders", "payments"], 95)),
+                "shipping-1": ("shipping", ["orders"], _consume(bootstrap, "shipping-1", "shipping", ["orders"], 65)),
+            }
+            kc = KafkaConsumer(bootstrap_servers=bootstrap, client_id="auditor", group_id=None,
+                               auto_offset_reset="earliest", consumer_timeout_ms=3000)
+            kc.assign([TopicPartition("payments", 0)])
+            consumed["auditor"] = (None, ["payments"], sum(1 for _ in kc))
+            kc.close()
+    return {"broker_ports": ports,
+            "producers": {cid: {"topic": t, "delivered": n} for cid, (t, n) in delivered.items()},
+            "consumers": {cid: {"group": g, "topics": ts, "consumed": n} for cid, (g, ts, n) in consumed.items()},
+            "description": "confluent-kafka and kafka-python producers on orders, payments and metrics; groups "
+                           "billing (orders, payments) and shipping (orders); auditor reads payments without a "
+                           "group; nobody reads metrics."}
+
+
+# -- consumer lag --------------------------------------------------------------------------------------
+def lag(out: Path, before: int = 20, paused: int = 50) -> dict:
+    from confluent_kafka import Consumer, TopicPartition
+
+    tp = TopicPartition("events", 0)
+    # librdkafka's mock cluster: its ListOffsets answers are the log's (Tansu's count batches)
+    with mock_cluster() as (bootstrap, ports):
+        with capture(out, ports):
+            _produce(bootstrap, "events-producer", "events", before, partition=0)
+            c = Consumer({"bootstrap.servers": bootstrap, "client.id": "analytics-1", "group.id": "analytics",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            c.subscribe(["events"])
+            got, t0 = 0, time.time()
+            while got < before and time.time() - t0 < 30:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got += 1
+            c.commit(asynchronous=False)
+            moments = []
+
+            def note(what: str) -> None:
+                low, high = c.get_watermark_offsets(tp, timeout=10, cached=False)
+                pos = c.position([tp])[0].offset
+                moments.append({"moment": what, "time": time.time(), "position": pos, "high_watermark": high,
+                                "lag": high - pos})
+
+            for _ in range(4):  # a few idle fetches: caught up
+                c.poll(0.3)
+            note("caught up")
+            c.pause(c.assignment())
+            t_pause = time.time()
+            _produce(bootstrap, "events-producer", "events", paused, partition=0)
+            while time.time() - t_pause < 3:  # paused: no fetch of the partition, the group kept alive
+                c.poll(0.2)
+            note("paused, the producer done")
+            c.resume(c.assignment())
+            t0 = time.time()
+            while got < before + paused and time.time() - t0 < 30:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    got += 1
+                    if m.offset() == before:
+                        first_after = {"offset": m.offset(), "timestamp_ms": m.timestamp()[1]}
+            for _ in range(4):
+                c.poll(0.3)
+            note("resumed and caught up")
+            c.commit(asynchronous=False)
+            c.close()
+    return {"broker_ports": ports, "topic": "events", "partition": 0, "group": "analytics",
+            "client_id": "analytics-1", "before": before, "produced_while_paused": paused, "consumed": got,
+            "moments": moments, "first_record_after_pause": first_after,
+            "description": "analytics-1 (group analytics) consumes 20 records of events, pauses, events-producer "
+                           "appends 50, the consumer resumes 3 s later and catches up."}
+
+
+# -- client hygiene ------------------------------------------------------------------------------------
+GOOD = {"compression.type": "lz4", "linger.ms": 20, "enable.idempotence": True, "acks": "all"}
+
+
+def hygiene(out: Path) -> dict:
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaProducer
+
+    bad: dict[str, str] = {}  # client id -> the findings it must get (comma-separated)
+    good: list[str] = []
+    with tansu() as (bootstrap, port):
+        ports = [port]
+        _topics(bootstrap, ["clicks", "quiet", "blobs", "legacy"])
+        with capture(out, ports, buffer_kib=65536):
+            # well configured: batching, compression, idempotence, acks=all; a consumer with defaults
+            _produce(bootstrap, "tidy-producer", "clicks", 2000, **GOOD)
+            good.append("tidy-producer")
+            kp = KafkaProducer(bootstrap_servers=bootstrap, client_id="tidy-kp-producer", compression_type="gzip",
+                               linger_ms=20, enable_idempotence=True, acks="all")
+            for _ in range(500):
+                kp.send("clicks", VALUE)
+            kp.flush(15)
+            kp.close(5)
+            good.append("tidy-kp-producer")
+            _consume(bootstrap, "tidy-consumer", "tidy", ["clicks"], 2500)
+            good.append("tidy-consumer")
+            # one anti-pattern each
+            p = Producer({"bootstrap.servers": bootstrap, "client.id": "one-by-one", **GOOD, "linger.ms": 0})
+            for i in range(100):  # linger.ms=0 and a flush per record: one record per request
+                p.produce("clicks", value=VALUE)
+                p.flush(10)
+            bad["one-by-one"] = "small_batches"
+            _produce(bootstrap, "raw-producer", "clicks", 1000, **{**GOOD, "compression.type": "none", "linger.ms": 50})
+            bad["raw-producer"] = "uncompressed"
+            _produce(bootstrap, "fire-and-forget", "clicks", 300,
+                     **{**GOOD, "acks": 0, "enable.idempotence": False})
+            bad["fire-and-forget"] = "acks0"
+            _produce(bootstrap, "no-idem", "clicks", 300, **{**GOOD, "enable.idempotence": False})
+            bad["no-idem"] = "no_idempotence"
+            p = Producer({"bootstrap.servers": bootstrap, "client.id": "meta-storm", **GOOD,
+                          "topic.metadata.refresh.interval.ms": 50})
+            for _ in range(8):  # a record a second, batched well enough; metadata every 50 ms
+                p.produce("clicks", value=VALUE)
+                p.poll(1.0)
+            p.flush(10)
+            bad["meta-storm"] = "metadata_storm"
+            for _ in range(12):  # a new producer for every record
+                kp = KafkaProducer(bootstrap_servers=bootstrap, client_id="churner", compression_type="gzip",
+                                   linger_ms=5, enable_idempotence=True, acks="all")
+                kp.send("clicks", VALUE).get(10)
+                kp.close(5)
+            bad["churner"] = "connection_churn"
+            _produce(bootstrap, "quiet-writer", "quiet", 3, **GOOD)
+            good.append("quiet-writer")
+            c = Consumer({"bootstrap.servers": bootstrap, "client.id": "busy-poller", "group.id": "pollers",
+                          "auto.offset.reset": "earliest", "fetch.wait.max.ms": 5})
+            assigned: list = []
+            c.subscribe(["quiet"], on_assign=lambda _c, parts: assigned.extend(parts))
+            t0 = time.time()
+            while not assigned and time.time() - t0 < 30:
+                c.poll(0.2)
+            t0 = time.time()
+            while time.time() - t0 < 6:  # an idle topic, fetched with a 5 ms wait
+                c.poll(0.2)
+            c.close()
+            bad["busy-poller"] = "empty_fetches"
+            c = Consumer({"bootstrap.servers": bootstrap, "client.id": "commit-each", "group.id": "committers",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            c.subscribe(["clicks"])
+            got, t0 = 0, time.time()
+            while got < 150 and time.time() - t0 < 30:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    c.commit(message=m, asynchronous=False)
+                    got += 1
+            c.close()
+            bad["commit-each"] = "commit_storm"
+            # incompressible values near message.max.bytes: librdkafka sends them uncompressed
+            p = Producer({"bootstrap.servers": bootstrap, "client.id": "blob-writer", **GOOD})
+            for _ in range(3):
+                p.produce("blobs", value=os.urandom(990_000))
+                p.flush(20)
+            bad["blob-writer"] = "large_requests,uncompressed"
+            kp = KafkaProducer(bootstrap_servers=bootstrap, client_id="legacy-app", api_version=(0, 10, 1))
+            for _ in range(5):
+                kp.send("legacy", VALUE)
+            kp.flush(15)
+            kp.close(5)
+            bad["legacy-app"] = "removed_versions"
+    return {"broker_ports": ports, "bad": bad, "good": good,
+            "description": "one client per anti-pattern beside well-configured producers and a consumer, against "
+                           "Tansu."}
+
+
+SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene}
+
+
+def main(names: list[str]) -> None:
+    manifest = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
+    for name in names or list(SCENARIOS):
+        out = HERE / f"{name}.pcap"
+        manifest[f"{name}.pcap"] = SCENARIOS[name](out)
+        print(name, out.stat().st_size, "bytes", flush=True)
+    MANIFEST.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

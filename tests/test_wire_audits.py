@@ -1,0 +1,154 @@
+"""The audits only the wire can answer (spark_kafkawire.audits.wire), against the clients' own
+account of what they did: tests/insights/ holds captures of real clients against a real broker,
+made by tests/insights/make_insight_captures.py, and manifest.json what the clients reported
+(deliveries, records consumed, their position and the broker's watermarks, their configuration)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from test_audits import rows_of, run
+
+from spark_kafkawire.audits import AUDITS, Policy, policies
+
+INSIGHTS = Path(__file__).parent / "insights"
+MANIFEST = json.loads((INSIGHTS / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def rows(spark, tmp_path_factory):
+    return {name: rows_of(spark, tmp_path_factory.mktemp(name), [INSIGHTS / f"{name}.pcap"])
+            for name in ("lineage", "lag", "hygiene")}
+
+
+def test_lineage_edges_are_what_the_clients_were_configured_to_do(rows):
+    want = MANIFEST["lineage.pcap"]
+    got = run("lineage", rows["lineage"])
+    # producers: exactly the configured (client, topic) pairs, with the records their delivery reports count
+    produced = {(r["client_id"], r["topic"]): r["records"] for r in got["lineage_producers"]}
+    assert produced == {(cid, p["topic"]): p["delivered"] for cid, p in want["producers"].items()}
+    # consumers: exactly the configured (client, group, topic), group null for the group-less reader
+    consumed = {(r["client_id"], r["group_id"], r["topic"]): r["records"] for r in got["lineage_consumers"]}
+    assert set(consumed) == {(cid, c["group"], t) for cid, c in want["consumers"].items() for t in c["topics"]}
+    for cid, c in want["consumers"].items():  # the records each consumer's own poll() loop counted
+        assert sum(n for (who, _g, _t), n in consumed.items() if who == cid) == c["consumed"], cid
+    assert {r["group_basis"] for r in got["lineage_consumers"] if r["group_id"]} == {"offsets committed"}
+    software = {r["client_id"]: r["client_software"] for r in got["lineage_producers"]}
+    assert software["orders-mobile"].startswith("kafka-python") and software["orders-web"].startswith("confluent")
+    # the topic nobody reads, and the policy that asks for readers
+    assert {r["topic"] for r in got["lineage_topics"] if r["unread"]} == {"metrics"}
+    verdicts = policies({"lineage": got}, Policy(require_readers=True))
+    assert [(v.ok, v.detail) for v in verdicts if "read by a consumer" in v.name] == [(False, "unread: metrics")]
+
+
+def test_consumer_lag_rises_to_what_was_appended_while_paused_and_returns_to_zero(rows):
+    from spark_kafkawire.audits.wire import lag_samples
+
+    want = MANIFEST["lag.pcap"]
+    moments = {m["moment"]: m for m in want["moments"]}
+    samples = sorted((r.asDict() for r in lag_samples(rows["lag"]).collect()
+                      if r.topic == want["topic"] and r.partition == want["partition"]), key=lambda r: r["time"])
+    assert {(r["group_id"], r["client_id"]) for r in samples} == {(want["group"], want["client_id"])}
+
+    def at(moment):  # the last fetch answered before the client's own reading
+        t = dt.datetime.fromtimestamp(moments[moment]["time"], dt.timezone.utc)
+        return [r for r in samples if r["time"].replace(tzinfo=dt.timezone.utc) <= t][-1]
+
+    caught_up = at("caught up")
+    assert (caught_up["fetch_offset"], caught_up["lag"]) == (moments["caught up"]["position"],
+                                                             moments["caught up"]["lag"]) == (want["before"], 0)
+    # while paused the consumer fetches nothing; its first fetch after resuming is as far behind as
+    # the client and the broker said it was (position() and get_watermark_offsets())
+    paused = moments["paused, the producer done"]
+    worst = max(samples, key=lambda r: r["lag"])
+    assert worst["lag"] == paused["lag"] == want["produced_while_paused"]
+    assert (worst["fetch_offset"], worst["high_watermark"]) == (paused["position"], paused["high_watermark"])
+    assert worst["time"].replace(tzinfo=dt.timezone.utc).timestamp() > paused["time"]
+    # time lag: since the record at the consumer's position was made (its CreateTime, as the client read it)
+    first = want["first_record_after_pause"]
+    assert first["offset"] == worst["fetch_offset"]
+    since_created = worst["time"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000 - first["timestamp_ms"]
+    assert abs(worst["time_lag_ms"] - since_created) < 100
+    end = samples[-1]
+    assert (end["fetch_offset"], end["lag"]) == (moments["resumed and caught up"]["position"],
+                                                 moments["resumed and caught up"]["lag"])
+    assert all(r["lag"] == 0 for r in samples if r["time"] > worst["time"])
+    # the tables and the policies
+    got = run("consumer_lag", rows["lag"])
+    assert max(r["max_lag"] for r in got["lag_by_group"] if r["group"] == want["group"]) == paused["lag"]
+    part = [r for r in got["consumer_lag"] if r["partition"] == want["partition"]]
+    assert max(r["max_lag"] for r in part) == paused["lag"] and part[-1]["last_lag"] == 0
+    for bound, ok in ((paused["lag"] - 1, False), (paused["lag"], True)):
+        v = [v for v in policies({"consumer_lag": got}, Policy(max_lag_records=bound)) if "behind" in v.name]
+        assert [x.ok for x in v] == [ok] and (ok or want["group"] in v[0].detail)
+
+
+def _findings(got) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for r in got["client_hygiene"]:
+        out[r["client_id"]].add(r["finding"])
+    return out
+
+
+def test_client_hygiene_flags_every_bad_client_with_its_finding_and_no_good_one(rows):
+    want = MANIFEST["hygiene.pcap"]
+    got = run("client_hygiene", rows["hygiene"])
+    found = _findings(got)
+    for cid, expected in want["bad"].items():
+        assert found.get(cid, set()) == set(expected.split(",")), cid
+    assert not {cid: f for cid, f in found.items() if cid in want["good"]}
+    assert set(found) == set(want["bad"])  # nobody else (the set-up admin client included)
+    for r in got["client_hygiene"]:
+        assert r["evidence"] and r["suggestion"] and r["threshold"] is not None
+    # thresholds are policy keys: raised past what the storm did, the finding goes
+    relaxed = _findings(run("client_hygiene", rows["hygiene"], max_metadata_per_minute=100_000))
+    assert "metadata_storm" not in relaxed["meta-storm"]
+    # findings named in hygiene_fail_on fail the run, naming the client
+    v = [v for v in policies({"client_hygiene": got}, Policy(hygiene_fail_on=["acks0"])) if "acks0" in v.name]
+    assert len(v) == 1 and not v[0].ok and v[0].detail == "fire-and-forget@127.0.0.1: acks0"
+
+
+def test_audit_job_runs_the_three_audits_and_draws_them(tmp_path):
+    """jobs/audit.py --audits lineage,consumer_lag,client_hygiene: Parquet tables, a report with the
+    lineage graph, the lag lines and the findings chart, and exit 2 where a finding is made to fail."""
+    import pyarrow.parquet as pq
+
+    config = tmp_path / "audit.toml"
+    config.write_text('hygiene_fail_on = ["acks0"]\nrequire_readers = true\n')
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(INSIGHTS), "--out", str(out),
+                        "--audits", "lineage,consumer_lag,client_hygiene", "--config", str(config)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2, r.stderr
+    assert "[FAIL] no client shows acks0: fire-and-forget@127.0.0.1: acks0" in r.stdout
+    assert "[FAIL] every topic produced to is read by a consumer: unread: blobs, legacy, metrics" in r.stdout
+    for table in ("lineage/lineage_producers", "consumer_lag/lag_by_group", "client_hygiene/client_hygiene"):
+        assert pq.read_table(out / table).num_rows > 0, table
+    page = (out / "report.html").read_text()
+    for title in ("producers -&gt; topics -&gt; consumers", "lag per minute, largest", "clients per finding"):
+        assert f'aria-label="{title}' in page, title
+    assert page.count("<svg") >= 4 and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+
+
+def test_a_bad_hygiene_finding_name_is_one_line(tmp_path):
+    config = tmp_path / "audit.toml"
+    config.write_text('hygiene_fail_on = ["ack0"]\n')
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(INSIGHTS), "--out", str(tmp_path / "o"),
+                        "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "hygiene_fail_on" in r.stderr and "'ack0'" in r.stderr and "acks0" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_every_audit_is_listed_in_the_report_intro():
+    from spark_kafkawire.audits.report import INTRO
+
+    assert set(INTRO) == set(AUDITS)
