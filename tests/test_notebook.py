@@ -13,6 +13,8 @@ def test_notebook_runs():
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()  # raises on a failing cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # the plots were drawn
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4  # the plots were drawn
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "exchanges in 9 captures" in text and "Produce" in text and "Int16" in text
+    assert "metrics" in text and "billing, shipping" in text  # lineage: the unread topic, a topic's groups
+    assert "analytics" in text and " 50 " in text  # consumer lag: the paused consumer 50 records behind
