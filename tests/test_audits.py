@@ -279,7 +279,8 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     # a capture of current clients only, with PLAIN allowed: every policy holds
     config = tmp_path / "policy.json"
     config.write_text(json.dumps({"allow_plain_without_tls": True, "max_p99_ms": {"Produce": 60000}}))
-    ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--config", config)
+    ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--config", config,
+              "--audits", "upgrade_readiness,errors,latency,security,capture_health")
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     assert "[ok] Produce p99 at most 60000 ms" in ok.stdout
     (tmp_path / "bad.json").write_text(json.dumps({"max_p99": 1}))
@@ -369,12 +370,12 @@ def test_a_full_disk_leaves_no_report_that_lies(spark, small_fs):
     line naming the directory, and leaves no report.html (the old one named the old captures) and a
     run.json that does not say complete."""
     out = small_fs / "audit"
-    first = _job(SAMPLES / "mock-kcat.pcap", "--out", out)
+    first = _job(SAMPLES / "mock-kcat.pcap", "--out", out, "--audits", "exchange_summary,clients")
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.loads((out / "run.json").read_text())["state"] == "complete" and (out / "report.html").exists()
     free = shutil.disk_usage(small_fs).free
     (small_fs / "filler").write_bytes(b"\0" * (free - 40 * 1024))
-    r = _job(SAMPLES, "--out", out)
+    r = _job(SAMPLES, "--out", out, "--audits", "exchange_summary,clients")
     assert r.returncode == 1
     line = _one_line(r)
     assert str(out) in line and "No space left on device" in line

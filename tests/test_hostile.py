@@ -98,6 +98,23 @@ def test_first_error_of_a_huge_metadata_response_takes_linear_work(tmp_path):
     assert row["status"] == "complete" and row["error_code"] == 9 and row["partition_count"] == 20000
 
 
+@pytest.mark.external
+def test_the_metadata_reproducer_reads_as_tshark_does():
+    """The reproducer (50,000 partitions, which took 4.4 s when the first-error search was
+    quadratic): one complete exchange whose error code and partition count are what tshark's Kafka
+    dissector reads from the same bytes (50,000 partition errors and the topic's, every one 0)."""
+    import subprocess
+
+    path = FINDINGS / "metadata-50000-partitions.pcap"
+    out = subprocess.run(["tshark", "-r", str(path), "-d", "tcp.port==9092,kafka", "-T", "fields", "-e", "kafka.error"],
+                         capture_output=True, text=True, check=True).stdout
+    codes = [int(c) for line in out.split() for c in line.split(",") if c]
+    assert len(codes) == 50_001
+    (row,) = read_capture(path).to_pylist()
+    assert row["status"] == "complete" and row["partition_count"] == 50_000
+    assert row["error_code"] == next((c for c in codes if c), 0)
+
+
 # -- 3. millions of records in one batch --------------------------------------------------------------
 def _many_records_capture(path, count: int) -> None:
     recs = [_record(i, None, b"") for i in range(count)]
