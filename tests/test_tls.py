@@ -211,6 +211,25 @@ def test_tshark_decrypts_the_same_frames(name):
     assert theirs == ours
 
 
+@pytest.mark.external
+def test_key_updates_of_both_directions_are_followed():
+    """The capture whose proxy asked for new TLS 1.3 keys every few answers: tshark, decrypting with
+    the same key log, sees KeyUpdate messages from both sides on several connections; every record
+    after them is decrypted (no byte left undecrypted) and the frames are the plaintext hop's (the
+    parametrized test above)."""
+    name = "tls13-keyupdate"
+    info = MANIFEST[name]
+    pcap, keylog = _files(name)
+    port = info["tls_port"]
+    out = _tshark(pcap, port, "-o", f"tls.keylog_file:{keylog}", "-Y", "tls.handshake.type == 24", "-T", "fields",
+                  "-e", "tcp.srcport", "-e", "tcp.dstport")
+    sides = Counter("server" if line.split("\t")[0] == str(port) else "client" for line in out.splitlines())
+    assert sides["server"] >= 3 and sides["client"] >= 3, sides
+    conns = [r for r in read_capture(pcap, rows="connections", tlsKeyLog=str(keylog)).to_pylist()
+             if r["broker_port"] == port]
+    assert conns and all(r["tls_undecrypted_bytes"] == 0 and r["tls_decrypted_bytes"] > 0 for r in conns)
+
+
 def test_spark_reads_tls_with_the_key_log(spark):
     name = NAMES[0]
     pcap, keylog = _files(name)

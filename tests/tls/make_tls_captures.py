@@ -5,7 +5,9 @@ and the key log the client's own ssl.SSLContext wrote (keylog_filename).
     python tests/tls/make_tls_captures.py        (root: packet capture; tcpdump)
 
 One capture per TLS setting (SETTINGS): TLS 1.3 with each of its three suites, TLS 1.2 with
-AES-256-GCM, ChaCha20-Poly1305 and AES-128-CBC with HMAC-SHA256 (OpenSSL agrees encrypt-then-MAC).
+AES-256-GCM, ChaCha20-Poly1305 and AES-128-CBC with HMAC-SHA256 (OpenSSL agrees encrypt-then-MAC),
+and TLS 1.3 where the proxy's OpenSSL updates the keys of both directions during the connections
+(KeyUpdate).
 The clients connect to "localhost" (their SNI). The plaintext hop (proxy -> broker) carries the same Kafka frames as the
 TLS hop (client -> proxy): the independent reference the tests compare the decrypted rows with.
 The certificate is made here, self-signed, for "broker.test"; make one setting again with its name
@@ -39,6 +41,9 @@ SETTINGS = {
     "tls12-chacha20": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-CHACHA20-POLY1305", None, "aiokafka"),
     "tls12-aes128cbc-sha256": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES128-SHA256", None, "kafka-python"),
 }
+#: settings whose proxy asks for new TLS 1.3 keys (KeyUpdate, update_requested) every few answers
+KEY_UPDATES = {"tls13-keyupdate": 1}
+SETTINGS["tls13-keyupdate"] = (ssl.TLSVersion.TLSv1_3, None, None, "kafka-python")
 #: the name the clients connect to (and send as SNI); the broker advertises the proxy under it
 HOST = "localhost"
 TOPIC = "secure-orders"
@@ -66,13 +71,31 @@ def certificate(folder: Path) -> tuple[Path, Path]:
     return crt, pem
 
 
-def tls_proxy(listen_port: int, broker_port: int, ctx: ssl.SSLContext) -> threading.Thread:
-    """Accept TLS on listen_port, forward the plaintext to the broker, both ways."""
+def key_update(sock: ssl.SSLSocket) -> None:
+    """Make OpenSSL send a TLS 1.3 KeyUpdate asking the peer for one too (SSL_key_update with
+    SSL_KEY_UPDATE_REQUESTED) with the next write. Python's ssl module has no call for it: the
+    SSL pointer is read from CPython's _ssl._SSLSocket (PyObject_HEAD, the socket weakref, then
+    SSL *), and libssl is the one _ssl is linked with (libssl.so.3)."""
+    import ctypes
+
+    libssl = ctypes.CDLL("libssl.so.3")
+    libssl.SSL_key_update.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    ptr = ctypes.c_void_p.from_address(id(sock._sslobj) + 3 * ctypes.sizeof(ctypes.c_void_p)).value  # type: ignore
+    assert libssl.SSL_key_update(ptr, 1) == 1, "SSL_key_update failed"
+
+
+def tls_proxy(listen_port: int, broker_port: int, ctx: ssl.SSLContext, key_updates: int = 0) -> threading.Thread:
+    """Accept TLS on listen_port, forward the plaintext to the broker, both ways; with key_updates,
+    ask the client for new keys before every key_updates-th answer."""
     srv = socket.create_server(("127.0.0.1", listen_port))
 
     def pump(a, b):
+        sent = 0
         try:
             while data := a.recv(65536):
+                sent += 1
+                if key_updates and isinstance(b, ssl.SSLSocket) and sent % key_updates == 0:
+                    key_update(b)
                 b.sendall(data)
         except OSError:
             pass
@@ -179,7 +202,7 @@ def run(name: str, crt: Path, pem: Path, folder: Path = HERE, records: int = REC
                 break
             except OSError:
                 time.sleep(0.1)
-        proxy = tls_proxy(tls_port, broker_port, server)
+        proxy = tls_proxy(tls_port, broker_port, server, KEY_UPDATES.get(name, 0))
         with capture(out, [tls_port, broker_port]):
             common = dict(bootstrap_servers=f"{HOST}:{tls_port}", security_protocol="SSL", ssl_context=client)
             clients = {"kafka-python": _kafka_python, "aiokafka": _aiokafka}
