@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
-from .base import Policy, Rows, Verdict
+from .base import Policy, Rows, Verdict, refused
 from .base import ex_time as _ex_time
 from .base import listener as _listener
 from .wire import client_hygiene, consumer_lag, lineage, wire_verdicts
@@ -27,12 +27,7 @@ __all__ = ["AUDITS", "Policy", "Rows", "Verdict", "policies"]
 def upgrade_readiness(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """For each release from 4.0 on, every client (id, address, software) and (api, version) it
     sent that the release no longer accepts, with exchange counts and first/last seen."""
-    spark = rows.exchanges.sparkSession
-    gone = [(rel, key, low) for rel, mins in protocol.release_minimums().items() for key, low in mins.items()]
-    rel = spark.createDataFrame(gone, "release string, api_key smallint, min_version smallint")
-    ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull() & F.col("api_version").isNotNull())
-    hit = ex.join(F.broadcast(rel), "api_key").where(
-        (F.col("min_version") < 0) | (F.col("api_version") < F.col("min_version")))
+    hit = refused(_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()))
     keys = ["release", "capture_date", "client_id", "client_ip", "client_software_name", "client_software_version",
             "api_key", "api_name", "api_version"]
     out = (hit.groupBy(*keys)

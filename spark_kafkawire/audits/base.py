@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .. import protocol
+
 
 @dataclass
 class Rows:
@@ -75,3 +77,14 @@ def ex_time(ex: DataFrame) -> DataFrame:
 def listener() -> F.Column:
     """``broker_ip:broker_port``."""
     return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+
+
+def refused(ex: DataFrame, release: str | None = None) -> DataFrame:
+    """The exchanges at an (api, version) a release from 4.0 on no longer accepts, with that
+    ``release`` (one row per release that refuses it; only ``release`` when given)."""
+    mins = protocol.release_minimums()
+    gone = [(rel, key, low) for rel, by_key in sorted(mins.items()) if release in (None, rel)
+            for key, low in by_key.items()]
+    table = ex.sparkSession.createDataFrame(gone, "release string, api_key smallint, min_version smallint")
+    return (ex.where(F.col("api_version").isNotNull()).join(F.broadcast(table), "api_key")
+            .where((F.col("min_version") < 0) | (F.col("api_version") < F.col("min_version"))))

@@ -14,8 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from .. import protocol
-from .base import Policy, Rows, Verdict, ex_time
+from .base import Policy, Rows, Verdict, ex_time, refused
 
 CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]
 CLIENT = ["client_id", "client_ip"]
@@ -278,12 +277,7 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
         F.format_string(f"largest Produce request %d bytes: %.1f%% of max.request.size {policy.max_request_size}",
                         "max_size", F.col("max_size") * 100.0 / policy.max_request_size)))
     # versions the target release removed
-    mins = protocol.release_minimums().get(policy.target_release, {})
-    spark = rows.exchanges.sparkSession
-    gone = spark.createDataFrame(sorted(mins.items()), "api_key smallint, min_version smallint")
-    old = (ex.join(F.broadcast(gone), "api_key").where((F.col("min_version") < 0)
-                                                       | (F.col("api_version") < F.col("min_version")))
-           .groupBy("capture_date", *CLIENT)
+    old = (refused(ex, policy.target_release).groupBy("capture_date", *CLIENT)
            .agg(F.count("*").alias("n"),
                 F.array_join(F.array_sort(F.collect_set(F.concat("api_name", F.lit(" v"), F.col("api_version")
                                                                    .cast("string")))), ", ").alias("what")))
