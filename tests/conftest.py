@@ -20,6 +20,7 @@ MODULE_MARKS = {
     "test_connect": ("spark", "slow"),
     "test_notebook": ("spark", "slow"),
     "test_audits": ("spark",),
+    "test_wire_audits": ("spark",),
     "test_spark": ("spark",),
     "test_tshark": ("external",),
     "test_cli": ("external",),
