@@ -106,6 +106,15 @@ def _svg(fig, title: str) -> str:
     return f"<figure>{svg}</figure>"
 
 
+def _time_axis(ax) -> None:
+    """Date ticks that say only what changes (ConciseDateFormatter), 3 to 8 of them."""
+    import matplotlib.dates as mdates
+
+    loc = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    ax.xaxis.set_major_locator(loc)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+
+
 def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str) -> str:
     """A bar chart of categories (latency buckets)."""
     fig, ax = _figure(4.2, 2.4)
@@ -121,17 +130,13 @@ def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, yl
 def timeline(title: str, counts: dict[dt.datetime, float], step: dt.timedelta, ylabel: str) -> str:
     """Bars on a real time axis, one per ``step`` (an hour, a minute): a gap in time is a gap on
     the axis, not two neighbouring bars."""
-    import matplotlib.dates as mdates
-
     fig, ax = _figure()
     keys = sorted(counts)
     ax.bar(keys, [counts[k] for k in keys], width=step * 0.9, align="edge", color="#4a78b5")
     span = keys[-1] - keys[0] + step
     pad = max(step, span / 40)
     ax.set_xlim(keys[0] - pad, keys[-1] + step + pad)
-    loc = mdates.AutoDateLocator(minticks=3, maxticks=8)
-    ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    _time_axis(ax)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(f"time (UTC), one bar per {'hour' if step >= dt.timedelta(hours=1) else 'minute'}", fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -163,7 +168,9 @@ def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, 
             out[pair[side]] = out.get(pair[side], 0) + b
         return out
 
-    cols = [column(totals(left, 0)), column({**totals(left, 1), **totals(right, 0)}), column(totals(right, 1))]
+    produced, fetched = totals(left, 1), totals(right, 0)
+    topics = {t: produced.get(t, 0) + fetched.get(t, 0) for t in {*produced, *fetched}}
+    cols = [column(totals(left, 0)), column(topics), column(totals(right, 1))]
     nodes = [list(dict.fromkeys(c.values())) for c in cols]
     tall = max(len(n) for n in nodes)
     fig, ax = _figure(7.0, max(2.4, 0.32 * tall + 0.9))
@@ -181,9 +188,8 @@ def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, 
         for name, y in ys[k].items():
             ax.text(x, y, _label(name), ha=ha, va="center", fontsize=7,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "#eef3fa" if k != 1 else "#fdf3e1", "ec": "#999"})
-    for x, head in ((0.05, "producers"), (1.0, "topics"), (1.95, "consumers")):
-        ax.text(x, 1.0 + 0.5 / tall, head, ha={0.05: "right", 1.0: "center"}.get(x, "left"), va="bottom",
-                fontsize=8, fontweight="bold")
+    for x, ha, head in ((0.05, "right", "producers"), (1.0, "center", "topics"), (1.95, "left", "consumers")):
+        ax.text(x, 1.0 + 0.5 / tall, head, ha=ha, va="bottom", fontsize=8, fontweight="bold")
     ax.set_xlim(-1.25, 3.25)
     ax.set_ylim(-0.02, 1.0 + 1.2 / tall)
     ax.axis("off")
@@ -193,15 +199,11 @@ def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, 
 
 def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) -> str:
     """One line per series (a consumer group) on a real time axis."""
-    import matplotlib.dates as mdates
-
     fig, ax = _figure()
     for name, points in series.items():
         keys = sorted(points)
         ax.plot(keys, [points[k] for k in keys], marker="o", markersize=3, linewidth=1.2, label=_label(name))
-    loc = mdates.AutoDateLocator(minticks=3, maxticks=8)
-    ax.xaxis.set_major_locator(loc)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    _time_axis(ax)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("time (UTC)", fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)

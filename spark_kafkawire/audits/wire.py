@@ -107,10 +107,9 @@ def lineage(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 
 # -- consumer lag --------------------------------------------------------------------------------
-def _ms(later: str | Column, earlier: str | Column) -> Column:
-    a = F.col(later) if isinstance(later, str) else later
-    b = F.col(earlier) if isinstance(earlier, str) else earlier
-    return F.round((a.cast("double") - b.cast("double")) * 1000.0, 3)
+def _ms(later: str, earlier: str) -> Column:
+    """Milliseconds from timestamp column ``earlier`` to ``later``."""
+    return F.round((F.col(later).cast("double") - F.col(earlier).cast("double")) * 1000.0, 3)
 
 
 def lag_samples(rows: Rows) -> DataFrame:
@@ -289,13 +288,13 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     out = found[0]
     for df in found[1:]:
         out = out.unionByName(df)
-    order = F.array_position(F.array(*[F.lit(k) for k in FINDINGS]), F.col("finding"))
+    order = F.array_position(F.array(*[F.lit(k) for k in FINDINGS]), F.col("finding"))  # report order
     out = (out.join(_client_software(ex), CLIENT, "left")
            .select("capture_date", *CLIENT, "client_software", "finding", "value", "threshold", "evidence",
                    "suggestion")
            .orderBy(order, "client_id", "client_ip"))
     summary = (out.groupBy("capture_date", "finding").agg(F.countDistinct(*CLIENT).alias("clients"))
-               .orderBy(F.array_position(F.array(*[F.lit(k) for k in FINDINGS]), F.col("finding"))))
+               .orderBy(order))
     return {"hygiene_summary": summary, "client_hygiene": out}
 
 
