@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*.json' -o -name '*.properties' -o -name '*.c') pyproject.toml
+SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*.json' -o -name '*.properties' -o -name '*.c') pyproject.toml setup.py
 # Spark's Python workers must run the venv's interpreter (it has pyarrow and this package)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
@@ -19,10 +19,13 @@ $(VENV)/.installed: $(SRC)
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules
 	# (setuptools calls its ext-modules table in pyproject.toml experimental, in a UserWarning)
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q ".[spark,test,cli]"
-	# the compiled fast lane beside the sources too, for code run from the checkout (the tests)
-	rm -f spark_kafkawire/_lane*.so
+	# the compiled parts beside the sources too, for code run from the checkout (the tests): the
+	# fast lane, the stages mypyc compiled and the digest of their sources (spark_kafkawire/compiled.py
+	# runs the sources instead once one of them is edited)
+	rm -f spark_kafkawire/*.so spark_kafkawire/_native.json
 	$(PY) -c "import glob, shutil, sysconfig; [shutil.copy(f, 'spark_kafkawire/') for f in \
-	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_lane*.so')]"
+	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/*.so') + \
+	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_native.json')]"
 	touch $@
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures), chromium

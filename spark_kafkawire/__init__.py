@@ -1,5 +1,6 @@
 """spark_kafkawire: Kafka wire-protocol captures as Arrow tables and a Spark data source."""
 
+from . import compiled  # noqa: F401  (first: it decides which modules are compiled ones)
 from .capture import CaptureError
 from .reader import Options, iter_batches, list_files, read_capture, read_pandas
 

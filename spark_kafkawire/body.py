@@ -26,6 +26,7 @@ from typing import NamedTuple
 from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
+from .values import RawRecords, Redacted
 
 NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
 #: bytes fields that carry credentials: SASL tokens (PLAIN passwords, SCRAM proofs and server
@@ -54,14 +55,6 @@ class RecordOptions(NamedTuple):
 
 
 DEFAULT_RECORD_OPTIONS = RecordOptions()
-
-
-class RawRecords(list):
-    """A records field's batch summaries (the list) with the field's bytes in ``.data``."""
-
-    def __init__(self, summary: list, data: bytes):
-        super().__init__(summary)
-        self.data = data
 
 
 class BodyError(ValueError):
@@ -362,15 +355,6 @@ class _Reader:
                 self.facts.topic_ids.append((out["TopicId"], name))
 
 
-class Redacted(dict):
-    """A secret field as shown (length, user name). ``secrets``: the texts of it that must appear
-    nowhere else in the output (a PLAIN password, a SCRAM proof or signature, a bearer token, the
-    whole token), for :func:`seal`."""
-
-    __slots__ = ("secrets",)
-    secrets: list[str]
-
-
 def redact(name: str, data: Bytes) -> dict:
     """What may be said of a secret: its length, and the user name of a SASL PLAIN/SCRAM token."""
     data = bytes(data)
@@ -439,7 +423,7 @@ def _sealed(value, secrets: list[str]):
     return value
 
 
-def decode_body(api_key: int, version: int, request: bool, data: bytes, pos: int,
+def decode_body(api_key: int, version: int, request: bool, data: Bytes, pos: int,
                 opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int]:
     """Decode the body that starts at data[pos]; returns (value, version used for it).
 

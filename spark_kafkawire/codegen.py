@@ -18,7 +18,8 @@ from typing import Callable
 
 from . import records as rec
 from .sasl import suspect, token_shaped
-from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, RawRecords, Schemas, redact)
+from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, Schemas, redact)
+from .values import RawRecords
 
 _SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1}
 _CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d", "bool": "?"}

@@ -1,19 +1,37 @@
-"""The compiled part, or None: the one place that decides whether it is used.
+"""The compiled parts, and the one place that decides whether they are used.
 
-``_lane`` (a C extension built when the package is installed, see lane.py) is used when it was
-built, unless ``KAFKAWIRE_PURE_PYTHON=1`` was in the environment when the package was imported:
-then no compiled code at all runs (the reader's stages, and the C bases of HalfStream and Framer,
-are Python), as msgpack's fallback does. The same rows come out either way (the test suite runs
-the decoding tests in both modes).
+Two optional parts are built when the package is installed (setup.py), each only where a C
+compiler is there:
+
+- ``_lane``, the fast lane (hand-written C, see lane.py): ``lane_module`` below, or None;
+- the per-exchange stages (body, records, headline, exchanges, table, rowshapes) compiled by
+  mypyc from their own ``.py`` sources, which stay the reference. The build writes
+  ``_native.json``: the compiled modules and the SHA-256 of the sources they were built from.
+
+The boundary is the modules' own Python interface: a compiled module is imported in place of its
+source and offers the same functions and classes; nothing else of it is reached into.
+
+``KAFKAWIRE_PURE_PYTHON=1`` in the environment when the package is imported means no compiled code
+at all (the stages, and the reader's lane, run as Python), as msgpack's fallback does. The compiled
+stages are also left aside, all of them, when any of their sources differs from the one they were
+built from (a checkout edited since ``make setup``): ``native_reason`` says why. The same rows come
+out either way (the decoding tests run in both modes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.abc
+import importlib.util
+import json
 import os
+import sys
+from pathlib import Path
 from types import ModuleType
 
 PURE = bool(os.environ.get("KAFKAWIRE_PURE_PYTHON"))
+_HERE = Path(__file__).resolve().parent
 
 
 def _load() -> ModuleType | None:
@@ -25,5 +43,44 @@ def _load() -> ModuleType | None:
         return None
 
 
+class _Sources(importlib.abc.MetaPathFinder):
+    """Imports these modules of the package from their ``.py`` sources, never a compiled module
+    beside them."""
+
+    def __init__(self, names: set[str]):
+        self.names = names
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.names:
+            return None
+        return importlib.util.spec_from_file_location(fullname, _HERE / (fullname.rpartition(".")[2] + ".py"))
+
+
+def _native() -> tuple[list[str], str | None]:
+    """(the compiled stage modules, why they are not used: None when they are)."""
+    try:
+        built = json.loads((_HERE / "_native.json").read_text())
+    except (OSError, ValueError):
+        return [], "not built (no _native.json: installed without a compiler, or run from a checkout before make setup)"
+    modules = sorted(built.get("modules", {}))
+    if PURE:
+        return modules, "KAFKAWIRE_PURE_PYTHON is set"
+    for name in modules:
+        try:
+            digest = hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()
+        except OSError:
+            return modules, f"{name}.py is missing"
+        if digest != built["modules"][name]:
+            return modules, f"{name}.py changed since the compiled modules were built (make setup rebuilds them)"
+    if importlib.util.find_spec(f"{built['group']}__mypyc") is None:
+        return modules, "the compiled modules did not build (no C compiler at install time)"
+    return modules, None
+
+
 #: the C extension's module (classes HalfCore, FramerCore, Lane, Pairing), or None
 lane_module: ModuleType | None = _load()
+#: the stage modules compiled by mypyc, and why they are not in use (None: they are)
+native_modules, native_reason = _native()
+native: bool = bool(native_modules) and native_reason is None
+if native_modules and not native and not any(isinstance(f, _Sources) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Sources({f"spark_kafkawire.{m}" for m in native_modules}))

@@ -358,7 +358,7 @@ def next_sequence(base: int, increment: int) -> int:
     return base + increment
 
 
-def iter_records(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
+def iter_records(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
                  max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[Record]:
     budget = _budget(budget)
     pos, n = 0, len(data)
@@ -386,18 +386,18 @@ def iter_records(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
             return
 
 
-def _problem(data: bytes, pos: int, magic: int, status: str, detail: str, codec: str = "none") -> Record:
+def _problem(data: View, pos: int, magic: int, status: str, detail: str, codec: str = "none") -> Record:
     base = _I64.unpack_from(data, pos)[0] if len(data) - pos >= 8 else None
     return Record(None, None, None, None, None, None, None, None, None, None, None, codec, magic, base,
                   status, detail)
 
 
-def _too_many(data: bytes, pos: int, magic: int, codec: str, count: int, cap: int) -> Record:
+def _too_many(data: View, pos: int, magic: int, codec: str, count: int, cap: int) -> Record:
     return _problem(data, pos, magic, "over_cap", f"the batch holds {count} records; the first {cap} were read "
                     "(option maxRecordsPerBatch)", codec)
 
 
-def _v2_records(data: bytes, pos: int, size: int, budget: Budget, max_records: int) -> Iterator[Record]:
+def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: int) -> Iterator[Record]:
     (base, _blen, _epoch, _m, crc, attrs, _ld, first_ts, max_ts, pid, pepoch, bseq,
      count) = _V2.unpack_from(data, pos)
     codec = _codec(attrs)
@@ -475,7 +475,7 @@ def _v01_key_value(data: View, pos: int, size: int, magic: int) -> tuple[bytes |
     return out[0], out[1]
 
 
-def _count_messages(data: bytes, limit: int) -> int:
+def _count_messages(data: View, limit: int) -> int:
     """How many complete messages a magic 0/1 message set holds (what _v01_messages walks)."""
     pos, n, count, size_at = 0, len(data), 0, _I32.unpack_from
     while n - pos >= 26:
@@ -489,7 +489,7 @@ def _count_messages(data: bytes, limit: int) -> int:
     return count
 
 
-def _v01_messages(data: bytes) -> Iterator[tuple[int, int, int]]:
+def _v01_messages(data: View) -> Iterator[tuple[int, int, int]]:
     """(position, size, magic) of each complete message in a magic 0/1 message set."""
     pos, n = 0, len(data)
     while n - pos >= 26:
@@ -500,7 +500,7 @@ def _v01_messages(data: bytes) -> Iterator[tuple[int, int, int]]:
         pos += size
 
 
-def _v01_records(data: bytes, pos: int, size: int, magic: int, budget: Budget, max_records: int, depth: int,
+def _v01_records(data: View, pos: int, size: int, magic: int, budget: Budget, max_records: int, depth: int,
                  wrapper: tuple[int, int | None] | None) -> Iterator[Record]:
     off, _msize, crc, _m, attrs = _V01.unpack_from(data, pos)
     codec = _codec(attrs)

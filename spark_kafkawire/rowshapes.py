@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from . import protocol
 from . import records as rec
-from .body import RawRecords
+from .values import RawRecords
 from .connstate import Endpoints, Request, Response
 from .exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from .frames import Frame
@@ -246,8 +246,10 @@ class ConnectionRows(RowBuilder):
 
     shape = "connections"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
+                 topic_ids: dict[str, str] | None = None):
+        super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
         self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
         self.connection = self._connection
 

@@ -9,7 +9,7 @@ that schema.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from typing import Callable, ClassVar
 
 import pyarrow as pa
 
@@ -197,7 +197,7 @@ class RowBuilder:
     ``backlog`` (rows=records, where one frame can hold millions: see :meth:`fill`). A shape's
     builder (see rowshapes) is the decoder's row sink: its ``exchange`` appends that shape's rows."""
 
-    shape = ""  # the row shape, set by each shape's builder
+    shape: ClassVar[str] = ""  # the row shape, set by each shape's builder
     #: the row of each TCP connection, for shapes that have one (see exchanges.RowSink)
     connection: Callable[..., None] | None = None
 

@@ -9,6 +9,9 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
 - per-core speed: tshark -T fields with the kafka dissector (api key and version, correlation id,
   client id) against read_capture for rows=exchanges (every column, every body decoded, every
   CRC checked), rows=messages and rows=connections; the ratio is tshark's time over ours;
+- frames many and small: the frame-dense capture (tests/benchcapture.py, build_dense) read by
+  tshark -T fields and by read_capture (rows=exchanges, compiled lane and pure Python), and by
+  read_capture with a filter no exchange passes (what reading, reassembly and framing cost alone);
 - filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
   read without it;
 - Spark: the cost of a query on a tiny capture (planning, scheduling, transfer); then, for the
@@ -54,6 +57,19 @@ def realistic() -> tuple[Path, int]:
 
         print("making the benchmark capture (real clients and broker, about 2 minutes)...", flush=True)
         build(path)
+    return path, json.loads(info.read_text())["broker_port"]
+
+
+def dense() -> tuple[Path, int]:
+    """The frame-dense capture (benchcapture.build_dense): small uncompressed Produce requests,
+    heartbeats and metadata refreshes, made once in out/bench/."""
+    path = OUT / "dense.pcap"
+    info = path.with_suffix(".json")
+    if not path.exists() or not info.exists():
+        from benchcapture import build_dense
+
+        print("making the frame-dense capture (real clients and broker, about 2 minutes)...", flush=True)
+        build_dense(path)
     return path, json.loads(info.read_text())["broker_port"]
 
 
@@ -353,6 +369,23 @@ def main() -> None:
     # what the compiled fast lane buys: the same read by the Python stages alone
     t = best_of(ours(path), env={"KAFKAWIRE_PURE_PYTHON": "1"})
     print(f"  the same, pure Python (no fast lane)  {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x", flush=True)
+
+    # frames many and small: the per-exchange work (body decoding, pairing, rows) is all the time
+    dpath, dport = dense()
+    import spark_kafkawire as kw
+
+    n = kw.read_capture(str(dpath)).num_rows
+    dpeer = best_of(tshark_fields(dpath, dport))
+    dsize = dpath.stat().st_size
+    print(f"frame-dense capture: {dpath.name}, {dsize / 1e6:.0f} MB, {n} exchanges "
+          f"({n / dsize * 1e8:,.0f} per 100 MB); tshark -T fields {dpeer:.2f} s")
+    t = best_of(ours(dpath))
+    print(f"  kafkawire read_capture rows=exchanges {t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x  "
+          f"({t / n * 1e6:.0f} us per exchange)")
+    t = best_of(ours(dpath, filters=[("api_key", "=", 99)]))
+    print(f"  the same with no exchange to decode (api_key = 99: reading, reassembly, framing) {t:.2f} s")
+    t = best_of(ours(dpath), env={"KAFKAWIRE_PURE_PYTHON": "1"})
+    print(f"  the same, pure Python (no fast lane)  {t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x", flush=True)
 
     # TLS: the same Kafka frames read from the TLS hop with the key log and from the plaintext hop
     tpath, keylog, tinfo = tls_workload()

@@ -13,6 +13,10 @@ segmentation offloads off, so segments are MTU-sized as on a real network. The t
 
 With SCALE 1 the capture is about 100 MB. It is not committed; `make bench` makes it once in
 out/bench/.
+
+``build_dense`` makes the frame-dense capture the same way: producers with ``linger.ms=0`` sending
+small uncompressed batches (one to four records of 0.5-3 KB per request), a consumer group with
+100 ms heartbeats reading some of it, and Metadata refreshes every 200 ms plus an admin client's.
 """
 
 from __future__ import annotations
@@ -78,15 +82,77 @@ print(json.dumps({"delivered": delivered, "consumed": consumed}))
 """
 
 
-def build(out: Path, scale: float = 1.0) -> dict:
+DENSE_CLIENT = r"""
+import json, random, sys, threading, time
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(11)
+admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "dense-admin"})
+for f in admin.create_topics([NewTopic(t, 3, 1) for t in ("orders", "clicks", "audit")]).values():
+    f.result(30)
+stop = threading.Event()
+consumed = [0]
+
+def consume():  # a group member heartbeating every 100 ms, reading the audit topic
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dense-group", "client.id": "dense-consumer",
+                  "auto.offset.reset": "earliest", "heartbeat.interval.ms": 100, "session.timeout.ms": 6000,
+                  "enable.auto.commit": True, "auto.commit.interval.ms": 200,
+                  "topic.metadata.refresh.interval.ms": 200})
+    c.subscribe(["audit"])
+    while not stop.is_set():
+        for m in c.consume(100, 0.2):
+            if m.error() is None:
+                consumed[0] += 1
+    c.close()
+
+t = threading.Thread(target=consume)
+t.start()
+time.sleep(3)
+delivered = [0]
+
+def count(err, msg):
+    if err is None:
+        delivered[0] += 1
+
+producers = [Producer({"bootstrap.servers": bootstrap, "client.id": f"dense-producer-{i}", "linger.ms": 0,
+                       "compression.type": "none", "batch.num.messages": 1 + i % 4, "acks": 1 if i % 2 else -1,
+                       "topic.metadata.refresh.interval.ms": 200}) for i in range(4)]
+topics = ("orders", "clicks", "audit")
+for i in range(n):
+    p = producers[i % 4]
+    value = bytes(rnd.randrange(32, 127) for _ in range(rnd.randrange(500, 3000)))
+    p.produce(topics[i % 3], key=b"k%d" % i, value=value, on_delivery=count)
+    p.poll(0)
+    if i % 8 == 7:  # a few requests in flight at a time: each request holds one to four records
+        p.flush(10)
+    if i % 500 == 0:
+        admin.list_topics(timeout=10)
+for p in producers:
+    assert p.flush(60) == 0
+time.sleep(2)
+stop.set()
+t.join()
+print(json.dumps({"delivered": delivered[0], "consumed": consumed[0]}))
+"""
+
+
+def build_dense(out: Path, scale: float = 1.0) -> dict:
+    """Make the frame-dense capture at ``out`` (see the module's text); the clients' own account
+    and the broker port."""
+    return build(out, scale, DENSE_CLIENT, 40000)
+
+
+def build(out: Path, scale: float = 1.0, client: str = CLIENT, n: int = 20000) -> dict:
     """Make the capture at ``out``; returns the clients' own account and the broker port."""
     try:
         veth_pair(NS_B, NS_C, "kwb-b", "kwb-c", "10.232.0")
         out.parent.mkdir(parents=True, exist_ok=True)
         with tansu(host="10.232.0.1", netns=NS_B) as (bootstrap, port), \
                 capture(out, [port], iface="kwb-b", netns=NS_B):
-            r = subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-c", CLIENT, bootstrap,
-                                str(int(20000 * scale)), ",".join(CODECS)],
+            r = subprocess.run(["ip", "netns", "exec", NS_C, sys.executable, "-c", client, bootstrap,
+                                str(int(n * scale)), ",".join(CODECS)],
                                capture_output=True, text=True, timeout=1800)
             if r.returncode:
                 raise RuntimeError(f"bench clients failed: {r.stderr[-2000:]}")
@@ -98,5 +164,6 @@ def build(out: Path, scale: float = 1.0) -> dict:
     return account
 
 
-if __name__ == "__main__":
-    print(build(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 1.0))
+if __name__ == "__main__":  # benchcapture.py OUT.pcap [SCALE] [dense]
+    make = build_dense if sys.argv[3:] == ["dense"] else build
+    print(make(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 1.0))

@@ -37,6 +37,13 @@ def shared_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name.endswith(suffixes))
 
 
+def _native() -> bool:
+    """Are the stage modules mypyc compiled in use (spark_kafkawire/compiled.py)?"""
+    from spark_kafkawire import compiled
+
+    return compiled.native
+
+
 def pytest_collection_modifyitems(config, items):
     import inspect
 
@@ -48,6 +55,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("spark")
         if os.environ.get("KAFKAWIRE_PURE_PYTHON") and item.get_closest_marker("compiled"):
             item.add_marker(pytest.mark.skip(reason="KAFKAWIRE_PURE_PYTHON=1: no compiled code to compare with"))
+        if item.get_closest_marker("spies") and _native():
+            item.add_marker(pytest.mark.skip(reason="spies on a call between compiled stage modules (they call each "
+                                                    "other directly): run by the pure-Python tier"))
         if not SHARED.is_dir():
             try:
                 source = inspect.getsource(item.function)

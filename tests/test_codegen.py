@@ -12,12 +12,16 @@ from spark_kafkawire import body
 from test_bodies import TRIPLES, _sample_frames
 
 
+#: what a Facts holds (body.Facts)
+FACT_FIELDS = ("error", "error_level", "topics", "partitions", "records", "record_bytes", "topic_ids", "in_partitions")
+
+
 def _run(generated, key, ver, is_req, data, pos):
     saved = body.GENERATED
     body.GENERATED = generated
     try:
         value, used, facts = body.decode_with_facts(key, ver, is_req, data, pos)
-        f = {k: getattr(facts, k) for k in facts.__slots__}
+        f = {k: getattr(facts, k) for k in FACT_FIELDS}
         return json.dumps(value, sort_keys=True, default=list), used, f
     except (body.BodyError, KeyError) as e:
         return type(e).__name__, str(e)

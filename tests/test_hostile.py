@@ -133,6 +133,7 @@ def _gzip(data: bytes) -> bytes:
     return gzip.compress(data)
 
 
+@pytest.mark.spies
 def test_records_of_one_batch_leave_in_batches_of_batch_size(tmp_path, monkeypatch):
     path = tmp_path / "amp.pcap"
     _many_records_capture(path, 20_000)
@@ -213,6 +214,7 @@ def produced(monkeypatch) -> list[int]:
     return made
 
 
+@pytest.mark.spies
 def test_wrappers_of_one_message_share_one_budget(produced):
     cap = 1 << 20
     wrappers = [_wrapper(64, 8 << 10) for _ in range(20)]  # each inflates to ~0.5 MiB
@@ -229,6 +231,7 @@ def test_wrappers_of_one_message_share_one_budget(produced):
     assert sum(r.status == "ok" for r in got) < 20 * 64 and got[-1].status == "over_cap"
 
 
+@pytest.mark.spies
 def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
     calls = []
     monkeypatch.setattr(rec, "decompress", lambda *a, **k: calls.append(a) or b"")
@@ -236,6 +239,7 @@ def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
     assert s["CrcValid"] is False and s["RecordCount"] is None and calls == []
 
 
+@pytest.mark.spies
 def test_wrapper_bomb_reproducer_decompresses_within_budget(produced):
     (row,) = read_capture(FINDINGS / "magic1-wrapper-bombs.pcap").to_pylist()
     assert sum(produced) <= 2 * rec.DEFAULT_MAX_DECOMPRESSED + 2

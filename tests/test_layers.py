@@ -15,7 +15,7 @@ STAGES = [
     {"packets"},  # packets -> TCP segments
     {"tcp"},  # segments -> byte streams
     {"tls", "frames"},  # byte streams -> frames
-    {"codegen", "body", "records", "partitions", "headline", "predicate"},  # frames -> messages
+    {"codegen", "body", "values", "records", "partitions", "headline", "predicate"},  # frames -> messages
     {"connstate", "roles", "topicids", "exchanges"},  # messages -> exchanges
     {"modes", "table", "rowshapes"},  # exchanges -> rows (Arrow)
     {"lane", "reader"},  # the read loop over all of the above (and its compiled fast lane)

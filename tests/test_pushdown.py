@@ -60,6 +60,7 @@ def test_capture_file_filter_skips_files():
     assert got.num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
 
 
+@pytest.mark.spies
 def test_excluded_frames_are_not_body_decoded(monkeypatch):
     calls = []
     real = body.decode_with_facts
@@ -81,6 +82,7 @@ def test_excluded_frames_are_not_body_decoded(monkeypatch):
     assert len(calls) < everything
 
 
+@pytest.mark.spies
 def test_connections_rows_decode_no_body(monkeypatch):
     calls = []
     monkeypatch.setattr("spark_kafkawire.exchanges.decode_with_facts", lambda *a, **k: calls.append(a))

@@ -87,6 +87,7 @@ def test_shares_with_a_filter_equal_the_filtered_whole(large):
     assert sum((rows(large, "exchanges", (k, 3), pred) for k in range(3)), Counter()) == whole
 
 
+@pytest.mark.spies
 def test_a_share_decodes_only_its_bodies(large, monkeypatch):
     """The point of a share: the bodies of the other shares' rows are not decoded (only those whose
     state every share needs: ApiVersions, SASL, topic ids)."""
@@ -106,6 +107,7 @@ def test_a_share_decodes_only_its_bodies(large, monkeypatch):
     assert 0 < calls[0] < 0.6 * whole
 
 
+@pytest.mark.spies
 def test_a_share_decodes_a_repeated_metadata_answer_once(large, monkeypatch):
     """Responses every share decodes for the topic ids they teach (Metadata) are remembered by their
     bytes: a share decodes the repeated answers that are not its rows once, not each time (the

@@ -1,0 +1,77 @@
+"""The compiled parts of the package; everything else about the build is in pyproject.toml.
+
+Two optional parts, each skipped (the package then runs them as Python) when it cannot be built:
+
+- ``spark_kafkawire._lane``: the fast lane, hand-written C (spark_kafkawire/_lane.c, see lane.py);
+- the per-exchange stages (NATIVE below), compiled by mypyc from their own Python sources: the
+  ``.py`` files stay the one source and the reference, the compiled modules are built from them.
+  The build also writes ``spark_kafkawire/_native.json``: which modules were compiled, from
+  sources with which SHA-256. At import, spark_kafkawire/compiled.py runs the compiled modules only
+  when every one of those sources is unchanged and KAFKAWIRE_PURE_PYTHON is not set; otherwise the
+  ``.py`` sources, all of them (compiled modules call each other directly, so they are used all
+  together or not at all).
+
+``KAFKAWIRE_NO_COMPILE=1`` in the environment builds neither (as a machine without a C compiler).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+#: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows)
+NATIVE = ["body", "records", "headline", "exchanges", "table", "rowshapes"]
+GROUP = "spark_kafkawire._native"
+SKIP = bool(os.environ.get("KAFKAWIRE_NO_COMPILE"))
+
+
+def sources_digest() -> dict:
+    return {m: hashlib.sha256((HERE / "spark_kafkawire" / f"{m}.py").read_bytes()).hexdigest() for m in NATIVE}
+
+
+def native_extensions() -> list[Extension]:
+    if SKIP:
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:  # no mypyc: the stages run as Python
+        return []
+    try:
+        exts = mypycify([f"spark_kafkawire/{m}.py" for m in NATIVE], opt_level="3", group_name=GROUP)
+    except (Exception, SystemExit) as e:  # a type error mypyc refuses, say: run them as Python
+        print(f"spark_kafkawire: the stages are not compiled ({e}); they run as Python")
+        return []
+    for ext in exts:
+        ext.optional = True
+    return exts
+
+
+class BuildPy(build_py):
+    """Writes _native.json beside the modules: the sources the compiled modules are built from."""
+
+    def run(self) -> None:
+        super().run()
+        if not SKIP:
+            out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
+            out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")
+
+
+class BuildExt(build_ext):
+    """An optional extension that fails to build (no compiler) is left out, with one line saying so."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # noqa: BLE001 (the whole build step, as setuptools' optional does per module)
+            print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python")
+
+
+lane = [] if SKIP else [Extension("spark_kafkawire._lane", ["spark_kafkawire/_lane.c"], optional=True)]
+setup(ext_modules=lane + native_extensions(), cmdclass={"build_py": BuildPy, "build_ext": BuildExt})
