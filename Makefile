@@ -15,14 +15,14 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: $(SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	rm -f spark_kafkawire/*.so spark_kafkawire/_native.json
 	$(PY) -m pip install -q --upgrade pip
-	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules
-	# (setuptools calls its ext-modules table in pyproject.toml experimental, in a UserWarning)
-	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install -q ".[spark,test,cli]"
+	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules;
+	# setup.py compiles the fast lane and the stages (mypyc) where a C compiler is there
+	$(PY) -m pip install -q ".[spark,test,cli]"
 	# the compiled parts beside the sources too, for code run from the checkout (the tests): the
 	# fast lane, the stages mypyc compiled and the digest of their sources (spark_kafkawire/compiled.py
 	# runs the sources instead once one of them is edited)
-	rm -f spark_kafkawire/*.so spark_kafkawire/_native.json
 	$(PY) -c "import glob, shutil, sysconfig; [shutil.copy(f, 'spark_kafkawire/') for f in \
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/*.so') + \
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_native.json')]"
@@ -45,12 +45,14 @@ demo: setup
 	  echo "pinned to Kafka 0.9/0.10 (Produce versions 4.0 refuses) and SASL PLAIN logins without TLS."; \
 	  echo "Open out/audit/report.html for the whole report."; exit 0; fi; exit $$rc
 
-# everything, in two runs: the tests that start no Spark, cluster or S3 server over both cores
-# (pytest-xdist), then those that do, one at a time (one SparkSession, fixed cluster ports)
+# everything, in three runs: the tests that start no Spark, cluster or S3 server over both cores
+# (pytest-xdist), with the compiled parts and again with none (KAFKAWIRE_PURE_PYTHON=1, as an
+# install without a compiler runs), then those that start servers, one at a time (one
+# SparkSession, fixed cluster ports), with the compiled parts
 SERVERS := spark or cluster or storage
 test: setup system-deps lint
 	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
-	$(MAKE) --no-print-directory test-pure
+	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -n 2 -m "not ($(SERVERS))"
 	$(PY) -m pytest -m "$(SERVERS)"
 
 # pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs, types on the

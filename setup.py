@@ -27,7 +27,8 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows)
-NATIVE = ["body", "records", "headline", "exchanges", "table", "rowshapes"]
+NATIVE = ["body", "records", "headline", "partitions", "predicate", "topicids", "exchanges", "columns", "modes", "table",
+          "rowshapes"]
 GROUP = "spark_kafkawire._native"
 SKIP = bool(os.environ.get("KAFKAWIRE_NO_COMPILE"))
 
@@ -58,6 +59,10 @@ class BuildPy(build_py):
 
     def run(self) -> None:
         super().run()
+        # compiled modules copied from the source tree (a checkout after make setup) are not this
+        # build's: build_ext puts in those it makes
+        for old in (Path(self.build_lib) / "spark_kafkawire").glob("*.so"):
+            old.unlink()
         if not SKIP:
             out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
             out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")

@@ -23,6 +23,7 @@ from struct import Struct
 from struct import error as struct_error
 from typing import NamedTuple
 
+from .compiled import native
 from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
@@ -36,8 +37,10 @@ SECRET_FIELDS = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "Reque
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 UNSUPPORTED_VERSION = 35
-#: decode with the readers codegen.py generates from the same layouts (False: interpret only)
-GENERATED = True
+#: decode with the readers codegen.py generates from the same layouts (False: interpret only). Where
+#: this module runs compiled (compiled.py), its interpreter is faster than the generated readers,
+#: which are interpreted Python: it reads every body itself.
+GENERATED = not native
 
 _FIXED = {
     "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),

@@ -1,0 +1,66 @@
+"""Installing: with a C compiler the compiled parts are built and used; without one the package
+still builds and installs, holds no compiled module, and reads captures to the same rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_pcaps" / "mock-confluent-group.pcapng"
+PROBE = """
+import json, sys
+import spark_kafkawire as k
+from spark_kafkawire import compiled
+rows = k.read_capture(sys.argv[1]).drop_columns(["capture_file"]).to_pylist()
+print(json.dumps({"native": compiled.native, "lane": compiled.lane_module is not None,
+                  "reason": compiled.native_reason, "file": k.__file__, "rows": rows}, default=str))
+"""
+
+pytestmark = pytest.mark.skipif(bool(os.environ.get("KAFKAWIRE_PURE_PYTHON")),
+                                reason="about installing, not decoding: run once, in the compiled tier")
+
+
+def _probe(cwd: Path, env: dict | None = None) -> dict:
+    r = subprocess.run([sys.executable, "-c", PROBE, str(SAMPLE)], cwd=cwd, env=env, capture_output=True, text=True,
+                       check=True)
+    return json.loads(r.stdout)
+
+
+def test_the_installed_package_uses_its_compiled_parts(tmp_path):
+    """make setup's install (a compiler is there): the lane and the mypyc-compiled stages are in
+    use, and KAFKAWIRE_PURE_PYTHON=1 turns all of them off with the same rows."""
+    got = _probe(tmp_path)  # not the checkout: the installed package
+    assert "site-packages" in got["file"]
+    assert got["native"] and got["lane"], got["reason"]
+    pure = _probe(tmp_path, {**os.environ, "KAFKAWIRE_PURE_PYTHON": "1"})
+    assert not pure["native"] and not pure["lane"] and "KAFKAWIRE_PURE_PYTHON" in pure["reason"]
+    assert pure["rows"] == got["rows"] and len(got["rows"]) > 10
+
+
+@pytest.mark.slow
+def test_an_install_without_a_compiler_runs_as_python_with_the_same_rows(tmp_path):
+    """The wheel built where the C compiler fails (CC=false): mypyc generates its C, nothing
+    compiles, the build still succeeds; the wheel holds no compiled module and, installed, reads
+    the sample capture to the rows the compiled install gives."""
+    env = {**os.environ, "CC": "false", "LDSHARED": "false"}
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "wheel"), str(ROOT)],
+                   env=env, check=True, capture_output=True, cwd=tmp_path)
+    (wheel,) = (tmp_path / "wheel").glob("spark_kafkawire-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "spark_kafkawire/body.py" in names
+    assert not [n for n in names if n.endswith(".so")]
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
+    got = _probe(tmp_path, {**env, "PYTHONPATH": str(target)})
+    assert got["file"].startswith(str(target))
+    assert not got["native"] and not got["lane"] and "did not build" in got["reason"]
+    assert got["rows"] == _probe(tmp_path)["rows"]
