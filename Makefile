@@ -63,7 +63,8 @@ lint: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 # the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
-# no reinstall (after changing _lane.c, run make setup once to rebuild the fast lane)
+# no reinstall (an edited stage module runs as Python until make setup rebuilds the compiled parts;
+# after changing _lane.c, make setup too)
 FAST := not spark and not cluster and not storage and not external and not slow
 test-fast:
 	@test -x $(PY) || $(MAKE) setup

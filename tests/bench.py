@@ -368,7 +368,7 @@ def main() -> None:
               f"  ({size / t / 1e6:.0f} MB/s)")
     # what the compiled fast lane buys: the same read by the Python stages alone
     t = best_of(ours(path), env={"KAFKAWIRE_PURE_PYTHON": "1"})
-    print(f"  the same, pure Python (no fast lane)  {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x", flush=True)
+    print(f"  the same, pure Python (no compiled code){t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x", flush=True)
 
     # frames many and small: the per-exchange work (body decoding, pairing, rows) is all the time
     dpath, dport = dense()
@@ -385,7 +385,7 @@ def main() -> None:
     t = best_of(ours(dpath, filters=[("api_key", "=", 99)]))
     print(f"  the same with no exchange to decode (api_key = 99: reading, reassembly, framing) {t:.2f} s")
     t = best_of(ours(dpath), env={"KAFKAWIRE_PURE_PYTHON": "1"})
-    print(f"  the same, pure Python (no fast lane)  {t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x", flush=True)
+    print(f"  the same, pure Python (no compiled code){t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x", flush=True)
 
     # TLS: the same Kafka frames read from the TLS hop with the key log and from the plaintext hop
     tpath, keylog, tinfo = tls_workload()

@@ -70,6 +70,7 @@ def test_values_a_type_cannot_hold_are_refused(typ, values):
         columns._build(values, typ)
 
 
+@pytest.mark.spies
 def test_a_large_read_leaves_the_rest_to_pyarrow(monkeypatch):
     calls = []
     monkeypatch.setattr(columns, "_pandas_loaded", lambda: False)
