@@ -422,11 +422,11 @@ class Framer(_FramerBase):
                 i += 1
                 continue
             end = i + 4 + size
-            if at_start or end == n or (end > n and size > SCAN_WINDOW and ok is True):
+            if at_start or end == n or (end > n and size > SCAN_WINDOW and ok == 1):
                 found = i
                 break
             if end > n or end + 8 > n:
-                if final and ok is True:
+                if final and ok == 1:
                     found = i
                     break
                 if final:

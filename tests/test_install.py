@@ -64,3 +64,47 @@ def test_an_install_without_a_compiler_runs_as_python_with_the_same_rows(tmp_pat
     assert got["file"].startswith(str(target))
     assert not got["native"] and not got["lane"] and "did not build" in got["reason"]
     assert got["rows"] == _probe(tmp_path)["rows"]
+
+
+BOTH = """
+import json, sys
+import spark_kafkawire as k
+from spark_kafkawire import compiled
+out = {"native": compiled.native}
+for path in sys.argv[1:]:
+    out[path] = k.read_capture(path).drop_columns(["capture_file"]).to_pylist()
+print(json.dumps(out, default=str))
+"""
+
+
+def _mid_stream_large_frames(path: Path) -> None:
+    """A connection caught mid-stream (no SYN, the capture starts inside a request) whose requests
+    are Produce requests of 300 KB (more than the framer's scan window) with their answers."""
+    from pcapgen import Conversation, produce_request, response, write_pcap
+
+    conv = Conversation()
+    for corr in range(1, 6):
+        conv.send("c", produce_request(8, corr, "big-producer", bytes(range(256)) * 1200), mss=1460)
+        conv.send("b", response(corr, 0, 8))
+    write_pcap(path, conv.packets[7:])  # from inside the first request
+
+
+def test_the_compiled_stages_read_every_capture_as_their_sources_do(tmp_path):
+    """The stages mypyc compiled (and the lane) against the same modules run as Python, on every
+    sample capture, every public capture and one caught mid-stream with frames larger than the
+    scan window (where a compiled int once stood for Python's True): the same rows."""
+    from conftest import SHARED
+
+    mid = tmp_path / "mid-stream.pcap"
+    _mid_stream_large_frames(mid)
+    paths = [mid] + sorted((ROOT / "sample_pcaps").glob("*.pcap*")) + \
+        sorted(p for p in (SHARED / "public-captures").glob("*") if p.suffix in (".pcap", ".pcapng", ".cap"))
+    args = [sys.executable, "-c", BOTH] + [str(p) for p in paths]
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
+    compiled = json.loads(subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
+    pure = json.loads(subprocess.run(args, cwd=ROOT, env={**env, "KAFKAWIRE_PURE_PYTHON": "1"}, capture_output=True,
+                                     text=True, check=True).stdout)
+    assert compiled.pop("native") and not pure.pop("native")
+    assert sum(r["status"] == "complete" for r in compiled[str(mid)]) >= 4  # the scan finds the frames
+    for p in paths:
+        assert compiled[str(p)] == pure[str(p)], p.name
