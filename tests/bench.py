@@ -49,28 +49,26 @@ PAIRS = 5  # alternating runs of one file whole and in shares
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def realistic() -> tuple[Path, int]:
-    path = OUT / "realistic.pcap"
+def _made(name: str, build: str, what: str) -> tuple[Path, int]:
+    """out/bench/NAME.pcap and its broker port, made once by benchcapture's ``build`` function."""
+    path = OUT / f"{name}.pcap"
     info = path.with_suffix(".json")
     if not path.exists() or not info.exists():
-        from benchcapture import build
+        import benchcapture
 
-        print("making the benchmark capture (real clients and broker, about 2 minutes)...", flush=True)
-        build(path)
+        print(f"making the {what} (real clients and broker, about 2 minutes)...", flush=True)
+        getattr(benchcapture, build)(path)
     return path, json.loads(info.read_text())["broker_port"]
+
+
+def realistic() -> tuple[Path, int]:
+    return _made("realistic", "build", "benchmark capture")
 
 
 def dense() -> tuple[Path, int]:
     """The frame-dense capture (benchcapture.build_dense): small uncompressed Produce requests,
-    heartbeats and metadata refreshes, made once in out/bench/."""
-    path = OUT / "dense.pcap"
-    info = path.with_suffix(".json")
-    if not path.exists() or not info.exists():
-        from benchcapture import build_dense
-
-        print("making the frame-dense capture (real clients and broker, about 2 minutes)...", flush=True)
-        build_dense(path)
-    return path, json.loads(info.read_text())["broker_port"]
+    heartbeats and metadata refreshes."""
+    return _made("dense", "build_dense", "frame-dense capture")
 
 
 def tls_workload() -> tuple[Path, Path, dict]:
