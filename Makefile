@@ -26,6 +26,8 @@ $(VENV)/.installed: $(SRC)
 	$(PY) -c "import glob, shutil, sysconfig; [shutil.copy(f, 'spark_kafkawire/') for f in \
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/*.so') + \
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_native.json')]"
+	@$(PY) -c "from spark_kafkawire import compiled as c; \
+	  print('compiled stages:', 'in use' if c.native else c.native_reason)"
 	touch $@
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures), chromium
