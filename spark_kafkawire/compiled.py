@@ -4,8 +4,8 @@ Two optional parts are built when the package is installed (setup.py), each only
 compiler is there:
 
 - ``_lane``, the fast lane (hand-written C, see lane.py): ``lane_module`` below, or None;
-- the per-exchange stages (body, records, headline, exchanges, table, rowshapes) compiled by
-  mypyc from their own ``.py`` sources, which stay the reference. The build writes
+- the per-exchange stages (``NATIVE`` in setup.py: body decoding, facts, pairing, row and column
+  building) compiled by mypyc from their own ``.py`` sources, which stay the reference. The build writes
   ``_native.json``: the compiled modules and the SHA-256 of the sources they were built from.
 
 The boundary is the modules' own Python interface: a compiled module is imported in place of its
