@@ -3,8 +3,8 @@
  * Most packets of a Kafka capture are the next in-order segment of a connection already followed,
  * or a pure acknowledgement. For those the pure Python stages (capture.py -> packets.py -> tcp.py
  * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
- * objects, reading and writing their slots directly (and the int fields of HalfStream's and Framer's
- * C bases, HalfCore and FramerCore, below), and hands every other packet back untouched.
+ * objects, through the fields of their four core types (below: the boundary, nothing else of those
+ * objects is read), and hands every other packet back untouched.
  *
  * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts,
  *          late_from, late_budget, until)
@@ -14,7 +14,7 @@
  *     captured, nothing queued in either direction), and the effect is theirs, slot for slot:
  *     Connection.last_ts, the live order (OrderedDict.move_to_end), HalfStream.last_ts/captured/nxt,
  *     and the Framer's: its buffer when the bytes fall inside a frame in progress; when they
- *     complete or start frames of a framer that knows where frames start, Framer._frames' loop
+ *     complete or start frames of a framer that knows where frames start, Framer.cut's loop
  *     (accounting, the frame in progress, a Frame for each whole one handed to its on_frame);
  *     otherwise the Framer's own data() is called, as HalfStream.feed calls it; or
  *   - hands it to the reassembler (any other packet of a link and network layer listed here: a new
@@ -43,55 +43,125 @@
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
 
-/* The stream offsets and frame sizes the lane moves on every packet live in C fields of the
- * classes' bases (HalfStream's HalfCore, Framer's FramerCore), not in object slots: Python reads
- * and writes them as ints, and the lane adds to them without making a new int for each packet. */
+/* ---------------------------------------------------------------------------------------------
+ * The boundary with the Python stages: four core types.
+ *
+ * Everything of the Python stages' objects the lane reads or writes is a field of one of these
+ * types, declared here and nowhere else: Connection, HalfStream, Framer and Accounting (tcp.py,
+ * frames.py) are subclasses of ConnCore, HalfCore, FramerCore and AcctCore, and read and write the
+ * same fields as attributes. Without the extension cores.py gives pure Python classes with the same
+ * fields (tests/test_lane.py checks the two lists are the same). Besides these fields the lane
+ * only calls what Lane's constructor is given (Reassembler.feed), public methods (Framer.data and
+ * Framer.frames, OrderedDict.move_to_end, the row builder's count and backlog) and makes the two
+ * named tuples it is given (Segment, Frame).
+ * Counters the lane moves on every packet are C integers (no int object made per packet); the
+ * other fields are objects, exactly as Python stores them.
+ * ------------------------------------------------------------------------------------------- */
+
+#define VISIT_FIELD(f) Py_VISIT(self->f);
+#define CLEAR_FIELD(f) Py_CLEAR(self->f);
+#define OBJECT_MEMBER(T, f, doc) {#f, T_OBJECT_EX, offsetof(T, f), 0, doc},
+#define INT_MEMBER(T, f, doc) {#f, T_LONGLONG, offsetof(T, f), 0, doc},
+
+/* the garbage collector's functions and the type of a core whose object fields are OBJECTS */
+#define CORE_TYPE(Name, OBJECTS, doc)                                                                  \
+    static int Name##_traverse(Name *self, visitproc visit, void *arg) {                               \
+        OBJECTS(VISIT_FIELD)                                                                          \
+        return 0;                                                                                     \
+    }                                                                                                 \
+    static int Name##_clear(Name *self) {                                                             \
+        OBJECTS(CLEAR_FIELD)                                                                          \
+        return 0;                                                                                     \
+    }                                                                                                 \
+    static void Name##_dealloc(Name *self) {                                                          \
+        PyObject_GC_UnTrack(self);                                                                    \
+        Name##_clear(self);                                                                           \
+        Py_TYPE(self)->tp_free((PyObject *)self);                                                     \
+    }                                                                                                 \
+    static PyTypeObject Name##Type = {                                                                \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spark_kafkawire._lane." #Name,                      \
+        .tp_doc = doc,                                                                                \
+        .tp_basicsize = sizeof(Name),                                                                 \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                    \
+        .tp_traverse = (traverseproc)Name##_traverse,                                                 \
+        .tp_clear = (inquiry)Name##_clear,                                                            \
+        .tp_dealloc = (destructor)Name##_dealloc,                                                     \
+        .tp_new = PyType_GenericNew,                                                                  \
+        .tp_members = Name##_members,                                                                 \
+    };
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *done, *self_connected, *opened, *last_ts, *halves;
+} ConnCore;
+#define CONN_OBJECTS(X) X(done) X(self_connected) X(opened) X(last_ts) X(halves)
+static PyMemberDef ConnCore_members[] = {
+    OBJECT_MEMBER(ConnCore, done, "ended: its packets go to the reassembler")
+    OBJECT_MEMBER(ConnCore, self_connected, "both endpoints the same")
+    OBJECT_MEMBER(ConnCore, opened, "the listener has been told")
+    OBJECT_MEMBER(ConnCore, last_ts, "time of its last packet")
+    OBJECT_MEMBER(ConnCore, halves, "its two HalfStreams, once opened")
+    {NULL},
+};
+CORE_TYPE(ConnCore, CONN_OBJECTS, "The fields of a Connection the lane reads and moves.")
+
 typedef struct {
     PyObject_HEAD
     long long nxt, captured;
+    PyObject *sink, *base, *pending, *last_ts;
 } HalfCore;
-
+#define HALF_OBJECTS(X) X(sink) X(base) X(pending) X(last_ts)
 static PyMemberDef HalfCore_members[] = {
-    {"nxt", T_LONGLONG, offsetof(HalfCore, nxt), 0, "stream offset of the next byte to deliver"},
-    {"captured", T_LONGLONG, offsetof(HalfCore, captured), 0, "distinct payload bytes the capture holds"},
+    INT_MEMBER(HalfCore, nxt, "stream offset of the next byte to deliver")
+    INT_MEMBER(HalfCore, captured, "distinct payload bytes the capture holds")
+    OBJECT_MEMBER(HalfCore, sink, "where the direction's bytes go (a Framer, a TLS direction)")
+    OBJECT_MEMBER(HalfCore, base, "sequence number of stream offset 0, or None")
+    OBJECT_MEMBER(HalfCore, pending, "segments waiting for the bytes before them (a list)")
+    OBJECT_MEMBER(HalfCore, last_ts, "time of the direction's last packet")
     {NULL},
 };
-
-static PyTypeObject HalfCoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "spark_kafkawire._lane.HalfCore",
-    .tp_doc = "The int fields of a HalfStream the lane moves on every packet.",
-    .tp_basicsize = sizeof(HalfCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = PyType_GenericNew,
-    .tp_members = HalfCore_members,
-};
+CORE_TYPE(HalfCore, HALF_OBJECTS, "The fields of a HalfStream the lane reads and moves.")
 
 typedef struct {
     PyObject_HEAD
     long long pos, target, rest_to, max_frame;
+    PyObject *on_frame, *acct, *buf, *synced, *first, *disabled, *f_ts, *f_num, *f_off;
 } FramerCore;
-
+#define FRAMER_OBJECTS(X) X(on_frame) X(acct) X(buf) X(synced) X(first) X(disabled) X(f_ts) X(f_num) X(f_off)
 static PyMemberDef FramerCore_members[] = {
-    {"pos", T_LONGLONG, offsetof(FramerCore, pos), 0, "stream offset of the next byte to arrive"},
-    {"target", T_LONGLONG, offsetof(FramerCore, target), 0, "bytes the frame in progress needs in all"},
-    {"rest_to", T_LONGLONG, offsetof(FramerCore, rest_to), 0, "end of a frame cut by a gap"},
-    {"max_frame", T_LONGLONG, offsetof(FramerCore, max_frame), 0, "largest frame accepted"},
+    INT_MEMBER(FramerCore, pos, "stream offset of the next byte to arrive")
+    INT_MEMBER(FramerCore, target, "bytes the frame in progress needs in all")
+    INT_MEMBER(FramerCore, rest_to, "end of a frame cut by a gap")
+    INT_MEMBER(FramerCore, max_frame, "largest frame accepted")
+    OBJECT_MEMBER(FramerCore, on_frame, "called with each Frame")
+    OBJECT_MEMBER(FramerCore, acct, "the direction's Accounting")
+    OBJECT_MEMBER(FramerCore, buf, "the frame in progress, size field included (a bytearray)")
+    OBJECT_MEMBER(FramerCore, synced, "frame starts are known")
+    OBJECT_MEMBER(FramerCore, first, "no byte seen yet")
+    OBJECT_MEMBER(FramerCore, disabled, "not Kafka: every byte is skipped")
+    OBJECT_MEMBER(FramerCore, f_ts, "time of the frame in progress")
+    OBJECT_MEMBER(FramerCore, f_num, "packet number of the frame in progress")
+    OBJECT_MEMBER(FramerCore, f_off, "stream offset of the frame in progress")
     {NULL},
 };
+CORE_TYPE(FramerCore, FRAMER_OBJECTS, "The fields of a Framer the lane reads and moves.")
 
-static PyTypeObject FramerCoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "spark_kafkawire._lane.FramerCore",
-    .tp_doc = "The int fields of a Framer the lane moves on every packet.",
-    .tp_basicsize = sizeof(FramerCore),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_new = PyType_GenericNew,
-    .tp_members = FramerCore_members,
+typedef struct {
+    PyObject_HEAD
+    long long frames, frame_bytes;
+} AcctCore;
+#define ACCT_OBJECTS(X)
+static PyMemberDef AcctCore_members[] = {
+    INT_MEMBER(AcctCore, frames, "complete frames")
+    INT_MEMBER(AcctCore, frame_bytes, "bytes of complete frames, size fields included")
+    {NULL},
 };
+CORE_TYPE(AcctCore, ACCT_OBJECTS, "The counters of an Accounting the lane moves.")
 
+#define CC(o) ((ConnCore *)(o))
 #define HC(o) ((HalfCore *)(o))
 #define FC(o) ((FramerCore *)(o))
+#define AC(o) ((AcctCore *)(o))
 
 typedef struct {
     PyObject_HEAD
@@ -103,43 +173,12 @@ typedef struct {
     PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
     long long batch_limit, min_frame;
     long long taken;    /* packets taken so far (the tests check the lane is used) */
-    /* slot offsets, from the classes' member descriptors */
-    Py_ssize_t c_done, c_self, c_opened, c_last_ts, c_halves;
-    Py_ssize_t h_base, h_pending, h_last_ts, h_sink;
-    Py_ssize_t f_buf;
-    Py_ssize_t f_on_frame, f_synced, f_first, f_disabled, f_acct, f_ts, f_num, f_off;
-    Py_ssize_t a_frames, a_frame_bytes;
 } Lane;
 
-static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog, *s_frames;
+static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog, *s_cut;
 
-static int slot_offset(PyObject *cls, const char *name, Py_ssize_t *out) {
-    PyObject *d = PyObject_GetAttrString(cls, name);
-    if (d == NULL) return -1;
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "%s is not a slot", name);
-        Py_DECREF(d);
-        return -1;
-    }
-    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-    if (m->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "%s is not an object slot", name);
-        Py_DECREF(d);
-        return -1;
-    }
-    *out = m->offset;
-    Py_DECREF(d);
-    return 0;
-}
-
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
-
-/* replace a slot's value, taking the new reference */
-static inline void set_slot(PyObject *obj, Py_ssize_t off, PyObject *v) {
-    PyObject *old = SLOT(obj, off);
-    SLOT(obj, off) = v;
-    Py_XDECREF(old);
-}
+/* replace an object field's value, taking the new reference */
+#define SET_FIELD(field, v) Py_XSETREF(field, v)
 
 static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->table);
@@ -183,22 +222,14 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
         return -1;
     }
-    if (!PyType_Check(ht) || !PyType_IsSubtype((PyTypeObject *)ht, &HalfCoreType) || !PyType_Check(ft) ||
-        !PyType_IsSubtype((PyTypeObject *)ft, &FramerCoreType)) {
-        PyErr_SetString(PyExc_TypeError, "HalfStream and Framer: subclasses of HalfCore and FramerCore");
+    if (!PyType_Check(ct) || !PyType_IsSubtype((PyTypeObject *)ct, &ConnCoreType) || !PyType_Check(ht) ||
+        !PyType_IsSubtype((PyTypeObject *)ht, &HalfCoreType) || !PyType_Check(ft) ||
+        !PyType_IsSubtype((PyTypeObject *)ft, &FramerCoreType) || !PyType_Check(at) ||
+        !PyType_IsSubtype((PyTypeObject *)at, &AcctCoreType)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Connection, HalfStream, Framer and Accounting: subclasses of the lane's cores");
         return -1;
     }
-    if (slot_offset(ct, "done", &self->c_done) || slot_offset(ct, "self_connected", &self->c_self) ||
-        slot_offset(ct, "opened", &self->c_opened) || slot_offset(ct, "last_ts", &self->c_last_ts) ||
-        slot_offset(ct, "halves", &self->c_halves) || slot_offset(ht, "base", &self->h_base) ||
-        slot_offset(ht, "pending", &self->h_pending) || slot_offset(ht, "last_ts", &self->h_last_ts) ||
-        slot_offset(ht, "sink", &self->h_sink) || slot_offset(ft, "buf", &self->f_buf) ||
-        slot_offset(ft, "on_frame", &self->f_on_frame) || slot_offset(ft, "synced", &self->f_synced) ||
-        slot_offset(ft, "first", &self->f_first) || slot_offset(ft, "disabled", &self->f_disabled) ||
-        slot_offset(ft, "acct", &self->f_acct) || slot_offset(ft, "f_ts", &self->f_ts) ||
-        slot_offset(ft, "f_num", &self->f_num) || slot_offset(ft, "f_off", &self->f_off) ||
-        slot_offset(at, "frames", &self->a_frames) || slot_offset(at, "frame_bytes", &self->a_frame_bytes))
-        return -1;
 #define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
     KEEP(table, table);
     KEEP(live, live);
@@ -226,8 +257,8 @@ static inline unsigned long u32(const unsigned char *p, int big) {
     return ((unsigned long)p[3] << 24) | ((unsigned long)p[2] << 16) | ((unsigned long)p[1] << 8) | p[0];
 }
 
-/* an int slot as a C value; -1 and no error when it is not a small int */
-static inline int int_slot(PyObject *v, long long *out) {
+/* an int object as a C value; -1 and no error when it is not a small int */
+static inline int small_int(PyObject *v, long long *out) {
     if (v == NULL || !PyLong_CheckExact(v)) return -1;
     int overflow;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -236,14 +267,6 @@ static inline int int_slot(PyObject *v, long long *out) {
         return -1;
     }
     *out = x;
-    return 0;
-}
-
-/* add n to an int slot */
-static inline int add_slot(PyObject *obj, Py_ssize_t off, long long base, long long n) {
-    PyObject *v = PyLong_FromLongLong(base + n);
-    if (v == NULL) return -1;
-    set_slot(obj, off, v);
     return 0;
 }
 
@@ -305,7 +328,7 @@ static int lookup(Lane *self, RunState *rs, const unsigned char *src, const unsi
 
 static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
     Py_INCREF(ts);
-    set_slot(conn, self->c_last_ts, ts);
+    SET_FIELD(CC(conn)->last_ts, ts);
     if (rs->last_moved == conn) return 0; /* already the last: moving it again changes nothing */
     PyObject *r = PyObject_CallMethodOneArg(self->live, s_move_to_end, conn);
     if (r == NULL) return -1;
@@ -339,10 +362,9 @@ static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *of
     return f;
 }
 
-/* the framer as _frames found it: synced, enabled, nothing held back by a gap, this buffer */
+/* the framer as cut found it: synced, enabled, nothing held back by a gap, this buffer */
 static int framing_as_before(Lane *self, PyObject *fr, PyObject *buf) {
-    return SLOT(fr, self->f_buf) == buf && SLOT(fr, self->f_synced) == Py_True &&
-           SLOT(fr, self->f_disabled) == Py_False && FC(fr)->rest_to == 0;
+    return FC(fr)->buf == buf && FC(fr)->synced == Py_True && FC(fr)->disabled == Py_False && FC(fr)->rest_to == 0;
 }
 
 /* size field of a frame: 4 bytes, the first `had` of them in the frame buffer */
@@ -371,13 +393,13 @@ static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, l
     return 0;
 }
 
-/* Framer.data(chunk) of a framer that knows where frames start (its _frames loop), in C: 1 done, 0
+/* Framer.data(chunk) of a framer that knows where frames start (its cut loop), in C: 1 done, 0
    when the Python method must take the chunk (nothing has been changed: the framer is in another
    state, or a size field the chunk completes is out of bounds, which loses sync), -1 error. */
 static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssize_t n, PyObject *ts, PyObject *num) {
     long long target, fpos, maxf;
-    PyObject *buf = SLOT(fr, self->f_buf), *acct = SLOT(fr, self->f_acct), *on_frame = SLOT(fr, self->f_on_frame);
-    if (SLOT(fr, self->f_first) != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
+    PyObject *buf = FC(fr)->buf, *acct = FC(fr)->acct, *on_frame = FC(fr)->on_frame;
+    if (FC(fr)->first != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
         !framing_as_before(self, fr, buf) || acct == NULL || !Py_IS_TYPE(acct, (PyTypeObject *)self->acct_type) ||
         on_frame == NULL)
         return 0;
@@ -413,13 +435,12 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
     }
     /* then the loop's effects, in its order */
     FC(fr)->pos = fpos + n;
-    long long frames, fbytes;
     p = 0;
     while (p < n) {
         if (p > 0 && !framing_as_before(self, fr, buf)) { /* an on_frame changed the framer: its way */
             PyObject *rest = PyBytes_FromStringAndSize((const char *)c + p, n - p);
             PyObject *at = PyLong_FromLongLong(fpos + p);
-            PyObject *r = rest && at ? PyObject_CallMethodObjArgs(fr, s_frames, rest, ts, num, at, NULL) : NULL;
+            PyObject *r = rest && at ? PyObject_CallMethodObjArgs(fr, s_cut, rest, ts, num, at, NULL) : NULL;
             Py_XDECREF(rest);
             Py_XDECREF(at);
             if (r == NULL) return -1;
@@ -427,18 +448,13 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             return 1;
         }
         held = PyByteArray_GET_SIZE(buf);
-        if (int_slot(SLOT(acct, self->a_frames), &frames) || int_slot(SLOT(acct, self->a_frame_bytes), &fbytes)) {
-            PyErr_SetString(PyExc_RuntimeError, "frame accounting is not an int");
-            return -1;
-        }
         if (held == 0) { /* a frame starts at p */
             long long size = 0;
             if (n - p >= 4) {
                 size = (long long)(int32_t)u32be(c + p);
                 if (n - p - 4 >= size) { /* the whole frame is in this chunk */
-                    if (add_slot(acct, self->a_frames, frames, 1) < 0 ||
-                        add_slot(acct, self->a_frame_bytes, fbytes, 4 + size) < 0)
-                        return -1;
+                    AC(acct)->frames += 1;
+                    AC(acct)->frame_bytes += 4 + size;
                     PyObject *f = new_frame(self, ts, num, PyLong_FromLongLong(fpos + p), PyLong_FromLongLong(size),
                                             PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size));
                     if (f == NULL) return -1;
@@ -454,10 +470,10 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             if (off == NULL) return -1;
             FC(fr)->target = n - p >= 4 ? 4 + size : 4;
             Py_INCREF(ts);
-            set_slot(fr, self->f_ts, ts);
+            SET_FIELD(FC(fr)->f_ts, ts);
             Py_INCREF(num);
-            set_slot(fr, self->f_num, num);
-            set_slot(fr, self->f_off, off);
+            SET_FIELD(FC(fr)->f_num, num);
+            SET_FIELD(FC(fr)->f_off, off);
             return frame_append(buf, c + p, n - p, n - p >= 4 ? 4 + size : 4) < 0 ? -1 : 1;
         }
         /* continue the frame in progress */
@@ -470,25 +486,25 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             FC(fr)->target = 4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf));
             continue;
         }
-        if (add_slot(acct, self->a_frames, frames, 1) < 0 || add_slot(acct, self->a_frame_bytes, fbytes, tg) < 0)
-            return -1;
-        PyObject *ft = SLOT(fr, self->f_ts), *fn = SLOT(fr, self->f_num), *fo = SLOT(fr, self->f_off);
+        AC(acct)->frames += 1;
+        AC(acct)->frame_bytes += tg;
+        PyObject *ft = FC(fr)->f_ts, *fn = FC(fr)->f_num, *fo = FC(fr)->f_off;
         if (ft == NULL || fn == NULL || fo == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "frame in progress without its start");
             return -1;
         }
         /* the buffer becomes the frame's data (its size field dropped by moving its start) and
-           the framer takes a new one, as _frames does */
+           the framer takes a new one, as cut does */
         PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
         if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
             Py_XDECREF(fresh);
             return -1;
         }
         PyObject *data = buf;
-        Py_INCREF(data); /* new_frame takes this reference; set_slot drops the framer's */
+        Py_INCREF(data); /* new_frame takes this reference; SET_FIELD drops the framer's */
         Py_INCREF(fo);
         buf = fresh;
-        set_slot(fr, self->f_buf, fresh);
+        SET_FIELD(FC(fr)->buf, fresh);
         FC(fr)->target = 4;
         PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data);
         if (f == NULL) return -1;
@@ -633,7 +649,7 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
     if (found < 0) return FAILED;
     if (!found) FEED;
-    if (SLOT(conn, self->c_done) != Py_False || SLOT(conn, self->c_self) != Py_False) FEED;
+    if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False) FEED;
     if (wire_len == 0) { /* a pure acknowledgement: the connection is only touched */
         PyObject *ts = PyLong_FromLongLong(ts_ns);
         if (ts == NULL) return FAILED;
@@ -642,28 +658,28 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         return r < 0 ? FAILED : TAKEN;
     }
     if (caplen != wire_len) FEED; /* cut by the snaplen */
-    if (SLOT(conn, self->c_opened) != Py_True) FEED;
-    PyObject *halves = SLOT(conn, self->c_halves);
+    if (CC(conn)->opened != Py_True) FEED;
+    PyObject *halves = CC(conn)->halves;
     if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) FEED;
     PyObject *half = PyList_GET_ITEM(halves, dir), *other = PyList_GET_ITEM(halves, 1 - dir);
     if (!Py_IS_TYPE(half, (PyTypeObject *)self->half_type) || !Py_IS_TYPE(other, (PyTypeObject *)self->half_type))
         FEED;
-    if ((flags & TCP_ACK) && !empty_list(SLOT(other, self->h_pending))) FEED;
-    if (!empty_list(SLOT(half, self->h_pending))) FEED;
+    if ((flags & TCP_ACK) && !empty_list(HC(other)->pending)) FEED;
+    if (!empty_list(HC(half)->pending)) FEED;
     long long base, nxt, captured;
-    if (int_slot(SLOT(half, self->h_base), &base)) FEED;
+    if (small_int(HC(half)->base, &base)) FEED;
     nxt = HC(half)->nxt;
     captured = HC(half)->captured;
     if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
         FEED;
-    PyObject *sink = SLOT(half, self->h_sink);
+    PyObject *sink = HC(half)->sink;
     if (sink == NULL || sink == Py_None) FEED;
     /* inside a frame in progress (Framer.data's first branch): the bytes join its buffer */
     int append = 0;
     PyObject *fbuf = NULL;
     long long target = 0, fpos = 0;
     if (Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type)) {
-        fbuf = SLOT(sink, self->f_buf);
+        fbuf = FC(sink)->buf;
         target = FC(sink)->target;
         fpos = FC(sink)->pos;
         if (FC(sink)->rest_to == 0 && fbuf != NULL && PyByteArray_CheckExact(fbuf) &&
@@ -675,7 +691,7 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if (ts == NULL) return FAILED;
     if (touch(self, rs, conn, ts) < 0) goto fail;
     Py_INCREF(ts);
-    set_slot(half, self->h_last_ts, ts);
+    SET_FIELD(HC(half)->last_ts, ts);
     HC(half)->captured = captured + wire_len;
     const unsigned char *payload = d + start;
     int result = TAKEN;
@@ -887,604 +903,18 @@ static PyTypeObject LaneType = {
     .tp_members = Lane_members,
 };
 
-/* ---------------------------------------------------------------------------------------------
- * Pairing, for a decoder that makes one share of a file's rows (exchanges.Decoder, share=(k, n)).
- *
- * Every share follows every connection: a request whose rows another share makes is still parsed
- * and waits for its response (the order of rows, acks=0, topic ids and a connection's secrets are
- * the same in every share). A Side is a framer's on_frame for one direction of a connection; for
- * the common frame of another share's row it does in C what Decoder._request and _response do
- * with it, on the same objects:
- *   - a request (the connection's roles decided, no raw SASL): the row number is counted
- *     (Decoder.seq, as _mine() counts it); when the row is another share's, a header that parses
- *     by the header rules' shortest branches (client_id UTF-8 or null, no tagged fields), whose
- *     body is not one every share decodes (always_decode), not a SaslHandshake v0, whose
- *     correlation id is not already waiting and with room among the waiting requests: the
- *     RequestHeader and the skipped Request (Produce: acks read by leading_field_span and remembered
- *     by their bytes) are made as _request makes them and put among the connection's waiting
- *     requests;
- *   - a response to a waiting request of another share whose body teaches nothing (not
- *     always_decode): the request is taken off, and acks=0 Produce requests sent before it go too
- *     when they are all other shares' (nothing is shown of them).
- * Every other frame, and every frame of a whole read (n == 0), goes to the decoder's own methods:
- * _frame while the roles are undecided, else _request (given the row's share, already counted)
- * or _response. Nothing is changed before the frame is known to be one taken here.
- * ------------------------------------------------------------------------------------------- */
-
-static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c);
-
-#define MEMO_KEYS 128
-#define MEMO_VERSIONS 32
-#define ACKS_KEPT 8
-#define ACKS_SPAN 64
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *decoder;
-    PyObject *req_hv, *resp_hv, *always, *leading, *request_type, *header_type;
-    long long k, n;         /* the share; n == 0: the whole read */
-    int decode_bodies;
-    Py_ssize_t max_pending;
-    Py_ssize_t o_client_dir, o_framed, o_sasl_raw, o_pending;  /* _ConnState slots */
-    long long skimmed, passed;  /* frames of other shares taken here; frames of a share handed on */
-    /* the answers of req_hv, resp_hv and always (pure functions of the api key and version) for
-       keys and versions below MEMO_KEYS and MEMO_VERSIONS, asked once: 0 not asked yet, else the
-       header version + 2 (1: None), or the truth + 1 */
-    unsigned char memo[4][MEMO_KEYS][MEMO_VERSIONS];
-    /* Produce acks, by the bytes they were read from (leading_field_span: the same bytes from the
-       body's start give the same value): the last ACKS_KEPT, each holding a reference to its value */
-    struct {
-        int ver;
-        Py_ssize_t n;
-        unsigned char b[ACKS_SPAN];
-        PyObject *value;
-    } acks[ACKS_KEPT];
-    int acks_next;
-} Pairing;
-
-enum { MEMO_REQ_HV, MEMO_RESP_HV, MEMO_ALWAYS_REQ, MEMO_ALWAYS_RESP };
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    Pairing *pairing;
-    PyObject *st;
-    PyObject *d;  /* the direction, as an int object */
-    long dir;
-} Side;
-
-static PyObject *s_seq, *s__frame, *s__request, *s__response, *s_acks_name, *s_zero;
-
-/* Pairing and Side take part in garbage collection: a decoder holds its pairing (decoder.sides),
-   which holds the decoder; a connection's state holds its framers, whose on_frame (a Side) holds
-   the state. A read given up half way leaves such cycles for the collector. */
-/* the object fields of each type, listed once for its traverse and clear */
-#define PAIRING_OBJECTS(X) X(decoder) X(req_hv) X(resp_hv) X(always) X(leading) X(request_type) X(header_type)
-#define SIDE_OBJECTS(X) X(pairing) X(st) X(d)
-#define VISIT_FIELD(f) Py_VISIT(self->f);
-#define CLEAR_FIELD(f) Py_CLEAR(self->f);
-
-static int Pairing_traverse(Pairing *self, visitproc visit, void *arg) {
-    PAIRING_OBJECTS(VISIT_FIELD)
-    for (int i = 0; i < ACKS_KEPT; i++) Py_VISIT(self->acks[i].value);
-    return 0;
-}
-
-static int Pairing_clear(Pairing *self) {
-    PAIRING_OBJECTS(CLEAR_FIELD)
-    for (int i = 0; i < ACKS_KEPT; i++) Py_CLEAR(self->acks[i].value);
-    return 0;
-}
-
-static void Pairing_dealloc(Pairing *self) {
-    PyObject_GC_UnTrack(self);
-    Pairing_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int Pairing_init(Pairing *self, PyObject *args, PyObject *kw) {
-    PyObject *decoder, *share, *rq, *rs, *al, *le, *rt, *ht, *state;
-    int bodies;
-    Py_ssize_t most;
-    if (!PyArg_ParseTuple(args, "OOpOOOOO!O!O!n", &decoder, &share, &bodies, &rq, &rs, &al, &le, &PyType_Type, &rt,
-                          &PyType_Type, &ht, &PyType_Type, &state, &most))
-        return -1;
-    long long k = 0, n = 0;
-    if (share != Py_None && !PyArg_ParseTuple(share, "LL", &k, &n)) return -1;
-    if (share != Py_None && !(n >= 1 && 0 <= k && k < n)) {
-        PyErr_SetString(PyExc_ValueError, "share: want (k, n) with 0 <= k < n");
-        return -1;
-    }
-    if (!PyType_IsSubtype((PyTypeObject *)rt, &PyTuple_Type) || !PyType_IsSubtype((PyTypeObject *)ht, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Request and RequestHeader: named tuples");
-        return -1;
-    }
-    if (slot_offset(state, "client_dir", &self->o_client_dir) || slot_offset(state, "framed", &self->o_framed) ||
-        slot_offset(state, "sasl_raw", &self->o_sasl_raw) || slot_offset(state, "pending", &self->o_pending))
-        return -1;
-    Pairing_clear(self);
-    self->decoder = Py_NewRef(decoder);
-    self->req_hv = Py_NewRef(rq);
-    self->resp_hv = Py_NewRef(rs);
-    self->always = Py_NewRef(al);
-    self->leading = Py_NewRef(le);
-    self->request_type = Py_NewRef(rt);
-    self->header_type = Py_NewRef(ht);
-    self->k = k;
-    self->n = n;
-    self->decode_bodies = bodies;
-    self->max_pending = most;
-    self->skimmed = self->passed = 0;
-    memset(self->memo, 0, sizeof self->memo);
-    self->acks_next = 0;
-    return 0;
-}
-
-/* the acks of a Produce request of version ver whose body starts at b + pos (n bytes in all): a
-   new reference, from the acks remembered by their bytes or from leading_field_span; NULL on error */
-static PyObject *produce_acks(Pairing *P, PyObject *k_obj, PyObject *v_obj, int ver, PyObject *data,
-                              const unsigned char *b, Py_ssize_t n, Py_ssize_t pos) {
-    for (int i = 0; i < ACKS_KEPT; i++) {
-        if (P->acks[i].value != NULL && P->acks[i].ver == ver && P->acks[i].n <= n - pos &&
-            memcmp(b + pos, P->acks[i].b, P->acks[i].n) == 0)
-            return Py_NewRef(P->acks[i].value);
-    }
-    PyObject *at = PyLong_FromSsize_t(pos);
-    if (at == NULL) return NULL;
-    PyObject *r = PyObject_CallFunctionObjArgs(P->leading, k_obj, v_obj, Py_True, data, at, s_acks_name, NULL);
-    Py_DECREF(at);
-    if (r == NULL) return NULL;
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
-        Py_DECREF(r);
-        PyErr_SetString(PyExc_TypeError, "leading_field_span: want (value, length)");
-        return NULL;
-    }
-    PyObject *value = PyTuple_GET_ITEM(r, 0), *span = PyTuple_GET_ITEM(r, 1);
-    Py_ssize_t len = PyLong_Check(span) ? PyLong_AsSsize_t(span) : -1;
-    if (len == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (len >= 0 && len <= ACKS_SPAN && len <= n - pos) {
-        int i = P->acks_next;
-        P->acks_next = (i + 1) % ACKS_KEPT;
-        Py_XSETREF(P->acks[i].value, Py_NewRef(value));
-        P->acks[i].ver = ver;
-        P->acks[i].n = len;
-        memcpy(P->acks[i].b, b + pos, len);
-    }
-    Py_INCREF(value);
-    Py_DECREF(r);
-    return value;
-}
-
-/* the header version req_hv (which = MEMO_REQ_HV) or resp_hv gives for (key, ver): a new reference
-   to it (an int or None), remembered for small keys and versions; NULL on error */
-static PyObject *header_version(Pairing *P, int which, PyObject *k_obj, PyObject *v_obj, int key, int ver) {
-    int small = key >= 0 && key < MEMO_KEYS && ver >= 0 && ver < MEMO_VERSIONS;
-    unsigned char m = small ? P->memo[which][key][ver] : 0;
-    if (m == 1) return Py_NewRef(Py_None);
-    if (m > 1) return PyLong_FromLong(m - 2);
-    PyObject *hv = PyObject_CallFunctionObjArgs(which == MEMO_REQ_HV ? P->req_hv : P->resp_hv, k_obj, v_obj, NULL);
-    if (hv == NULL || !small) return hv;
-    if (hv == Py_None) {
-        P->memo[which][key][ver] = 1;
-    } else if (PyLong_CheckExact(hv)) {
-        long v = PyLong_AsLong(hv);
-        if (v >= 0 && v < 200) P->memo[which][key][ver] = (unsigned char)(v + 2);
-        else if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-    }
-    return hv;
-}
-
-/* always(key, ver, request): 1, 0, -1 on error; remembered for small keys and versions */
-static int always_decoded(Pairing *P, PyObject *k_obj, PyObject *v_obj, int key, int ver, int request) {
-    int small = key >= 0 && key < MEMO_KEYS && ver >= 0 && ver < MEMO_VERSIONS;
-    int which = request ? MEMO_ALWAYS_REQ : MEMO_ALWAYS_RESP;
-    if (small && P->memo[which][key][ver]) return P->memo[which][key][ver] - 1;
-    int t = call_truth(P->always, k_obj, v_obj, request ? Py_True : Py_False);
-    if (t >= 0 && small) P->memo[which][key][ver] = (unsigned char)(t + 1);
-    return t;
-}
-
-static inline int i16be(const unsigned char *p) { return (int)(int16_t)u16be(p); }
-
-/* a named tuple of these items (references taken), or NULL with every reference given back */
-static PyObject *new_tuple(PyObject *type, PyObject **items, Py_ssize_t n) {
-    PyObject *t = NULL;
-    int ok = 1;
-    for (Py_ssize_t i = 0; i < n; i++) ok &= items[i] != NULL;
-    if (ok) t = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
-    if (t == NULL) {
-        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(t, i, items[i]);
-    return t;
-}
-
-/* call fn(a, b, c) and give its truth: 1, 0, or -1 on error */
-static int call_truth(PyObject *fn, PyObject *a, PyObject *b, PyObject *c) {
-    PyObject *r = PyObject_CallFunctionObjArgs(fn, a, b, c, NULL);
-    if (r == NULL) return -1;
-    int t = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    return t;
-}
-
-/* a frame's data: bytes, or the bytearray of a frame that spanned segments (1), else 0 */
-static int frame_data(PyObject *data, const unsigned char **b, Py_ssize_t *n) {
-    if (PyBytes_CheckExact(data)) {
-        *b = (const unsigned char *)PyBytes_AS_STRING(data);
-        *n = PyBytes_GET_SIZE(data);
-        return 1;
-    }
-    if (PyByteArray_CheckExact(data)) {
-        *b = (const unsigned char *)PyByteArray_AS_STRING(data);
-        *n = PyByteArray_GET_SIZE(data);
-        return 1;
-    }
-    return 0;
-}
-
-/* another share's request: 1 taken (waiting now), 0 for _request, -1 error */
-static int skim_request(Pairing *P, PyObject *st, PyObject *f) {
-    PyObject *data = PyTuple_GET_ITEM(f, 4);
-    PyObject *pending = SLOT(st, P->o_pending);
-    const unsigned char *b;
-    Py_ssize_t n;
-    if (!frame_data(data, &b, &n) || SLOT(st, P->o_sasl_raw) != Py_False || pending == NULL ||
-        !PyDict_CheckExact(pending))
-        return 0;
-    if (n < 8) return 0;
-    int key = i16be(b), ver = i16be(b + 2);
-    long corr = (long)(int32_t)u32be(b + 4);
-    if (key == 17 && ver == 0) return 0; /* SaslHandshake v0: raw tokens follow */
-    if (PyDict_GET_SIZE(pending) >= P->max_pending) return 0;
-    int ret = -1;
-    PyObject *k_obj = PyLong_FromLong(key), *v_obj = PyLong_FromLong(ver), *c_obj = PyLong_FromLong(corr);
-    PyObject *hv = NULL, *client_id = NULL, *acks = NULL;
-    if (k_obj == NULL || v_obj == NULL || c_obj == NULL) goto done;
-    int known = PyDict_Contains(pending, c_obj);
-    if (known) { ret = known < 0 ? -1 : 0; goto done; }
-    hv = header_version(P, MEMO_REQ_HV, k_obj, v_obj, key, ver);
-    if (hv == NULL) goto done;
-    long hvv = -1;
-    if (hv != Py_None) {
-        hvv = PyLong_AsLong(hv);
-        if (hvv == -1 && PyErr_Occurred()) goto done;
-    }
-    Py_ssize_t pos = 8;
-    if (hvv == 0) {
-        client_id = Py_NewRef(Py_None);
-    } else {
-        if (n < 10) { ret = 0; goto done; }
-        int ln = i16be(b + 8);
-        pos = 10;
-        if (ln >= 0) {
-            if (pos + ln > n) { ret = 0; goto done; }
-            /* a NUL, \x01 or '=' may be a SASL token's (sasl.py): the Python stages decide */
-            for (Py_ssize_t i = pos; i < pos + ln; i++)
-                if (b[i] < 2 || b[i] == '=') { ret = 0; goto done; }
-            client_id = PyUnicode_DecodeUTF8((const char *)b + pos, ln, "strict");
-            if (client_id == NULL) {
-                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { PyErr_Clear(); ret = 0; }
-                goto done;
-            }
-            pos += ln;
-        } else if (ln == -1) {
-            client_id = Py_NewRef(Py_None);
-        } else {
-            ret = 0;
-            goto done;
-        }
-        if (hvv == 2) {
-            if (pos < n && b[pos] == 0) pos += 1;
-            else { ret = 0; goto done; }
-        }
-    }
-    if (hv != Py_None && P->decode_bodies) {
-        int t = always_decoded(P, k_obj, v_obj, key, ver, 1);
-        if (t != 0) { ret = t < 0 ? -1 : 0; goto done; }
-    }
-    if (key == 0 && hv != Py_None) {
-        acks = produce_acks(P, k_obj, v_obj, ver, data, b, n, pos);
-        if (acks == NULL) goto done;
-    } else {
-        acks = Py_NewRef(Py_None);
-    }
-    {
-        PyObject *hitems[6] = {Py_NewRef(k_obj), Py_NewRef(v_obj), Py_NewRef(c_obj), client_id, Py_NewRef(hv),
-                               PyLong_FromSsize_t(pos)};
-        client_id = NULL;
-        PyObject *h = new_tuple(P->header_type, hitems, 6);
-        if (h == NULL) goto done;
-        PyObject *ritems[7] = {Py_NewRef(f), h, acks, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_True),
-                               Py_NewRef(Py_None)};
-        acks = NULL;
-        PyObject *req = new_tuple(P->request_type, ritems, 7);
-        if (req == NULL) goto done;
-        int r = PyDict_SetItem(pending, c_obj, req);
-        Py_DECREF(req);
-        ret = r < 0 ? -1 : 1;
-    }
-done:
-    Py_XDECREF(k_obj);
-    Py_XDECREF(v_obj);
-    Py_XDECREF(c_obj);
-    Py_XDECREF(hv);
-    Py_XDECREF(client_id);
-    Py_XDECREF(acks);
-    return ret;
-}
-
-/* the response to another share's request, teaching nothing: 1 taken, 0 for _response, -1 error */
-static int skim_response(Pairing *P, PyObject *st, PyObject *f) {
-    PyObject *pending = SLOT(st, P->o_pending);
-    const unsigned char *b;
-    Py_ssize_t n;
-    if (!frame_data(PyTuple_GET_ITEM(f, 4), &b, &n) || n < 4 || pending == NULL || !PyDict_CheckExact(pending))
-        return 0;
-    PyObject *c_obj = PyLong_FromLong((long)(int32_t)u32be(b));
-    if (c_obj == NULL) return -1;
-    int ret = -1;
-    PyObject *hv = NULL, *gone = NULL;
-    PyObject *req = PyDict_GetItemWithError(pending, c_obj); /* borrowed */
-    if (req == NULL) { ret = PyErr_Occurred() ? -1 : 0; goto done; }
-    Py_INCREF(req);
-    if (!PyTuple_Check(req) || PyTuple_GET_SIZE(req) != 7 || PyTuple_GET_ITEM(req, 5) != Py_True) { ret = 0; goto done; }
-    PyObject *h = PyTuple_GET_ITEM(req, 1), *rf = PyTuple_GET_ITEM(req, 0);
-    if (!PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 6 || !PyTuple_Check(rf) || PyTuple_GET_SIZE(rf) != 6) {
-        ret = 0;
-        goto done;
-    }
-    PyObject *key = PyTuple_GET_ITEM(h, 0), *ver = PyTuple_GET_ITEM(h, 1);
-    if (!PyLong_CheckExact(key) || !PyLong_CheckExact(ver)) { ret = 0; goto done; }
-    int kv = (int)PyLong_AsLong(key), vv = (int)PyLong_AsLong(ver);
-    if (PyErr_Occurred()) goto done;
-    hv = header_version(P, MEMO_RESP_HV, key, ver, kv, vv);
-    if (hv == NULL) goto done;
-    if (hv != Py_None && P->decode_bodies) {
-        int t = always_decoded(P, key, ver, kv, vv, 0);
-        if (t != 0) { ret = t < 0 ? -1 : 0; goto done; } /* its body teaches: _response decodes it */
-    }
-    /* Kafka answers in order: acks=0 requests sent before it were never going to be answered */
-    gone = PyList_New(0);
-    if (gone == NULL) goto done;
-    PyObject *at = PyTuple_GET_ITEM(rf, 2);
-    Py_ssize_t i = 0;
-    PyObject *c, *r;
-    while (PyDict_Next(pending, &i, &c, &r)) {
-        if (r == req) continue;
-        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 7 || !PyTuple_Check(PyTuple_GET_ITEM(r, 0)) ||
-            PyTuple_GET_SIZE(PyTuple_GET_ITEM(r, 0)) != 6) {
-            ret = 0;
-            goto done;
-        }
-        int zero = PyObject_RichCompareBool(PyTuple_GET_ITEM(r, 2), s_zero, Py_EQ);
-        if (zero < 0) goto done;
-        if (!zero) continue;
-        int before = PyObject_RichCompareBool(PyTuple_GET_ITEM(PyTuple_GET_ITEM(r, 0), 2), at, Py_LT);
-        if (before < 0) goto done;
-        if (!before) continue;
-        if (PyTuple_GET_ITEM(r, 5) != Py_True) { ret = 0; goto done; } /* a row to show: _response's */
-        if (PyList_Append(gone, c) < 0) goto done;
-    }
-    if (PyDict_DelItem(pending, c_obj) < 0) goto done;
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(gone); j++)
-        if (PyDict_DelItem(pending, PyList_GET_ITEM(gone, j)) < 0) goto done;
-    ret = 1;
-done:
-    Py_XDECREF(req);
-    Py_DECREF(c_obj);
-    Py_XDECREF(hv);
-    Py_XDECREF(gone);
-    return ret;
-}
-
-/* is the row beginning now this share's? (Decoder._mine: counts it) 1, 0, -1 */
-static int next_mine(Pairing *P) {
-    PyObject *seq = PyObject_GetAttr(P->decoder, s_seq);
-    if (seq == NULL) return -1;
-    long long s = PyLong_AsLongLong(seq);
-    Py_DECREF(seq);
-    if (s == -1 && PyErr_Occurred()) return -1;
-    PyObject *next = PyLong_FromLongLong(s + 1);
-    if (next == NULL) return -1;
-    int r = PyObject_SetAttr(P->decoder, s_seq, next);
-    Py_DECREF(next);
-    if (r < 0) return -1;
-    return s % P->n == P->k;
-}
-
-static PyObject *side_frame(Side *self, PyObject *f) {
-    Pairing *P = self->pairing;
-    if (P == NULL || P->decoder == NULL || self->st == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "a side of a connection already collected");
-        return NULL;
-    }
-    PyObject *st = self->st, *dec = P->decoder;
-    PyObject *cd = SLOT(st, P->o_client_dir);
-    if (cd == NULL || cd == Py_None || !PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 6) {
-        if (P->n) P->passed++;
-        return PyObject_CallMethodObjArgs(dec, s__frame, st, self->d, f, NULL);
-    }
-    long cdv = PyLong_AsLong(cd);
-    if (cdv == -1 && PyErr_Occurred()) return NULL;
-    set_slot(st, P->o_framed, Py_NewRef(Py_True));
-    if (cdv == self->dir) {
-        if (P->n == 0) return PyObject_CallMethodObjArgs(dec, s__request, st, f, NULL);
-        int mine = next_mine(P);
-        if (mine < 0) return NULL;
-        if (!mine) {
-            int r = skim_request(P, st, f);
-            if (r < 0) return NULL;
-            if (r) {
-                P->skimmed++;
-                Py_RETURN_NONE;
-            }
-        }
-        P->passed++;
-        return PyObject_CallMethodObjArgs(dec, s__request, st, f, mine ? Py_True : Py_False, NULL);
-    }
-    if (P->n) {
-        int r = skim_response(P, st, f);
-        if (r < 0) return NULL;
-        if (r) {
-            P->skimmed++;
-            Py_RETURN_NONE;
-        }
-        P->passed++;
-    }
-    return PyObject_CallMethodObjArgs(dec, s__response, st, f, NULL);
-}
-
-static PyObject *Side_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "a side takes one frame");
-        return NULL;
-    }
-    return side_frame((Side *)callable, args[0]);
-}
-
-static int Side_traverse(Side *self, visitproc visit, void *arg) {
-    SIDE_OBJECTS(VISIT_FIELD)
-    return 0;
-}
-
-static int Side_clear(Side *self) {
-    SIDE_OBJECTS(CLEAR_FIELD)
-    return 0;
-}
-
-static void Side_dealloc(Side *self) {
-    PyObject_GC_UnTrack(self);
-    Side_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyTypeObject SideType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "spark_kafkawire._lane.Side",
-    .tp_basicsize = sizeof(Side),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A framer's on_frame for one direction of a connection (Pairing.side)",
-    .tp_traverse = (traverseproc)Side_traverse,
-    .tp_clear = (inquiry)Side_clear,
-    .tp_vectorcall_offset = offsetof(Side, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_dealloc = (destructor)Side_dealloc,
-};
-
-/* Pairing.side(st, d): the on_frame of direction d of the connection whose _ConnState is st */
-static PyObject *Pairing_side(Pairing *self, PyObject *args) {
-    PyObject *st, *d;
-    if (!PyArg_ParseTuple(args, "OO!", &st, &PyLong_Type, &d)) return NULL;
-    long dir = PyLong_AsLong(d);
-    if (dir == -1 && PyErr_Occurred()) return NULL;
-    if (self->decoder == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Pairing not initialised");
-        return NULL;
-    }
-    Side *s = PyObject_GC_New(Side, &SideType);
-    if (s == NULL) return NULL;
-    s->vectorcall = Side_vectorcall;
-    s->pairing = (Pairing *)Py_NewRef(self);
-    s->st = Py_NewRef(st);
-    s->d = Py_NewRef(d);
-    s->dir = dir;
-    PyObject_GC_Track(s);
-    return (PyObject *)s;
-}
-
-/* answers(key, ver): (request header version, response header version, always for a request, for
-   a response) as the pairing takes them, through its memo (for the tests) */
-static PyObject *Pairing_answers(Pairing *self, PyObject *args) {
-    int key, ver;
-    if (!PyArg_ParseTuple(args, "ii", &key, &ver)) return NULL;
-    PyObject *k = PyLong_FromLong(key), *v = PyLong_FromLong(ver), *out = NULL;
-    if (k == NULL || v == NULL) goto done;
-    PyObject *rq = header_version(self, MEMO_REQ_HV, k, v, key, ver);
-    PyObject *rs = rq ? header_version(self, MEMO_RESP_HV, k, v, key, ver) : NULL;
-    int aq = rs ? always_decoded(self, k, v, key, ver, 1) : -1;
-    int as = aq >= 0 ? always_decoded(self, k, v, key, ver, 0) : -1;
-    if (as >= 0) out = Py_BuildValue("(OOOO)", rq, rs, aq ? Py_True : Py_False, as ? Py_True : Py_False);
-    Py_XDECREF(rq);
-    Py_XDECREF(rs);
-done:
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-    return out;
-}
-
-/* acks(ver, data, pos): the acks of a Produce request body at data[pos:], as the pairing takes them
-   (through its memory of earlier ones; for the tests) */
-static PyObject *Pairing_acks(Pairing *self, PyObject *args) {
-    int ver;
-    PyObject *data;
-    Py_ssize_t pos;
-    if (!PyArg_ParseTuple(args, "iOn", &ver, &data, &pos)) return NULL;
-    const unsigned char *b;
-    Py_ssize_t n;
-    if (!frame_data(data, &b, &n) || pos < 0 || pos > n) {
-        PyErr_SetString(PyExc_ValueError, "acks: bytes or bytearray, and a position inside it");
-        return NULL;
-    }
-    PyObject *k = PyLong_FromLong(0), *v = PyLong_FromLong(ver);
-    PyObject *out = k && v ? produce_acks(self, k, v, ver, data, b, n, pos) : NULL;
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-    return out;
-}
-
-static PyMethodDef Pairing_methods[] = {
-    {"acks", (PyCFunction)Pairing_acks, METH_VARARGS,
-     "acks(ver, data, pos): a Produce request's acks as the pairing takes them, through its memory"},
-    {"side", (PyCFunction)Pairing_side, METH_VARARGS, "side(st, d): the on_frame of one direction of a connection"},
-    {"answers", (PyCFunction)Pairing_answers, METH_VARARGS,
-     "answers(key, ver): the header versions and always-decoded answers the pairing uses, through its memo"},
-    {NULL},
-};
-
-static PyMemberDef Pairing_members[] = {
-    {"skimmed", T_LONGLONG, offsetof(Pairing, skimmed), READONLY, "frames of other shares' rows taken here"},
-    {"passed", T_LONGLONG, offsetof(Pairing, passed), READONLY,
-     "frames of a shared read handed to the decoder's own methods"},
-    {NULL},
-};
-
-static PyTypeObject PairingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "spark_kafkawire._lane.Pairing",
-    .tp_basicsize = sizeof(Pairing),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_traverse = (traverseproc)Pairing_traverse,
-    .tp_clear = (inquiry)Pairing_clear,
-    .tp_doc = "Pairing(decoder, share, decode_bodies, request_header_version, response_header_version, "
-              "always_decode, leading_field_span, Request, RequestHeader, _ConnState, max_pending)",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Pairing_init,
-    .tp_dealloc = (destructor)Pairing_dealloc,
-    .tp_methods = Pairing_methods,
-    .tp_members = Pairing_members,
-};
-
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__lane(void) {
-    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&SideType) < 0 || PyType_Ready(&PairingType) < 0 ||
-        PyType_Ready(&HalfCoreType) < 0 || PyType_Ready(&FramerCoreType) < 0)
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&ConnCoreType) < 0 || PyType_Ready(&HalfCoreType) < 0 ||
+        PyType_Ready(&FramerCoreType) < 0 || PyType_Ready(&AcctCoreType) < 0)
         return NULL;
-    s_seq = PyUnicode_InternFromString("seq");
-    s__frame = PyUnicode_InternFromString("_frame");
-    s__request = PyUnicode_InternFromString("_request");
-    s__response = PyUnicode_InternFromString("_response");
-    s_acks_name = PyUnicode_InternFromString("Acks");
-    s_zero = PyLong_FromLong(0);
-    if (!s_seq || !s__frame || !s__request || !s__response || !s_acks_name || !s_zero) return NULL;
     s_move_to_end = PyUnicode_InternFromString("move_to_end");
     s_data = PyUnicode_InternFromString("data");
     s_count = PyUnicode_InternFromString("count");
     s_backlog = PyUnicode_InternFromString("backlog");
-    s_frames = PyUnicode_InternFromString("_frames");
-    if (!s_move_to_end || !s_data || !s_count || !s_backlog || !s_frames) return NULL;
+    s_cut = PyUnicode_InternFromString("cut");
+    if (!s_move_to_end || !s_data || !s_count || !s_backlog || !s_cut) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&LaneType);
@@ -1493,9 +923,10 @@ PyMODINIT_FUNC PyInit__lane(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "Pairing", (PyObject *)&PairingType) < 0 ||
+    if (PyModule_AddObjectRef(m, "ConnCore", (PyObject *)&ConnCoreType) < 0 ||
         PyModule_AddObjectRef(m, "HalfCore", (PyObject *)&HalfCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "FramerCore", (PyObject *)&FramerCoreType) < 0) {
+        PyModule_AddObjectRef(m, "FramerCore", (PyObject *)&FramerCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "AcctCore", (PyObject *)&AcctCoreType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -45,8 +45,7 @@ class Endpoints(NamedTuple):
 
 
 class ConnState:
-    """One connection's state. The compiled lane (see lane.pairing) reads and sets four of its
-    slots: client_dir, framed, sasl_raw and pending."""
+    """One connection's state."""
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
                  "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session")

@@ -76,11 +76,6 @@ MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are rep
 
 _I32 = Struct("!i")
 
-#: what a compiled pairing gives the decoder (see lane.pairing): sides(st, d) -> the on_frame of a
-#: connection's direction d
-Sides = Callable[[ConnState, int], Callable[[Frame], None]]
-
-
 class RowSink(Protocol):
     """Receives decoded exchanges; builds the rows of the requested shape."""
 
@@ -94,9 +89,7 @@ class RowSink(Protocol):
 
 class _Side:
     """One direction of a connection as its framer's listener (one small object for its three
-    callbacks: a hundred thousand connections may be open at once). With the compiled lane the
-    framer's on_frame is the lane's own Side instead (see lane.pairing), which hands frames on to
-    the same Decoder methods."""
+    callbacks: a hundred thousand connections may be open at once)."""
 
     __slots__ = ("decoder", "st", "d")
 
@@ -151,18 +144,16 @@ class Decoder:
     ``topic_ids``: the capture's topic id map, shared with the sink (a new one if not given).
     ``share`` = (k, n): this decoder makes the rows of one n-th of the file, those whose number (in
     the order rows begin: requests, answers without a request, connections) is k modulo n. It does
-    every other step for every connection, so all shares see the same state.
-    ``pairing``: a compiled pairing for this decoder (lane.pairing), or None for the Python one."""
+    every other step for every connection, so all shares see the same state."""
 
     def __init__(self, sink: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
                  record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
                  decode_bodies: bool = True, share: tuple[int, int] | None = None,
-                 topic_ids: TopicIds | None = None, pairing: Callable[["Decoder"], Sides | None] | None = None,
-                 keylog: KeyLog | None = None):
+                 topic_ids: TopicIds | None = None, keylog: KeyLog | None = None):
         self.sink = sink
         self.connection_row = getattr(sink, "connection", None)
         self.share = share
-        self.seq = 0  # rows begun so far (see _mine); the compiled pairing counts here too
+        self.seq = 0  # rows begun so far (see _mine)
         self.predicate = predicate if predicate is not None and predicate.early else None
         self.decode_bodies = decode_bodies  # False when no row shows a body (rows=connections)
         self.max_frame = max_frame
@@ -170,7 +161,6 @@ class Decoder:
         self.roles = Roles()
         self.ending = False  # set while the capture's end flushes open connections
         self.topics = topic_ids if topic_ids is not None else TopicIds()
-        self.sides: Sides | None = pairing(self) if pairing is not None else None
         self.keylog = keylog  # TLS secrets (option tlsKeyLog): TLS connections are decrypted with them
 
     @property
@@ -194,11 +184,10 @@ class Decoder:
         return st.framers[0], st.framers[1]
 
     def _framers(self, st: ConnState) -> list[Framer]:
-        sides = self.sides
         out = []
         for d in (0, 1):
             side = _Side(self, st, d)
-            out.append(Framer(side.frame if sides is None else sides(st, d), self.max_frame, synced=False,
+            out.append(Framer(side.frame, self.max_frame, synced=False,
                               plausible=side.plausible, on_first=side.first_bytes))
         return out
 

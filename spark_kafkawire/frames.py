@@ -19,20 +19,13 @@ rules in :mod:`spark_kafkawire.protocol`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from struct import Struct
 from typing import Callable, NamedTuple
 
-from .compiled import lane_module
+from .cores import AcctCore, FramerCore
 from .wiretypes import Bytes
 from . import protocol
 from .sasl import token_shaped
-
-if lane_module is not None:  # pos, target, rest_to and max_frame as C fields the lane moves without making ints
-    _FramerBase: type = lane_module.FramerCore
-    _FRAMER_INTS: tuple[str, ...] = ()
-else:  # pure Python: plain slots
-    _FramerBase, _FRAMER_INTS = object, ("pos", "target", "rest_to", "max_frame")
 
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
@@ -64,15 +57,24 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
-@dataclass(slots=True)
-class Accounting:
-    frames: int = 0
-    frame_bytes: int = 0  # bytes of complete frames, size fields included
-    partial_frames: int = 0
-    partial_bytes: int = 0  # captured bytes of frames cut short
-    skipped_bytes: int = 0  # captured bytes that could not be framed
-    gap_bytes: int = 0  # bytes the capture lost (holes, snaplen cuts)
-    gaps: int = 0
+class Accounting(AcctCore):
+    """What became of a direction's bytes. (frames and frame_bytes are AcctCore's: see cores.py)"""
+
+    #: the counts, in the order a connection row shows them
+    COUNTS = ("frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
+    __slots__ = ("partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.frame_bytes = 0  # bytes of complete frames, size fields included
+        self.partial_frames = 0
+        self.partial_bytes = 0  # captured bytes of frames cut short
+        self.skipped_bytes = 0  # captured bytes that could not be framed
+        self.gap_bytes = 0  # bytes the capture lost (holes, snaplen cuts)
+        self.gaps = 0
+
+    def counts(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in self.COUNTS)
 
 
 def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:
@@ -176,7 +178,7 @@ HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-class Framer(_FramerBase):
+class Framer(FramerCore):
     """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``.
 
     Where a frame starts is known at the start of a stream (SYN captured). Elsewhere - a stream
@@ -188,11 +190,9 @@ class Framer(_FramerBase):
     SCAN_WINDOW bytes are held; what is passed over counts as skipped.
     """
 
-    __slots__ = (
-        "on_frame", "synced", "plausible", "acct", "at_start", "resyncs", "disabled",
-        "on_first", "first", "buf", "f_ts", "f_num", "f_off",
-        "scan", "scan_base", "scan_marks", "scan_from",
-    ) + _FRAMER_INTS
+    # (on_frame, synced, acct, disabled, first, buf, f_ts, f_num, f_off, pos, target, rest_to and
+    # max_frame are FramerCore's: see cores.py)
+    __slots__ = ("plausible", "at_start", "resyncs", "on_first", "scan", "scan_base", "scan_marks", "scan_from")
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
                  synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
@@ -250,7 +250,7 @@ class Framer(_FramerBase):
         if self.disabled:
             self.acct.skipped_bytes += n
         elif self.synced:
-            self._frames(chunk, ts, number, base)
+            self.cut(chunk, ts, number, base)
         else:
             self._scan(chunk, ts, number, base)
 
@@ -298,7 +298,9 @@ class Framer(_FramerBase):
         self._drop_scan()
 
     # -- framing -------------------------------------------------------------------------------
-    def _frames(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+    def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        """Cut frames from a chunk at stream offset ``base``, where frame starts are known (the
+        lane calls this too, when an on_frame has changed the framer mid-chunk)."""
         n = len(chunk)
         acct = self.acct
         buf = self.buf
@@ -371,7 +373,7 @@ class Framer(_FramerBase):
                     if not at_start:
                         self.resyncs += 1
                     self.synced = True
-                    self._frames(chunk, ts, number, base)
+                    self.cut(chunk, ts, number, base)
                     return
         self._hold(chunk, ts, number, base)
         self._find_boundary()
@@ -459,7 +461,7 @@ class Framer(_FramerBase):
             if self.disabled:
                 self.acct.skipped_bytes += len(data)
             elif self.synced:
-                self._frames(data, ts, number, off)
+                self.cut(data, ts, number, off)
             else:
                 self._hold(data, ts, number, off)
         if not self.synced and self.scan:

@@ -18,15 +18,8 @@ at all (see compiled.py); set later, it turns the lane off for the reads that fo
 from __future__ import annotations
 
 import os
-from typing import Callable
-
-from .body import leading_field_span
-from .connstate import ConnState, Request
-from .exchanges import MAX_PENDING_REQUESTS
-from .frames import MIN_FRAME, Accounting, Frame, Framer, RequestHeader
+from .frames import MIN_FRAME, Accounting, Frame, Framer
 from .packets import Segment
-from .predicate import always_decode
-from .protocol import request_header_version, response_header_version
 from .tcp import LINGER_NS, Connection, HalfStream, Reassembler
 
 from .compiled import lane_module as _lane
@@ -107,17 +100,6 @@ class FastLane:
                                                             -self.past.checks % CHECK_EVERY, self._until)
         self.past.checks += past
         return pos, number, offset, flush
-
-
-def pairing(decoder) -> Callable | None:
-    """The lane's pairing for a decoder: ``sides(st, d)`` giving each direction of a connection an
-    on_frame that takes the common frame of another share's row in C (see _lane.c), or None when
-    the lane is not available."""
-    if _lane is None or not available():
-        return None
-    return _lane.Pairing(decoder, decoder.share, decoder.decode_bodies, request_header_version,
-                         response_header_version, always_decode, leading_field_span, Request, RequestHeader, ConnState,
-                         MAX_PENDING_REQUESTS).side
 
 
 def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,

@@ -424,7 +424,6 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None, topic_ids=topics,
-                      pairing=lane.pairing,
                       keylog=KeyLog.read(opts.tls_key_log, opts.endpoint_url) if opts.tls_key_log else None)
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     limit = opts.batch_size

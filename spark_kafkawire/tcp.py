@@ -27,14 +27,8 @@ from operator import itemgetter
 from collections import OrderedDict, deque
 from typing import Iterator, NamedTuple, Protocol
 
-from .compiled import lane_module
+from .cores import ConnCore, HalfCore
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
-
-if lane_module is not None:  # nxt and captured as C fields the lane moves without making ints (see _lane.c)
-    _HalfBase: type = lane_module.HalfCore
-    _HALF_INTS: tuple[str, ...] = ()
-else:  # pure Python: plain slots
-    _HalfBase, _HALF_INTS = object, ("nxt", "captured")
 
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
@@ -64,7 +58,7 @@ class Sink(Protocol):
     def end(self) -> None: ...
 
 
-class HalfStream(_HalfBase):
+class HalfStream(HalfCore):
     """One direction of one connection.
 
     ``captured`` counts the distinct TCP payload bytes the capture holds for this direction
@@ -74,8 +68,8 @@ class HalfStream(_HalfBase):
     byte seen); a late copy of bytes in a hole is handed to the sink's ``late``.
     """
 
-    __slots__ = ("sink", "base", "pending", "pending_bytes", "max_pending", "fin", "fin_off", "holes", "last_ts",
-                 "started") + _HALF_INTS
+    # (sink, base, nxt, pending, captured and last_ts are HalfCore's: see cores.py)
+    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started")
 
     def __init__(self, sink: Sink | None, max_pending: int):
         # given when the connection first carries payload (see Reassembler._open): set before any
@@ -275,11 +269,11 @@ class Listener(Protocol):
     def closed(self, conn: "Connection") -> None: ...
 
 
-class Connection:
+class Connection(ConnCore):
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
-    __slots__ = ("a", "b", "client", "first_ts", "last_ts", "first_number", "halves", "isn", "rst", "done", "state",
-                 "self_connected", "opened", "evicted", "keys")
+    # (last_ts, halves, done, self_connected and opened are ConnCore's: see cores.py)
+    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a

@@ -9,7 +9,6 @@ packets (most of them, where the capture is clean), so that no comparison holds 
 lane stood aside.
 """
 
-import dataclasses
 import os
 import gzip
 import struct
@@ -106,12 +105,12 @@ def test_damaged_interleaved_capture_reads_the_same(monkeypatch, large, shape):
 def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
     """Every frame handed to the decoder (with its connection and direction, every field) and each
     framer's accounting at its connection's end, read with the lane and without; the same both
-    ways. Returns them and the framers' Python loop calls (_frames) with the lane and without."""
+    ways. Returns them and the framers' Python loop calls (cut) with the lane and without."""
     from spark_kafkawire import exchanges, frames
 
     seen: list = []
     loops = [0]
-    real_opened, real_closed, real_loop = exchanges.Decoder.opened, exchanges.Decoder.closed, frames.Framer._frames
+    real_opened, real_closed, real_loop = exchanges.Decoder.opened, exchanges.Decoder.closed, frames.Framer.cut
 
     def opened(self, conn):
         framers = real_opened(self, conn)
@@ -124,7 +123,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
 
     def closed(self, conn):
         if conn.state is not None:
-            seen.append((conn.a, conn.b, [dataclasses.astuple(f.acct) for f in conn.state.framers]))
+            seen.append((conn.a, conn.b, [f.acct.counts() for f in conn.state.framers]))
         return real_closed(self, conn)
 
     def loop(self, *a):
@@ -133,7 +132,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
 
     monkeypatch.setattr(exchanges.Decoder, "opened", opened)
     monkeypatch.setattr(exchanges.Decoder, "closed", closed)
-    monkeypatch.setattr(frames.Framer, "_frames", loop)
+    monkeypatch.setattr(frames.Framer, "cut", loop)
     runs = []
     for pure in (False, True):
         if pure:
@@ -299,8 +298,8 @@ def test_many_short_connections_read_the_same(monkeypatch, tmp_path):
 
 
 def test_a_read_leaves_nothing_behind(monkeypatch):
-    """The lane's objects join the garbage collection: a decoder holds the lane's pairing, which
-    holds it, and a connection's framers hold sides that hold the connection. After a whole read,
+    """The lane's objects join the garbage collection: a connection's framers hold sides that hold
+    the decoder and the connection, and the lane's cores hold the framers. After a whole read,
     a shared one, and one given up after its first batch (a LIMIT, a cancelled task), nothing of
     the decoder is left once the collector has run (a worker reading file after file would grow)."""
     import gc
@@ -360,22 +359,27 @@ def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tm
         assert room >= claimed  # one buffer for the whole frame
 
 
-def test_the_pairing_remembers_what_the_protocol_says():
-    """A share's pairing asks the header rules and always_decode once per api key and version and
-    then answers from memory: for every key and version (known, unknown, beyond what it remembers),
-    asked twice, the answers are the protocol's own."""
-    from spark_kafkawire import connstate, exchanges, frames
-    from spark_kafkawire.predicate import always_decode
-    from spark_kafkawire.protocol import request_header_version, response_header_version
+def test_the_lanes_boundary_is_the_cores_fields():
+    """Everything the lane reads or writes of the Python stages' objects is a field of its four
+    core types: the C types declare exactly the fields cores.FIELDS lists (the pure Python cores'
+    slots), the stages' classes are built on them, and no class of theirs declares one of those
+    names again (it would hide the core's field from the lane)."""
+    from spark_kafkawire import cores, frames, tcp
+    from spark_kafkawire.compiled import lane_module as ext
 
-    pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
-                                        always_decode, lambda *a: (None, None), exchanges.Request, frames.RequestHeader,
-                                        connstate.ConnState, 10)
-    expected = {(k, v): (request_header_version(k, v), response_header_version(k, v), always_decode(k, v, True),
-                         always_decode(k, v, False)) for k in range(-1, 140) for v in range(-1, 40)}
-    assert {kv[0] for kv in expected if expected[kv][0] == 2} and {kv[0] for kv in expected if expected[kv][2]}
-    for _ in range(2):
-        assert {kv: pairing.answers(*kv) for kv in expected} == expected
+    assert ext is not None
+    for name, fields in cores.FIELDS.items():
+        c_type = getattr(ext, name)
+        declared = tuple(k for k, v in vars(c_type).items() if type(v).__name__ == "member_descriptor")
+        assert declared == fields, name
+        assert getattr(cores, "_" + name).__slots__ == fields
+    for cls, core in ((tcp.Connection, "ConnCore"), (tcp.HalfStream, "HalfCore"), (frames.Framer, "FramerCore"),
+                      (frames.Accounting, "AcctCore")):
+        assert cls.__mro__[1] is getattr(ext, core)
+        assert not set(cls.__slots__) & set(cores.FIELDS[core]), cls
+    with pytest.raises(TypeError, match="cores"):  # given a class not built on its core, the lane refuses
+        ext.Lane({}, None, None, 1, None, object, tcp.HalfStream, frames.Framer, frames.Frame, frames.Accounting,
+                 4, tcp.Segment, print)
 
 
 def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
@@ -401,39 +405,7 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
     out = {how: subprocess.run([sys.executable, "-c", script, how, str(SAMPLES)], capture_output=True, text=True,
                                check=True, env={**env, "KAFKAWIRE_PURE_PYTHON": "1"} if how == "pure" else env)
            .stdout.split("\n", 1) for how in ("with", "without", "pure")}
-    assert out["with"][0] == "HalfCore FramerCore True" and out["without"][0] == "object object False"
-    assert out["pure"][0] == "object object False"  # no compiled code loaded at all
+    assert out["with"][0] == "HalfCore FramerCore True" and out["without"][0] == "_HalfCore _FramerCore False"
+    assert out["pure"][0] == "_HalfCore _FramerCore False"  # no compiled code loaded at all
     assert len(out["with"][1]) > 100_000
     assert out["with"][1] == out["without"][1] == out["pure"][1]
-
-
-def test_the_pairing_remembers_produce_acks_by_their_bytes():
-    """A share's pairing reads the acks of other shares' Produce requests (acks=0 ones are never
-    answered) through leading_field_span once and then by the bytes they were read from. Bodies
-    with and without a transactional id, ids of the same length, acks 0, 1 and -1, in versions with
-    plain and compact strings, asked in turn and again: each answer is the body's own acks, as
-    the protocol's Produce request layout puts them (transactional id from v3, acks, timeout)."""
-    from spark_kafkawire import connstate, exchanges, frames
-    from spark_kafkawire.body import leading_field_span
-    from spark_kafkawire.predicate import always_decode
-    from spark_kafkawire.protocol import request_header_version, response_header_version
-
-    def body(ver: int, txn: str | None, acks: int) -> bytes:
-        if ver < 3:
-            head = b""
-        elif ver < 9:
-            head = struct.pack("!h", -1) if txn is None else struct.pack("!h", len(txn)) + txn.encode()
-        else:
-            head = b"\0" if txn is None else bytes([len(txn) + 1]) + txn.encode()
-        return b"\x11" * 7 + head + struct.pack("!hi", acks, 30000) + bytes(40)  # 7 header bytes first
-
-    cases = [(v, t, a) for v in (2, 3, 7, 9, 11) for t in (None, "txn-a", "txn-b", "longer-transaction-id" * 4)
-             for a in (0, 1, -1) if v >= 3 or t is None]
-    pairing = lane_module._lane.Pairing(object(), (0, 2), True, request_header_version, response_header_version,
-                                        always_decode, leading_field_span, exchanges.Request, frames.RequestHeader,
-                                        connstate.ConnState, 10)
-    for _ in range(3):
-        for v, t, a in cases:
-            data = body(v, t, a)
-            assert pairing.acks(v, data, 7) == a, (v, t, a)
-            assert pairing.acks(v, bytearray(data), 7) == a, (v, t, a)

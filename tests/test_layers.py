@@ -10,7 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spark_kafkawire"
 #: the pipeline's stages, earliest first; a module may import from its own stage and earlier ones
 STAGES = [
     # shared ground: file systems, types, column building, escaping, the protocol's data
-    {"fs", "wiretypes", "columns", "escape", "protocol", "protocol.generate", "sasl", "_lane", "keylog", "compiled"},
+    {"fs", "wiretypes", "columns", "escape", "protocol", "protocol.generate", "sasl", "_lane", "keylog", "compiled",
+     "cores"},
     {"capture"},  # capture files -> packets
     {"packets"},  # packets -> TCP segments
     {"tcp"},  # segments -> byte streams
