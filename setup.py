@@ -10,15 +10,12 @@ Two optional parts, each skipped (the package then runs them as Python) when it 
   when every one of those sources is unchanged and KAFKAWIRE_PURE_PYTHON is not set; otherwise the
   ``.py`` sources, all of them (compiled modules call each other directly, so they are used all
   together or not at all).
-
-``KAFKAWIRE_NO_COMPILE=1`` in the environment builds neither (as a machine without a C compiler).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -28,9 +25,9 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows). Not
 #: predicate.py: its filters are pickled to Spark's workers, which a compiled class is not
-NATIVE = ["body", "records", "headline", "partitions", "topicids", "exchanges", "columns", "modes", "table", "rowshapes"]
+NATIVE = ["body", "records", "headline", "partitions", "topicids", "exchanges", "columns", "modes", "table",
+          "rowshapes"]
 GROUP = "spark_kafkawire._native"
-SKIP = bool(os.environ.get("KAFKAWIRE_NO_COMPILE"))
 
 
 def sources_digest() -> dict:
@@ -38,8 +35,6 @@ def sources_digest() -> dict:
 
 
 def native_extensions() -> list[Extension]:
-    if SKIP:
-        return []
     try:
         from mypyc.build import mypycify
     except ImportError:  # no mypyc: the stages run as Python
@@ -66,9 +61,8 @@ class BuildPy(build_py):
         # build's: build_ext puts in those it makes
         for old in (Path(self.build_lib) / "spark_kafkawire").glob("*.so"):
             old.unlink()
-        if not SKIP:
-            out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
-            out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")
+        out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
+        out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")
 
 
 class BuildExt(build_ext):
@@ -81,5 +75,5 @@ class BuildExt(build_ext):
             print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python")
 
 
-lane = [] if SKIP else [Extension("spark_kafkawire._lane", ["spark_kafkawire/_lane.c"], optional=True)]
+lane = [Extension("spark_kafkawire._lane", ["spark_kafkawire/_lane.c"], optional=True)]
 setup(ext_modules=lane + native_extensions(), cmdclass={"build_py": BuildPy, "build_ext": BuildExt})

@@ -14,7 +14,9 @@ source and offers the same functions and classes; nothing else of it is reached 
 ``KAFKAWIRE_PURE_PYTHON=1`` in the environment when the package is imported means no compiled code
 at all (the stages, and the reader's lane, run as Python), as msgpack's fallback does. The compiled
 stages are also left aside, all of them, when any of their sources differs from the one they were
-built from (a checkout edited since ``make setup``): ``native_reason`` says why. The same rows come
+built from (a checkout edited since ``make setup``): ``native_reason`` says why. Whenever they are
+not used, every module with a compiled module beside its source is imported from the source
+(whether or not _native.json names it). The same rows come
 out either way (the decoding tests run in both modes).
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -77,10 +80,23 @@ def _native() -> tuple[list[str], str | None]:
     return modules, None
 
 
-#: the C extension's module (classes HalfCore, FramerCore, Lane, Pairing), or None
+def _beside_sources() -> set[str]:
+    """The package's modules with a compiled module beside their ``.py`` source (whatever
+    _native.json says: a build by hand may leave them without one)."""
+    found = set()
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        for path in _HERE.glob("*" + suffix):
+            name = path.name[: -len(suffix)]
+            if (_HERE / f"{name}.py").exists():
+                found.add(name)
+    return found
+
+
+#: the C extension's module (the lane's core types and Lane, see cores.py), or None
 lane_module: ModuleType | None = _load()
 #: the stage modules compiled by mypyc, and why they are not in use (None: they are)
 native_modules, native_reason = _native()
 native: bool = bool(native_modules) and native_reason is None
-if native_modules and not native and not any(isinstance(f, _Sources) for f in sys.meta_path):
-    sys.meta_path.insert(0, _Sources({f"spark_kafkawire.{m}" for m in native_modules}))
+_shadowed = set() if native else set(native_modules) | _beside_sources()
+if _shadowed and not any(isinstance(f, _Sources) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Sources({f"spark_kafkawire.{m}" for m in _shadowed}))

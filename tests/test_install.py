@@ -14,23 +14,29 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_pcaps" / "mock-confluent-group.pcapng"
+#: what the package imported uses, and the rows of each capture named (one fresh process)
 PROBE = """
 import json, sys
 import spark_kafkawire as k
-from spark_kafkawire import compiled
-rows = k.read_capture(sys.argv[1]).drop_columns(["capture_file"]).to_pylist()
-print(json.dumps({"native": compiled.native, "lane": compiled.lane_module is not None,
-                  "reason": compiled.native_reason, "file": k.__file__, "rows": rows}, default=str))
+from spark_kafkawire import body, compiled
+out = {"native": compiled.native, "lane": compiled.lane_module is not None, "reason": compiled.native_reason,
+       "file": k.__file__, "body": body.__file__}
+for path in sys.argv[1:]:
+    out[path] = k.read_capture(path).drop_columns(["capture_file"]).to_pylist()
+print(json.dumps(out, default=str))
 """
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("KAFKAWIRE_PURE_PYTHON")),
                                 reason="about installing, not decoding: run once, in the compiled tier")
 
 
-def _probe(cwd: Path, env: dict | None = None) -> dict:
-    r = subprocess.run([sys.executable, "-c", PROBE, str(SAMPLE)], cwd=cwd, env=env, capture_output=True, text=True,
-                       check=True)
-    return json.loads(r.stdout)
+def _probe(cwd: Path, env: dict | None = None, paths: list[Path] = [SAMPLE]) -> dict:
+    r = subprocess.run([sys.executable, "-c", PROBE] + [str(p) for p in paths], cwd=cwd, env=env, capture_output=True,
+                       text=True, check=True)
+    out = json.loads(r.stdout)
+    if paths == [SAMPLE]:
+        out["rows"] = out.pop(str(SAMPLE))
+    return out
 
 
 def test_the_installed_package_uses_its_compiled_parts(tmp_path):
@@ -66,17 +72,6 @@ def test_an_install_without_a_compiler_runs_as_python_with_the_same_rows(tmp_pat
     assert got["rows"] == _probe(tmp_path)["rows"]
 
 
-BOTH = """
-import json, sys
-import spark_kafkawire as k
-from spark_kafkawire import compiled
-out = {"native": compiled.native}
-for path in sys.argv[1:]:
-    out[path] = k.read_capture(path).drop_columns(["capture_file"]).to_pylist()
-print(json.dumps(out, default=str))
-"""
-
-
 def _mid_stream_large_frames(path: Path) -> None:
     """A connection caught mid-stream (no SYN, the capture starts inside a request) whose requests
     are Produce requests of 300 KB (more than the framer's scan window) with their answers."""
@@ -99,12 +94,32 @@ def test_the_compiled_stages_read_every_capture_as_their_sources_do(tmp_path):
     _mid_stream_large_frames(mid)
     paths = [mid] + sorted((ROOT / "sample_pcaps").glob("*.pcap*")) + \
         sorted(p for p in (SHARED / "public-captures").glob("*") if p.suffix in (".pcap", ".pcapng", ".cap"))
-    args = [sys.executable, "-c", BOTH] + [str(p) for p in paths]
     env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
-    compiled = json.loads(subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout)
-    pure = json.loads(subprocess.run(args, cwd=ROOT, env={**env, "KAFKAWIRE_PURE_PYTHON": "1"}, capture_output=True,
-                                     text=True, check=True).stdout)
-    assert compiled.pop("native") and not pure.pop("native")
+    compiled = _probe(ROOT, env, paths)
+    pure = _probe(ROOT, {**env, "KAFKAWIRE_PURE_PYTHON": "1"}, paths)
+    assert compiled["native"] and not pure["native"]
     assert sum(r["status"] == "complete" for r in compiled[str(mid)]) >= 4  # the scan finds the frames
     for p in paths:
         assert compiled[str(p)] == pure[str(p)], p.name
+
+
+def test_a_compiled_module_without_its_record_never_shadows_its_source(tmp_path):
+    """A copy of the package whose compiled modules lie beside their sources but without the
+    build's record of them (_native.json: a build by hand, a partial copy): the compiled stages
+    are not used, and every stage module is imported from its .py source, with or without
+    KAFKAWIRE_PURE_PYTHON, reading the same rows as the real install."""
+    import shutil
+
+    copy = tmp_path / "pkg"
+    shutil.copytree(ROOT / "spark_kafkawire", copy / "spark_kafkawire",
+                    ignore=shutil.ignore_patterns("_native.json", "__pycache__"))
+    compiled = [p.name for p in (copy / "spark_kafkawire").glob("body.*.so")]
+    if not compiled:
+        pytest.skip("the checkout holds no compiled modules (make setup copies them there)")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
+    want = _probe(tmp_path, env)["rows"]
+    for more in ({}, {"KAFKAWIRE_PURE_PYTHON": "1"}):
+        got = _probe(tmp_path, {**env, **more, "PYTHONPATH": str(copy)})
+        assert got["file"].startswith(str(copy)) and not got["native"]
+        assert got["body"].endswith("body.py"), (compiled, got["body"])
+        assert got["rows"] == want
