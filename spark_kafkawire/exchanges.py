@@ -241,7 +241,12 @@ class Decoder:
         for req in st.pending.values():
             self._emit(st, req, None, NO_RESPONSE, why)
         st.pending.clear()
-        st.framers = []  # the framers' callbacks hold st: no cycle left for the garbage collector
+        # the framers' callbacks hold st, and so does the TLS session's: no cycle left for the
+        # garbage collector (a read makes none, see reader._no_collections)
+        st.framers = []
+        if tls is not None:
+            tls.release()
+            st.tls_session = None
 
     def _decide(self, st: ConnState, force: bool = False) -> bool:
         """Decide the roles if the queued frames allow, then hand those frames on."""

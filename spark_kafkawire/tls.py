@@ -232,6 +232,13 @@ class TlsSession:
         self.trialled = False  # decrypted without its handshake (see trial)
         self.etm = False  # encrypt-then-MAC agreed (CBC suites)
 
+    def release(self) -> None:
+        """The connection has ended: drop the links to the directions, the framers and the
+        listener (the directions link back here), so that no reference cycle is left."""
+        self.dirs = []
+        self.outputs = []
+        self.on_client = None
+
     # -- what the handshake says ---------------------------------------------------------------
     @property
     def version_name(self) -> str | None:

@@ -297,31 +297,6 @@ def test_many_short_connections_read_the_same(monkeypatch, tmp_path):
             assert both_ways(monkeypatch, path, shape, **more) > 1000
 
 
-def test_a_read_leaves_nothing_behind(monkeypatch):
-    """The lane's objects join the garbage collection: a connection's framers hold sides that hold
-    the decoder and the connection, and the lane's cores hold the framers. After a whole read,
-    a shared one, and one given up after its first batch (a LIMIT, a cancelled task), nothing of
-    the decoder is left once the collector has run (a worker reading file after file would grow)."""
-    import gc
-
-    from spark_kafkawire import exchanges
-
-    def decoders() -> int:  # live Decoder objects (compiled or not, the collector tracks them)
-        gc.collect()
-        return sum(type(o) is exchanges.Decoder for o in gc.get_objects())
-
-    path = str(SAMPLES / "mock-confluent-group.pcapng")
-    before = decoders()
-    for share in (None, (0, 2)):
-        for _ in iter_batches(path, {}, share=share):
-            pass
-        batches = iter_batches(path, {"batchSize": 1}, share=share)
-        next(batches)
-        assert decoders() == before + 1  # the one of the read given up
-        del batches
-    assert decoders() == before
-
-
 @pytest.mark.parametrize("claimed,sent", [(50 << 20, 40_000), (2 << 20, 300_000)])
 def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tmp_path, claimed, sent):
     """A frame that spans segments is assembled in one buffer that becomes its data. The buffer
