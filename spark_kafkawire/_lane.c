@@ -58,105 +58,103 @@
  * other fields are objects, exactly as Python stores them.
  * ------------------------------------------------------------------------------------------- */
 
-#define VISIT_FIELD(f) Py_VISIT(self->f);
-#define CLEAR_FIELD(f) Py_CLEAR(self->f);
-#define OBJECT_MEMBER(T, f, doc) {#f, T_OBJECT_EX, offsetof(T, f), 0, doc},
-#define INT_MEMBER(T, f, doc) {#f, T_LONGLONG, offsetof(T, f), 0, doc},
+/* Each core's fields are listed once, as FIELDS(I, O): I(name, doc) a C integer, O(name, doc) an
+ * object. The struct, its members (as Python sees them) and the garbage collector's functions are
+ * all made from that list. */
+#define DECLARE_INT(f, doc) long long f;
+#define DECLARE_OBJECT(f, doc) PyObject *f;
+#define INT_MEMBER(f, doc) {#f, T_LONGLONG, offsetof(CORE, f), 0, doc},
+#define OBJECT_MEMBER(f, doc) {#f, T_OBJECT_EX, offsetof(CORE, f), 0, doc},
+#define NOTHING(f, doc)
+#define VISIT_OBJECT(f, doc) Py_VISIT(self->f);
+#define CLEAR_OBJECT(f, doc) Py_CLEAR(self->f);
 
-/* the garbage collector's functions and the type of a core whose object fields are OBJECTS */
-#define CORE_TYPE(Name, OBJECTS, doc)                                                                  \
-    static int Name##_traverse(Name *self, visitproc visit, void *arg) {                               \
-        OBJECTS(VISIT_FIELD)                                                                          \
+/* the struct, members, garbage collector's functions and type of the core CORE with FIELDS */
+#define CORE_TYPE(doc)                                                                                 \
+    typedef struct {                                                                                  \
+        PyObject_HEAD                                                                                 \
+        FIELDS(DECLARE_INT, DECLARE_OBJECT)                                                           \
+    } CORE;                                                                                           \
+    static PyMemberDef CAT(CORE, _members)[] = {FIELDS(INT_MEMBER, OBJECT_MEMBER){NULL}};                  \
+    static int CAT(CORE, _traverse)(CORE *self, visitproc visit, void *arg) {                              \
+        FIELDS(NOTHING, VISIT_OBJECT)                                                                 \
         return 0;                                                                                     \
     }                                                                                                 \
-    static int Name##_clear(Name *self) {                                                             \
-        OBJECTS(CLEAR_FIELD)                                                                          \
+    static int CAT(CORE, _clear)(CORE *self) {                                                             \
+        FIELDS(NOTHING, CLEAR_OBJECT)                                                                 \
         return 0;                                                                                     \
     }                                                                                                 \
-    static void Name##_dealloc(Name *self) {                                                          \
+    static void CAT(CORE, _dealloc)(CORE *self) {                                                          \
         PyObject_GC_UnTrack(self);                                                                    \
-        Name##_clear(self);                                                                           \
+        CAT(CORE, _clear)(self);                                                                           \
         Py_TYPE(self)->tp_free((PyObject *)self);                                                     \
     }                                                                                                 \
-    static PyTypeObject Name##Type = {                                                                \
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spark_kafkawire._lane." #Name,                      \
+    static PyTypeObject CAT(CORE, Type) = {                                                                \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spark_kafkawire._lane." STR(CORE),                  \
         .tp_doc = doc,                                                                                \
-        .tp_basicsize = sizeof(Name),                                                                 \
+        .tp_basicsize = sizeof(CORE),                                                                 \
         .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                    \
-        .tp_traverse = (traverseproc)Name##_traverse,                                                 \
-        .tp_clear = (inquiry)Name##_clear,                                                            \
-        .tp_dealloc = (destructor)Name##_dealloc,                                                     \
+        .tp_traverse = (traverseproc)CAT(CORE, _traverse),                                                 \
+        .tp_clear = (inquiry)CAT(CORE, _clear),                                                            \
+        .tp_dealloc = (destructor)CAT(CORE, _dealloc),                                                     \
         .tp_new = PyType_GenericNew,                                                                  \
-        .tp_members = Name##_members,                                                                 \
+        .tp_members = CAT(CORE, _members),                                                                 \
     };
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* (CAT(CORE, _members) and the like need CORE expanded first) */
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *done, *self_connected, *opened, *last_ts, *halves;
-} ConnCore;
-#define CONN_OBJECTS(X) X(done) X(self_connected) X(opened) X(last_ts) X(halves)
-static PyMemberDef ConnCore_members[] = {
-    OBJECT_MEMBER(ConnCore, done, "ended: its packets go to the reassembler")
-    OBJECT_MEMBER(ConnCore, self_connected, "both endpoints the same")
-    OBJECT_MEMBER(ConnCore, opened, "the listener has been told")
-    OBJECT_MEMBER(ConnCore, last_ts, "time of its last packet")
-    OBJECT_MEMBER(ConnCore, halves, "its two HalfStreams, once opened")
-    {NULL},
-};
-CORE_TYPE(ConnCore, CONN_OBJECTS, "The fields of a Connection the lane reads and moves.")
+#define CORE ConnCore
+#define FIELDS(I, O)                                                                                   \
+    O(done, "ended: its packets go to the reassembler")                                               \
+    O(self_connected, "both endpoints the same")                                                      \
+    O(opened, "the listener has been told")                                                           \
+    O(last_ts, "time of its last packet")                                                             \
+    O(halves, "its two HalfStreams, once opened")
+CORE_TYPE("The fields of a Connection the lane reads and moves.")
+#undef CORE
+#undef FIELDS
 
-typedef struct {
-    PyObject_HEAD
-    long long nxt, captured;
-    PyObject *sink, *base, *pending, *last_ts;
-} HalfCore;
-#define HALF_OBJECTS(X) X(sink) X(base) X(pending) X(last_ts)
-static PyMemberDef HalfCore_members[] = {
-    INT_MEMBER(HalfCore, nxt, "stream offset of the next byte to deliver")
-    INT_MEMBER(HalfCore, captured, "distinct payload bytes the capture holds")
-    OBJECT_MEMBER(HalfCore, sink, "where the direction's bytes go (a Framer, a TLS direction)")
-    OBJECT_MEMBER(HalfCore, base, "sequence number of stream offset 0, or None")
-    OBJECT_MEMBER(HalfCore, pending, "segments waiting for the bytes before them (a list)")
-    OBJECT_MEMBER(HalfCore, last_ts, "time of the direction's last packet")
-    {NULL},
-};
-CORE_TYPE(HalfCore, HALF_OBJECTS, "The fields of a HalfStream the lane reads and moves.")
+#define CORE HalfCore
+#define FIELDS(I, O)                                                                                   \
+    I(nxt, "stream offset of the next byte to deliver")                                               \
+    I(captured, "distinct payload bytes the capture holds")                                           \
+    O(sink, "where the direction's bytes go (a Framer, a TLS direction)")                             \
+    O(base, "sequence number of stream offset 0, or None")                                            \
+    O(pending, "segments waiting for the bytes before them (a list)")                                 \
+    O(last_ts, "time of the direction's last packet")
+CORE_TYPE("The fields of a HalfStream the lane reads and moves.")
+#undef CORE
+#undef FIELDS
 
-typedef struct {
-    PyObject_HEAD
-    long long pos, target, rest_to, max_frame;
-    PyObject *on_frame, *acct, *buf, *synced, *first, *disabled, *f_ts, *f_num, *f_off;
-} FramerCore;
-#define FRAMER_OBJECTS(X) X(on_frame) X(acct) X(buf) X(synced) X(first) X(disabled) X(f_ts) X(f_num) X(f_off)
-static PyMemberDef FramerCore_members[] = {
-    INT_MEMBER(FramerCore, pos, "stream offset of the next byte to arrive")
-    INT_MEMBER(FramerCore, target, "bytes the frame in progress needs in all")
-    INT_MEMBER(FramerCore, rest_to, "end of a frame cut by a gap")
-    INT_MEMBER(FramerCore, max_frame, "largest frame accepted")
-    OBJECT_MEMBER(FramerCore, on_frame, "called with each Frame")
-    OBJECT_MEMBER(FramerCore, acct, "the direction's Accounting")
-    OBJECT_MEMBER(FramerCore, buf, "the frame in progress, size field included (a bytearray)")
-    OBJECT_MEMBER(FramerCore, synced, "frame starts are known")
-    OBJECT_MEMBER(FramerCore, first, "no byte seen yet")
-    OBJECT_MEMBER(FramerCore, disabled, "not Kafka: every byte is skipped")
-    OBJECT_MEMBER(FramerCore, f_ts, "time of the frame in progress")
-    OBJECT_MEMBER(FramerCore, f_num, "packet number of the frame in progress")
-    OBJECT_MEMBER(FramerCore, f_off, "stream offset of the frame in progress")
-    {NULL},
-};
-CORE_TYPE(FramerCore, FRAMER_OBJECTS, "The fields of a Framer the lane reads and moves.")
+#define CORE FramerCore
+#define FIELDS(I, O)                                                                                   \
+    I(pos, "stream offset of the next byte to arrive")                                                \
+    I(target, "bytes the frame in progress needs in all")                                             \
+    I(rest_to, "end of a frame cut by a gap")                                                         \
+    I(max_frame, "largest frame accepted")                                                            \
+    O(on_frame, "called with each Frame")                                                             \
+    O(acct, "the direction's Accounting")                                                             \
+    O(buf, "the frame in progress, size field included (a bytearray)")                                \
+    O(synced, "frame starts are known")                                                               \
+    O(first, "no byte seen yet")                                                                      \
+    O(disabled, "not Kafka: every byte is skipped")                                                   \
+    O(f_ts, "time of the frame in progress")                                                          \
+    O(f_num, "packet number of the frame in progress")                                                \
+    O(f_off, "stream offset of the frame in progress")
+CORE_TYPE("The fields of a Framer the lane reads and moves.")
+#undef CORE
+#undef FIELDS
 
-typedef struct {
-    PyObject_HEAD
-    long long frames, frame_bytes;
-} AcctCore;
-#define ACCT_OBJECTS(X)
-static PyMemberDef AcctCore_members[] = {
-    INT_MEMBER(AcctCore, frames, "complete frames")
-    INT_MEMBER(AcctCore, frame_bytes, "bytes of complete frames, size fields included")
-    {NULL},
-};
-CORE_TYPE(AcctCore, ACCT_OBJECTS, "The counters of an Accounting the lane moves.")
+#define CORE AcctCore
+#define FIELDS(I, O)                                                                                   \
+    I(frames, "complete frames")                                                                      \
+    I(frame_bytes, "bytes of complete frames, size fields included")
+CORE_TYPE("The counters of an Accounting the lane moves.")
+#undef CORE
+#undef FIELDS
 
 #define CC(o) ((ConnCore *)(o))
 #define HC(o) ((HalfCore *)(o))
