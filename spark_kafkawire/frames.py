@@ -60,8 +60,6 @@ class RequestHeader(NamedTuple):
 class Accounting(AcctCore):
     """What became of a direction's bytes. (frames and frame_bytes are AcctCore's: see cores.py)"""
 
-    #: the counts, in the order a connection row shows them
-    COUNTS = ("frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
     __slots__ = ("partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
 
     def __init__(self) -> None:
@@ -72,9 +70,6 @@ class Accounting(AcctCore):
         self.skipped_bytes = 0  # captured bytes that could not be framed
         self.gap_bytes = 0  # bytes the capture lost (holes, snaplen cuts)
         self.gaps = 0
-
-    def counts(self) -> tuple[int, ...]:
-        return tuple(getattr(self, name) for name in self.COUNTS)
 
 
 def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:

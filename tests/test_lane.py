@@ -106,10 +106,11 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
     """Every frame handed to the decoder (with its connection and direction, every field) and each
     framer's accounting at its connection's end, read with the lane and without; the same both
     ways. Returns them and the framers' Python loop calls (cut) with the lane and without."""
-    from spark_kafkawire import exchanges, frames
+    from spark_kafkawire import cores, exchanges, frames
 
     seen: list = []
     loops = [0]
+    counts = cores.FIELDS["AcctCore"] + frames.Accounting.__slots__  # every count of a framer's accounting
     real_opened, real_closed, real_loop = exchanges.Decoder.opened, exchanges.Decoder.closed, frames.Framer.cut
 
     def opened(self, conn):
@@ -123,7 +124,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
 
     def closed(self, conn):
         if conn.state is not None:
-            seen.append((conn.a, conn.b, [f.acct.counts() for f in conn.state.framers]))
+            seen.append((conn.a, conn.b, [tuple(getattr(f.acct, n) for n in counts) for f in conn.state.framers]))
         return real_closed(self, conn)
 
     def loop(self, *a):
