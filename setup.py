@@ -25,8 +25,8 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows). Not
 #: predicate.py: its filters are pickled to Spark's workers, which a compiled class is not
-NATIVE = ["body", "records", "headline", "partitions", "topicids", "exchanges", "columns", "modes", "table",
-          "rowshapes"]
+NATIVE = ["headers", "body", "sasl", "connstate", "records", "headline", "partitions", "topicids", "exchanges", "columns", "modes",
+          "table", "rowshapes"]
 GROUP = "spark_kafkawire._native"
 
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
-from functools import lru_cache
 from importlib import resources
 from struct import Struct
 from struct import error as struct_error
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .compiled import native
 from .wiretypes import Bytes
@@ -29,25 +27,27 @@ from . import records as rec
 from .sasl import suspect, token_shaped
 from .values import RawRecords, Redacted
 
-NULLABLE, ARRAY, ERROR_CODE = 1, 2, 4
+NULLABLE: Final = 1
+ARRAY: Final = 2
+ERROR_CODE: Final = 4
 #: bytes fields that carry credentials: SASL tokens (PLAIN passwords, SCRAM proofs and server
 #: signatures), delegation-token HMACs, SCRAM salts and salted passwords, and Envelope's wrapped
 #: request. Their values never leave the decoder; only a length (and a SASL user name) remain.
-SECRET_FIELDS = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-UNSUPPORTED_VERSION = 35
+SECRET_FIELDS: Final = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
+API_VERSIONS: Final = 18
+SASL_HANDSHAKE: Final = 17
+UNSUPPORTED_VERSION: Final = 35
 #: decode with the readers codegen.py generates from the same layouts (False: interpret only). Where
 #: this module runs compiled (compiled.py), its interpreter is faster than the generated readers,
 #: which are interpreted Python: it reads every body itself.
 GENERATED = not native
 
-_FIXED = {
+_FIXED: Final = {
     "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
     "uint16": Struct("!H"), "float64": Struct("!d"), "bool": Struct("!?"),
 }
-_I16 = _FIXED["int16"]
-_I32 = _FIXED["int32"]
+_I16: Final = _FIXED["int16"]
+_I32: Final = _FIXED["int32"]
 
 
 class RecordOptions(NamedTuple):
@@ -67,8 +67,14 @@ class BodyError(ValueError):
 
 
 #: what a field tells the headline columns (see Facts), decided once per field from its name and type
-HL_ERROR, HL_TOPIC, HL_NAME, HL_TOPIC_ID, HL_TOPIC_NAMES, HL_PARTITIONS, HL_RECORDS = range(1, 8)
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+HL_ERROR: Final = 1
+HL_TOPIC: Final = 2
+HL_NAME: Final = 3
+HL_TOPIC_ID: Final = 4
+HL_TOPIC_NAMES: Final = 5
+HL_PARTITIONS: Final = 6
+HL_RECORDS: Final = 7
+ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
 
 
 def _headline_kind(name: str, typ: str, array: bool) -> int:
@@ -85,13 +91,32 @@ def _headline_kind(name: str, typ: str, array: bool) -> int:
     return HL_RECORDS if name == "Records" and typ == "records" else 0
 
 
+#: a field's type as the interpreter tests it (one integer comparison, not a string's)
+K_FIXED: Final = 0
+K_STRING: Final = 1
+K_BYTES: Final = 2
+K_RECORDS: Final = 3
+K_UUID: Final = 4
+K_STRUCT: Final = 5
+K_OTHER: Final = 6
+_KINDS: Final = {"string": K_STRING, "bytes": K_BYTES, "records": K_RECORDS, "uuid": K_UUID, "struct": K_STRUCT}
+
+
+def uuid_text(b: bytes) -> str:
+    """16 bytes as a UUID's text (``str(uuid.UUID(bytes=b))``, without making the object)."""
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 class Field:
-    __slots__ = ("name", "type", "fixed", "nullable", "array", "tag", "sub", "hl", "topic_array")
+    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
         self.type = typ
         self.fixed = _FIXED.get(typ)
+        self.size = self.fixed.size if self.fixed is not None else 0
+        self.kind = K_FIXED if self.fixed is not None else _KINDS.get(typ, K_OTHER)
         self.nullable = bool(flags & NULLABLE)
         self.array = bool(flags & ARRAY)
         self.tag = tag
@@ -162,11 +187,15 @@ class Schemas:
         return (api_key, version, request) in self.messages
 
 
-@lru_cache(maxsize=1)
+_schemas: list[Schemas] = []
+
+
 def schemas() -> Schemas:
-    pkg = resources.files("spark_kafkawire.protocol")
-    data = json.loads(pkg.joinpath("messages.json").read_text())
-    return Schemas(data)
+    """messages.json's layouts, read once per process."""
+    if not _schemas:
+        pkg = resources.files("spark_kafkawire.protocol")
+        _schemas.append(Schemas(json.loads(pkg.joinpath("messages.json").read_text())))
+    return _schemas[0]
 
 
 class _Reader:
@@ -211,15 +240,14 @@ class _Reader:
             raise BodyError("length runs past the end", pos)
         return st.unpack_from(self.buf, pos)[0], pos + st.size
 
-    def value(self, f: Field, pos: int):
+    def value(self, f: Field, pos: int) -> tuple[object, int]:
         buf, end = self.buf, self.end
-        st = f.fixed
-        if st is not None:
-            if pos + st.size > end:
+        kind = f.kind
+        if kind == K_FIXED:
+            if pos + f.size > end:
                 raise BodyError(f"{f.name} runs past the end", pos)
-            return st.unpack_from(buf, pos)[0], pos + st.size
-        t = f.type
-        if t == "string":
+            return f.fixed.unpack_from(buf, pos)[0], pos + f.size  # type: ignore[union-attr]
+        if kind == K_STRING:
             n, pos = self.length(pos, False)
             if n < 0:
                 return None, pos
@@ -229,25 +257,25 @@ class _Reader:
             if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
                 raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
             return text, pos + n
-        if t in ("bytes", "records"):
+        if kind == K_BYTES or kind == K_RECORDS:
             n, pos = self.length(pos, True)
             if n < 0:
                 return None, pos
             if pos + n > end:
                 raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
-            if t == "records":
+            if kind == K_RECORDS:
                 summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
                 if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
-                    summary = RawRecords(summary, bytes(memoryview(buf)[pos : pos + n]))
+                    return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
                 return summary, pos + n
             if f.name in SECRET_FIELDS:
                 return redact(f.name, buf[pos : pos + n]), pos + n
             return base64.b64encode(buf[pos : pos + n]).decode(), pos + n
-        if t == "uuid":
+        if kind == K_UUID:
             if pos + 16 > end:
                 raise BodyError(f"{f.name} runs past the end", pos)
-            return str(uuid.UUID(bytes=bytes(buf[pos : pos + 16]))), pos + 16
-        if t == "struct":
+            return uuid_text(bytes(buf[pos : pos + 16])), pos + 16
+        if kind == K_STRUCT:
             if f.nullable and not f.array:
                 if pos + 1 > end:
                     raise BodyError(f"{f.name} runs past the end", pos)
@@ -255,9 +283,9 @@ class _Reader:
                     return None, pos + 1
                 pos += 1
             return self.struct(f.sub, pos, True, f.topic_array)
-        raise BodyError(f"unknown type {t}", pos)
+        raise BodyError(f"unknown type {f.type}", pos)
 
-    def field(self, f: Field, pos: int):
+    def field(self, f: Field, pos: int) -> tuple[object, int]:
         if not f.array:
             return self.value(f, pos)
         n, pos = self.length(pos, True)
@@ -273,9 +301,8 @@ class _Reader:
             facts.in_partitions += 1
         self.depth += 1
         out = []
-        value = self.value
         for _ in range(n):
-            v, pos = value(f, pos)
+            v, pos = self.value(f, pos)
             out.append(v)
         self.depth -= 1
         if partitions:
@@ -287,9 +314,8 @@ class _Reader:
         self.depth += 1
         out: dict = {}
         tid_at = -1
-        field = self.field
         for f in regular:
-            v, pos = field(f, pos)
+            v, pos = self.field(f, pos)
             out[f.name] = v
             if f.hl:
                 tid_at = self._fact(f, v, in_topic, tid_at)
@@ -473,7 +499,7 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
 #: {those bytes: the value}}; the same bytes from the body's start give the same value
 _LEADING: dict[tuple, dict[int, dict[bytes, object]]] = {}
 _MISSING = object()
-LEADING_KEPT = 1024  # values remembered in all (the bytes come from the capture: bounded)
+LEADING_KEPT: Final = 1024  # values remembered in all (the bytes come from the capture: bounded)
 _leading_count = 0
 
 

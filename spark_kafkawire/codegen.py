@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import base64
 import struct
-import uuid
 from typing import Callable
 
 from . import records as rec
 from .sasl import suspect, token_shaped
-from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, Schemas, redact)
+from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, Schemas, redact, uuid_text)
 from .values import RawRecords
 
 _SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1}
@@ -29,10 +28,6 @@ class Slow(Exception):
     """The generated reader met something it leaves to the interpreter."""
 
 
-def _uuid(b: bytes) -> str:
-    return str(uuid.UUID(bytes=b))
-
-
 class Compiler:
     """Generates, compiles and caches one reader per (struct id, flexible)."""
 
@@ -40,7 +35,7 @@ class Compiler:
         self.s = s
         self.cache: dict[tuple[int, bool], Callable] = {}
         self.env: dict = {
-            "Slow": Slow, "unpack_from": struct.unpack_from, "b64": base64.b64encode, "uuid_text": _uuid,
+            "Slow": Slow, "unpack_from": struct.unpack_from, "b64": base64.b64encode, "uuid_text": uuid_text,
             "summarize": rec.summarize, "RawRecords": RawRecords, "redact": redact, "ZERO_UUID": ZERO_UUID,
             "suspect": suspect, "token_shaped": token_shaped,
         }

@@ -14,6 +14,8 @@ not listed here go to ``pyarrow.array``.
 
 from __future__ import annotations
 
+from typing import Final
+
 import sys
 from array import array as _packed
 from itertools import accumulate, repeat
@@ -21,11 +23,11 @@ from operator import is_not
 
 import pyarrow as pa
 
-_FIXED = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d",
+_FIXED: Final = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d",
           pa.timestamp("us", tz="UTC"): "q"}
-_OFFSET_MAX = 2**31 - 1
-_STRING_LIST = pa.list_(pa.string())
-_DIGITS = bytes.maketrans(b"\x00\x01", b"01")
+_OFFSET_MAX: Final = 2**31 - 1
+_STRING_LIST: Final = pa.list_(pa.string())
+_DIGITS: Final = bytes.maketrans(b"\x00\x01", b"01")
 
 
 def _pack(flags: bytes) -> pa.Buffer:
@@ -72,7 +74,7 @@ def _strings(values: list, typ: pa.DataType) -> pa.Array:
 #: values this module builds in a process before leaving the work to ``pyarrow.array``: per value
 #: pyarrow is faster (3x to 10x for strings), so once a process has built this many, the import of
 #: pandas it brings is worth paying; and once pandas is imported anyway (Spark's workers), at once
-BUDGET = 1_000_000
+BUDGET: Final = 1_000_000
 _built = [0]
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from .body import redact
-from .frames import Frame, Framer, RequestHeader, looks_like_request
+from .frames import Frame, Framer
+from .headers import RequestHeader, looks_like_request
 from .tcp import Connection
 from .tls import TlsSession
 

@@ -37,14 +37,14 @@ sasl_token         a raw SASL token: after a SaslHandshake v0 the client and bro
 from __future__ import annotations
 
 from struct import Struct
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Final, Iterable, Protocol
 
 from . import protocol
 from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, leading_field, \
     schemas, seal
 from .connstate import ConnState, Endpoints, Request, Response
-from .frames import DEFAULT_MAX_FRAME, Frame, Framer, HeaderError, RequestHeader, parse_request_header, \
-    parse_response_header
+from .frames import DEFAULT_MAX_FRAME, Frame, Framer
+from .headers import HeaderError, RequestHeader, parse_request_header, parse_response_header
 from .headline import headline_from_facts
 from .keylog import KeyLog
 from .predicate import Predicate, always_decode
@@ -55,26 +55,26 @@ from .topicids import LEARNED_BYTES, TopicIds
 
 __all__ = ["Decoder", "Endpoints", "Request", "Response", "RowSink", "STATUSES", "DAMAGE"]
 
-COMPLETE = "complete"
-NO_RESPONSE = "no_response"
-REQUEST_MISSING = "request_missing"
-TRUNCATED = "truncated"
-MALFORMED = "malformed"
-UNKNOWN_API = "unknown_api"
-CAPTURE_DAMAGED = "capture_damaged"
-CAPTURE_CHANGED = "capture_changed"
-UNDECODED = "undecoded"
-TLS = "tls"
-SASL_TOKEN = "sasl_token"
-STATUSES = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED, CAPTURE_DAMAGED, TLS,
-            SASL_TOKEN, CAPTURE_CHANGED)
-SASL_TOKEN_DETAIL = "raw SASL token after SaslHandshake v0: contents withheld"
+COMPLETE: Final = "complete"
+NO_RESPONSE: Final = "no_response"
+REQUEST_MISSING: Final = "request_missing"
+TRUNCATED: Final = "truncated"
+MALFORMED: Final = "malformed"
+UNKNOWN_API: Final = "unknown_api"
+CAPTURE_DAMAGED: Final = "capture_damaged"
+CAPTURE_CHANGED: Final = "capture_changed"
+UNDECODED: Final = "undecoded"
+TLS: Final = "tls"
+SASL_TOKEN: Final = "sasl_token"
+STATUSES: Final = (COMPLETE, NO_RESPONSE, REQUEST_MISSING, TRUNCATED, MALFORMED, UNKNOWN_API, UNDECODED,
+                   CAPTURE_DAMAGED, TLS, SASL_TOKEN, CAPTURE_CHANGED)
+SASL_TOKEN_DETAIL: Final = "raw SASL token after SaslHandshake v0: contents withheld"
 #: statuses that mean damage (option mode: DROPMALFORMED drops them, FAILFAST raises)
-DAMAGE = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
+DAMAGE: Final = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
 
-MAX_PENDING_REQUESTS = 4096  # per connection; older unanswered requests are reported, not kept
+MAX_PENDING_REQUESTS: Final = 4096  # per connection; older unanswered requests are reported, not kept
 
-_I32 = Struct("!i")
+_I32: Final = Struct("!i")
 
 class RowSink(Protocol):
     """Receives decoded exchanges; builds the rows of the requested shape."""

@@ -1,4 +1,4 @@
-"""Byte streams -> Kafka frames, and frame headers.
+"""Byte streams -> Kafka frames.
 
 A Kafka frame is an int32 big-endian size N followed by N bytes of header and body. The
 :class:`Framer` is the sink of one TCP direction: it cuts the stream into frames, stamping each
@@ -12,8 +12,7 @@ after a gap until the next plausible frame start, or late copies of bytes the st
 passed). Bytes the capture lost are ``gap``. The reassembler counts the captured bytes on its own
 (:attr:`spark_kafkawire.tcp.HalfStream.captured`), and the two must agree.
 
-Header parsing (:func:`parse_request_header`, :func:`parse_response_header`) follows the header
-rules in :mod:`spark_kafkawire.protocol`.
+Frame headers are read by :mod:`spark_kafkawire.headers`.
 """
 
 from __future__ import annotations
@@ -23,15 +22,10 @@ from struct import Struct
 from typing import Callable, NamedTuple
 
 from .cores import AcctCore, FramerCore
-from .wiretypes import Bytes
-from . import protocol
-from .sasl import token_shaped
 
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
-_REQ = Struct("!hhi")
 _I32 = Struct("!i")
-_I16 = Struct("!h")
 
 
 class Frame(NamedTuple):
@@ -42,19 +36,6 @@ class Frame(NamedTuple):
     data: bytes | bytearray  # header + body (shorter than size when incomplete); a frame that
     # spanned segments keeps the framer's buffer (a bytearray) instead of a copy of it
     complete: bool
-
-
-class HeaderError(ValueError):
-    pass
-
-
-class RequestHeader(NamedTuple):
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    header_version: int | None  # None when (api_key, api_version) is not a known one
-    body_offset: int
 
 
 class Accounting(AcctCore):
@@ -70,98 +51,6 @@ class Accounting(AcctCore):
         self.skipped_bytes = 0  # captured bytes that could not be framed
         self.gap_bytes = 0  # bytes the capture lost (holes, snaplen cuts)
         self.gaps = 0
-
-
-def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:
-    """Unsigned varint at pos (at most 5 bytes); returns (value, next position)."""
-    value = shift = 0
-    for i in range(pos, min(pos + 5, limit)):
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i + 1
-        shift += 7
-    raise HeaderError("bad unsigned varint")
-
-
-def skip_tagged_fields(buf: Bytes, pos: int, limit: int) -> int:
-    if pos < limit and buf[pos] == 0:  # no tagged fields: nearly every header
-        return pos + 1
-    count, pos = read_uvarint(buf, pos, limit)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos, limit)
-        size, pos = read_uvarint(buf, pos, limit)
-        pos += size
-        if pos > limit:
-            raise HeaderError("tagged field overruns the frame")
-    return pos
-
-
-def parse_request_header(data: Bytes) -> RequestHeader:
-    """Parse a request header (data starts after the size field)."""
-    n = len(data)
-    if n < 8:
-        raise HeaderError(f"request header needs 8 bytes, frame has {n}")
-    key, version, corr = _REQ.unpack_from(data)
-    hv = protocol.request_header_version(key, version)
-    if hv == 0:
-        return RequestHeader(key, version, corr, None, 0, 8)
-    # v1 and v2 (and unknown versions, read as v1): client_id with an int16 length
-    if n < 10:
-        raise HeaderError("request header ends before client_id")
-    (ln,) = _I16.unpack_from(data, 8)
-    pos = 10
-    client_id = None
-    if ln >= 0:
-        if pos + ln > n:
-            raise HeaderError("client_id length overruns the frame")  # no value: it may be secret bytes
-        try:
-            client_id = data[pos : pos + ln].decode("utf-8")
-        except UnicodeDecodeError:
-            raise HeaderError("client_id is not UTF-8") from None
-        if token_shaped(client_id):  # no value: it is a secret's bytes, not a client id
-            raise HeaderError("client_id has the shape of a SASL token (withheld)")
-        pos += ln
-    elif ln != -1:
-        raise HeaderError("negative client_id length")
-    if hv == 2:
-        pos = skip_tagged_fields(data, pos, n)
-    return RequestHeader(key, version, corr, client_id, hv, pos)
-
-
-def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int, int]:
-    """Return (correlation_id, body offset) of a response header."""
-    if len(data) < 4:
-        raise HeaderError(f"response header needs 4 bytes, frame has {len(data)}")
-    (corr,) = _I32.unpack_from(data)
-    pos = 4
-    if header_version == 1:
-        pos = skip_tagged_fields(data, pos, len(data))
-    return corr, pos
-
-
-def looks_like_request(data: Bytes) -> bool:
-    """A strict test that a frame body starts with a request header of a known API."""
-    try:
-        h = parse_request_header(data)
-    except HeaderError:
-        return False
-    return h.header_version is not None and h.correlation_id >= 0
-
-
-def looks_like_request_loosely(data: Bytes) -> bool:
-    """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
-    accepted at a stream's start, so that requests for unknown apis are still reported."""
-    if len(data) < 10:
-        return False
-    key, version, corr = _REQ.unpack_from(data)
-    if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
-        return False
-    try:
-        parse_request_header(data)
-    except HeaderError:
-        return False
-    return True
 
 
 #: what a plausibility test returns for a header it accepts only at a segment start, with the

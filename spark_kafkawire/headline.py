@@ -16,11 +16,15 @@ acks, transactional_id, group_id, member_id   top-level request fields of those 
 from __future__ import annotations
 
 from importlib import resources
+from typing import TYPE_CHECKING, Final
 
 from . import records as rec
 from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
 
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+if TYPE_CHECKING:
+    from .body import Facts
+
+ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
 
 
 def _load_errors() -> dict[int, str]:
@@ -33,7 +37,7 @@ def _load_errors() -> dict[int, str]:
     return out
 
 
-ERRORS = _load_errors()
+ERRORS: Final = _load_errors()
 
 
 def error_name(code: int | None) -> str | None:
@@ -148,10 +152,11 @@ def record_totals(body: dict | None) -> tuple[int, int]:
 
 
 def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> dict:
-    """The headline columns of an exchange from the Facts its bodies' decoding gathered (the
-    fast path; :func:`headline` is the same from the decoded values, the reference)."""
-    rq = req.facts if req is not None and req.body is not None else None
-    rs = resp.facts if resp is not None and resp.body is not None else None
+    """The headline columns of an exchange (a request and a response: ``body``, ``facts``) from the
+    Facts its bodies' decoding gathered (the fast path; :func:`headline` is the same from the
+    decoded values, the reference)."""
+    rq: Facts | None = req.facts if req is not None and req.body is not None else None
+    rs: Facts | None = resp.facts if resp is not None and resp.body is not None else None
     topics: dict[str, None] = {}
     for f in (rq, rs):
         if f is not None:
@@ -171,10 +176,11 @@ def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str
         pc = rs.partitions
     code = rs.error if rs is not None else None
     r = req.body if req is not None and req.body is not None else {}
+    throttle = resp.body.get("ThrottleTimeMs") if rs is not None else None
     return {
         "error_code": code,
         "error_name": error_name(code),
-        "throttle_time_ms": resp.body.get("ThrottleTimeMs") if rs is not None else None,
+        "throttle_time_ms": throttle,
         "topics": list(topics) if (rq is not None or rs is not None) else None,
         "partition_count": pc,
         "record_count": count,

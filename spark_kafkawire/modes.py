@@ -7,7 +7,7 @@ shape's own business (see rowshapes); this only acts on them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .capture import MalformedCaptureError
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .connstate import Endpoints
     from .frames import Frame
 
-MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+MODES: Final = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 
 
 class DamagePolicy:

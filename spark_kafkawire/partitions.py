@@ -15,16 +15,18 @@ identified by PartitionIndex, Index or Partition. Request and response entries o
 
 from __future__ import annotations
 
+from typing import Final
+
 from . import records as rec
 
 #: api keys whose exchanges give rows=partitions rows
-PARTITION_APIS = frozenset({0, 1, 2, 8, 9, 21, 23, 28, 78})
-RECORDS_IN_REQUEST = frozenset({0})  # Produce
-RECORDS_IN_RESPONSE = frozenset({1, 78})  # Fetch, ShareFetch
-_SKIP = frozenset({"ForgottenTopicsData"})  # Fetch sessions: partitions the client stops fetching
-_NAMES = ("Name", "Topic", "TopicName")
-_INDEXES = ("PartitionIndex", "Index", "Partition")
-_OFFSETS = (("response", "BaseOffset"), ("request", "FetchOffset"), ("request", "CommittedOffset"),
+PARTITION_APIS: Final = frozenset({0, 1, 2, 8, 9, 21, 23, 28, 78})
+RECORDS_IN_REQUEST: Final = frozenset({0})  # Produce
+RECORDS_IN_RESPONSE: Final = frozenset({1, 78})  # Fetch, ShareFetch
+_SKIP: Final = frozenset({"ForgottenTopicsData"})  # Fetch sessions: partitions the client stops fetching
+_NAMES: Final = ("Name", "Topic", "TopicName")
+_INDEXES: Final = ("PartitionIndex", "Index", "Partition")
+_OFFSETS: Final = (("response", "BaseOffset"), ("request", "FetchOffset"), ("request", "CommittedOffset"),
             ("response", "CommittedOffset"), ("response", "Offset"), ("request", "Offset"),
             ("response", "EndOffset"))
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from .wiretypes import View
 import zlib
 from struct import Struct
-from typing import Iterator, NamedTuple
+from typing import Final, Iterator, NamedTuple
 
 
 def require(module: str, package: str):
@@ -39,28 +39,28 @@ def require(module: str, package: str):
                           f"{sys.executable} cannot import: {e}") from None
 
 
-_crc32c = require("crc32c", "crc32c").crc32c
-cramjam = require("cramjam", "cramjam")
-zstandard = require("zstandard", "zstandard")
-lz4_frame = require("lz4.frame", "lz4")
+_crc32c: Final = require("crc32c", "crc32c").crc32c
+cramjam: Final = require("cramjam", "cramjam")
+zstandard: Final = require("zstandard", "zstandard")
+lz4_frame: Final = require("lz4.frame", "lz4")
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
 #: control record types (key: version int16, type int16), as Kafka's ControlRecordType names them
-CONTROL_TYPES = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
+CONTROL_TYPES: Final = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
                  "KRAFT_VERSION", "KRAFT_VOTERS")
-DEFAULT_MAX_DECOMPRESSED = 64 << 20
-DEFAULT_MAX_RECORDS = 1_000_000  # records read from one batch; the rest become one status row
-MAX_NESTING = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka
+DEFAULT_MAX_DECOMPRESSED: Final = 64 << 20
+DEFAULT_MAX_RECORDS: Final = 1_000_000  # records read from one batch; the rest become one status row
+MAX_NESTING: Final = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka
 
-_V2 = Struct("!qiibIhiqqqhii")  # baseOffset .. recordsCount (61 bytes)
-_V01 = Struct("!qiIbb")  # offset, size, crc, magic, attributes
-_I64 = Struct("!q")
-_I32 = Struct("!i")
-_U32LE = Struct("<I")
-_H2 = Struct("!hh")
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-LZ4_MAGIC = b"\x04\x22\x4d\x18"
-LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_V2: Final = Struct("!qiibIhiqqqhii")  # baseOffset .. recordsCount (61 bytes)
+_V01: Final = Struct("!qiIbb")  # offset, size, crc, magic, attributes
+_I64: Final = Struct("!q")
+_I32: Final = Struct("!i")
+_U32LE: Final = Struct("<I")
+_H2: Final = Struct("!hh")
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
+LZ4_BLOCK_SIZES: Final = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 
 class RecordError(ValueError):
@@ -347,7 +347,7 @@ def _zstd(data: View, cap: int) -> bytes:
 
 
 # -- records (rows=records) ----------------------------------------------------------------------
-INT32_MAX = 0x7FFFFFFF
+INT32_MAX: Final = 0x7FFFFFFF
 
 
 def next_sequence(base: int, increment: int) -> int:

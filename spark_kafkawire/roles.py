@@ -12,7 +12,8 @@ from __future__ import annotations
 from struct import Struct
 
 from .connstate import ConnState, Endpoints
-from .frames import ALIGNED_ONLY, Frame, looks_like_request, looks_like_request_loosely
+from .frames import ALIGNED_ONLY, Frame
+from .headers import looks_like_request, looks_like_request_loosely
 from .packets import ip_text
 
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other

@@ -14,7 +14,7 @@ exactly those rows: PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fa
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Final, Iterator
 
 import pyarrow as pa
 
@@ -29,9 +29,10 @@ from .partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE,
 from .table import _DIRECTION_COUNTS, _NO_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, body_json, frame_status
 
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
-_NO_PARTITION = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark", "last_stable_offset",
-                               "log_start_offset", "timestamp_ms", "record_count", "record_bytes"))
-_PARTITION_FIELDS = tuple(_NO_PARTITION)
+_NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
+                                      "last_stable_offset", "log_start_offset", "timestamp_ms", "record_count",
+                                      "record_bytes"))
+_PARTITION_FIELDS: Final = tuple(_NO_PARTITION)
 
 
 def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:

@@ -17,9 +17,11 @@ the whole one, for the few strings the first lets through.
 
 from __future__ import annotations
 
+from typing import Final
+
 import re
 
-_SHAPES = re.compile(
+_SHAPES: Final = re.compile(
     r"\x00[^\x00]+\x00"  # PLAIN
     r"|(?:^|,)c=[A-Za-z0-9+/=]*,r=[^,]+(?:,[^,]*)*?,p="  # SCRAM client-final
     r"|\x01auth=|auth=Bearer\s",  # OAUTHBEARER

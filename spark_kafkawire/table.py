@@ -9,7 +9,7 @@ that schema.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Final
 
 import pyarrow as pa
 
@@ -20,7 +20,7 @@ from .exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SA
     UNKNOWN_API
 from .modes import DamagePolicy
 
-_ARROW = {
+_ARROW: Final = {
     "string": pa.string(),
     "int": pa.int32(),
     "smallint": pa.int16(),
@@ -35,7 +35,7 @@ _ARROW = {
 }
 
 #: headline columns of exchanges and messages rows (see headline.py)
-_HEADLINE = [
+_HEADLINE: Final = [
     ("error_code", "smallint"),
     ("error_name", "string"),
     ("throttle_time_ms", "int"),
@@ -55,11 +55,11 @@ _HEADLINE = [
 
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
 #: in the order ConnectionRows reads them
-_DIRECTION_COUNTS = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
+_DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
                      "gap_bytes", "gaps", "resyncs")
-_NO_COUNTS = (0,) * len(_DIRECTION_COUNTS)
+_NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
 
-_ENDPOINTS = [
+_ENDPOINTS: Final = [
     ("capture_file", "string"),
     ("client_ip", "string"),
     ("client_port", "int"),
@@ -67,12 +67,12 @@ _ENDPOINTS = [
     ("broker_port", "int"),
 ]
 
-_TIMES = [
+_TIMES: Final = [
     ("request_time", "timestamp"),
     ("response_time", "timestamp"),
     ("latency_ms", "double"),
 ]
-_API = [
+_API: Final = [
     ("api_key", "smallint"),
     ("api_name", "string"),
     ("api_version", "smallint"),
@@ -177,8 +177,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("status", "string"),
     ],
 }
-ROW_SHAPES = tuple(COLUMNS)
-MAX_TIMESTAMP_MS = 253402300800000  # 10000-01-01: later record timestamps are not dates
+ROW_SHAPES: Final = tuple(COLUMNS)
+MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
 MIN_TIME_US, MAX_TIME_US = -62135596800 * 10**6, 253402300799 * 10**6 + 999999  # years 1 to 9999, as Spark
 
 
@@ -335,8 +335,8 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
 
 
 _orjson = rec.require("orjson", "orjson")
-_ENCODE = _orjson.dumps
-_KEYS = _orjson.OPT_NON_STR_KEYS
+_ENCODE: Final = _orjson.dumps
+_KEYS: Final = _orjson.OPT_NON_STR_KEYS
 
 
 def body_json(body: dict | None) -> bytes | None:

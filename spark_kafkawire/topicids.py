@@ -8,12 +8,12 @@ clients ask for the same metadata again and again.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Final
 
 from .body import Facts
 
-LEARNED = 256  # bodies remembered for the topic ids they teach
-LEARNED_BYTES = 64 << 10  # the largest such body remembered (at most 16 MiB in all)
+LEARNED: Final = 256  # bodies remembered for the topic ids they teach
+LEARNED_BYTES: Final = 64 << 10  # the largest such body remembered (at most 16 MiB in all)
 
 
 class TopicIds:

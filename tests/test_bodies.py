@@ -196,7 +196,7 @@ def _sample_frames():
     from conftest import SAMPLES
     from spark_kafkawire.capture import CaptureReader
     from spark_kafkawire.exchanges import Decoder
-    from spark_kafkawire.frames import parse_response_header
+    from spark_kafkawire.headers import parse_response_header
     from spark_kafkawire.packets import decode
     from spark_kafkawire.tcp import Reassembler
 

@@ -245,7 +245,7 @@ def test_token_shapes_are_refused_as_header_and_field(value):
     import struct
 
     from spark_kafkawire.body import decode_body
-    from spark_kafkawire.frames import HeaderError, parse_request_header
+    from spark_kafkawire.headers import HeaderError, parse_request_header
     from spark_kafkawire.sasl import token_shaped
 
     assert token_shaped(value)
