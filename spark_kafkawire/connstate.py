@@ -19,23 +19,36 @@ SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
 
-class Request(NamedTuple):
-    frame: Frame
-    header: RequestHeader | None
-    acks: int | None  # Produce only
-    body: dict | None = None
-    error: str | None = None  # why the body could not be decoded
-    skip: bool = False  # a filter rules out its rows: neither it nor its response is decoded or shown
-    facts: Facts | None = None  # what the headline columns take from the body
+class Request:
+    """A request frame and what was read of it. (Plain classes, not named tuples: compiled, they are
+    native classes whose fields are read without a lookup.)"""
+
+    __slots__ = ("frame", "header", "acks", "body", "error", "skip", "facts")
+
+    def __init__(self, frame: Frame, header: RequestHeader | None, acks: int | None, body: dict | None = None,
+                 error: str | None = None, skip: bool = False, facts: Facts | None = None):
+        self.frame = frame
+        self.header = header
+        self.acks = acks  # Produce only
+        self.body = body
+        self.error = error  # why the body could not be decoded
+        self.skip = skip  # a filter rules out its rows: neither it nor its response is decoded or shown
+        self.facts = facts  # what the headline columns take from the body
 
 
-class Response(NamedTuple):
-    frame: Frame
-    correlation_id: int | None
-    header_version: int | None
-    body: dict | None = None
-    error: str | None = None
-    facts: Facts | None = None
+class Response:
+    """A response frame and what was read of it."""
+
+    __slots__ = ("frame", "correlation_id", "header_version", "body", "error", "facts")
+
+    def __init__(self, frame: Frame, correlation_id: int | None, header_version: int | None,
+                 body: dict | None = None, error: str | None = None, facts: Facts | None = None):
+        self.frame = frame
+        self.correlation_id = correlation_id
+        self.header_version = header_version
+        self.body = body
+        self.error = error
+        self.facts = facts
 
 
 class Endpoints(NamedTuple):

@@ -9,7 +9,7 @@ shape of a SASL token is refused, never read (see :mod:`spark_kafkawire.sasl`).
 from __future__ import annotations
 
 from struct import Struct
-from typing import Final, NamedTuple
+from typing import Final
 
 from . import protocol
 from .sasl import token_shaped
@@ -24,13 +24,25 @@ class HeaderError(ValueError):
     pass
 
 
-class RequestHeader(NamedTuple):
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    header_version: int | None  # None when (api_key, api_version) is not a known one
-    body_offset: int
+class RequestHeader:
+    """A parsed request header. (A class, not a named tuple: compiled, it is a native class whose
+    fields are read without a lookup; nothing unpacks it as a tuple.)"""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "header_version", "body_offset")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                 header_version: int | None, body_offset: int):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.header_version = header_version  # None when (api_key, api_version) is not a known one
+        self.body_offset = body_offset
+
+    def __repr__(self) -> str:
+        return (f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"header_version={self.header_version}, body_offset={self.body_offset})")
 
 
 def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:

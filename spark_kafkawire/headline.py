@@ -43,7 +43,8 @@ ERRORS: Final = _load_errors()
 def error_name(code: int | None) -> str | None:
     if code is None:
         return None
-    return ERRORS.get(code, f"UNKNOWN_ERROR_{code}")
+    name = ERRORS.get(code)
+    return name if name is not None else f"UNKNOWN_ERROR_{code}"
 
 
 def first_error(body: dict | None) -> int | None:
