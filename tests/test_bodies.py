@@ -268,3 +268,14 @@ def test_leading_fields_read_by_themselves():
         data = struct.pack("!h", 6) + b"tx%04d" % i + struct.pack("!hi", i % 3 - 1, 0)
         assert body.leading_field(0, 3, True, data, 0, "Acks") == i % 3 - 1
     assert sum(len(v) for seen in body._LEADING.values() for v in seen.values()) <= body.LEADING_KEPT
+
+
+def test_uuid_text_is_the_uuid_modules_text():
+    """Topic ids are written without making uuid.UUID objects; the text must be that module's."""
+    import uuid
+
+    from spark_kafkawire.body import uuid_text
+
+    rng = random.Random(7)
+    for b in [bytes(16), b"\xff" * 16] + [rng.randbytes(16) for _ in range(200)]:
+        assert uuid_text(b) == str(uuid.UUID(bytes=b))
