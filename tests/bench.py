@@ -94,6 +94,20 @@ def best_of(cmd: list[str], runs: int = 3, env: dict | None = None) -> float:
     return best
 
 
+def interleaved(cmds: list[tuple[list[str], dict | None]], runs: int = 3) -> list[float]:
+    """Each command's best of ``runs``, the commands run in turn (A, B, C, A, B, C, ...): this
+    machine's speed drifts by up to 1.7x over minutes, and a ratio of two times taken in turn is
+    not skewed by a slow minute falling on one of them as two blocks of runs would be."""
+    best = [float("inf")] * len(cmds)
+    for _ in range(runs):
+        for i, (cmd, env) in enumerate(cmds):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=None if env is None else {**os.environ, **env})
+            best[i] = min(best[i], time.perf_counter() - t)
+    return best
+
+
 def ours(path: Path, rows: str = "exchanges", filters: list | None = None, **options) -> list[str]:
     return [sys.executable, "-c", "import spark_kafkawire as k; "
             f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r}, **{options!r})"]
@@ -356,39 +370,41 @@ def main() -> None:
     path, port = realistic()
     size = path.stat().st_size
     env_note = f"{os.cpu_count()} cores"
-    print(f"input: {path.name}, {size / 1e6:.0f} MB ({env_note}); every time the best of 3 fresh processes")
+    print(f"input: {path.name}, {size / 1e6:.0f} MB ({env_note}); every time the best of 3 fresh processes "
+          "(tshark and the reads compared with it run in turn)")
 
-    peer = best_of(tshark_fields(path, port))
+    shapes = ("exchanges", "messages", "connections")
+    # the last: what the compiled code buys, the same read by the Python stages alone
+    peer, *times, pure = interleaved([(tshark_fields(path, port), None)] + [(ours(path, r), None) for r in shapes] +
+                                     [(ours(path), {"KAFKAWIRE_PURE_PYTHON": "1"})])
     print(f"tshark -T fields (kafka dissector):      {peer:6.2f} s")
-    for rows in ("exchanges", "messages", "connections"):
-        t = best_of(ours(path, rows))
+    for rows, t in zip(shapes, times):
         print(f"kafkawire read_capture rows={rows:<11} {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x"
               f"  ({size / t / 1e6:.0f} MB/s)")
-    # what the compiled fast lane buys: the same read by the Python stages alone
-    t = best_of(ours(path), env={"KAFKAWIRE_PURE_PYTHON": "1"})
-    print(f"  the same, pure Python (no compiled code){t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x", flush=True)
+    print(f"  the same, pure Python (no compiled code){pure:6.2f} s   tshark/kafkawire = {peer / pure:.2f}x",
+          flush=True)
 
     # frames many and small: the per-exchange work (body decoding, pairing, rows) is all the time
     dpath, dport = dense()
     import spark_kafkawire as kw
 
     n = kw.read_capture(str(dpath)).num_rows
-    dpeer = best_of(tshark_fields(dpath, dport))
+    dpeer, t, framing, pure = interleaved([(tshark_fields(dpath, dport), None), (ours(dpath), None),
+                                           (ours(dpath, filters=[("api_key", "=", 99)]), None),
+                                           (ours(dpath), {"KAFKAWIRE_PURE_PYTHON": "1"})])
     dsize = dpath.stat().st_size
     print(f"frame-dense capture: {dpath.name}, {dsize / 1e6:.0f} MB, {n} exchanges "
           f"({n / dsize * 1e8:,.0f} per 100 MB); tshark -T fields {dpeer:.2f} s")
-    t = best_of(ours(dpath))
     print(f"  kafkawire read_capture rows=exchanges {t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x  "
           f"({t / n * 1e6:.0f} us per exchange)")
-    t = best_of(ours(dpath, filters=[("api_key", "=", 99)]))
-    print(f"  the same with no exchange to decode (api_key = 99: reading, reassembly, framing) {t:.2f} s")
-    t = best_of(ours(dpath), env={"KAFKAWIRE_PURE_PYTHON": "1"})
-    print(f"  the same, pure Python (no compiled code){t:6.2f} s   tshark/kafkawire = {dpeer / t:.2f}x", flush=True)
+    print(f"  the same with no exchange to decode (api_key = 99: reading, reassembly, framing) {framing:.2f} s")
+    print(f"  the same, pure Python (no compiled code){pure:6.2f} s   tshark/kafkawire = {dpeer / pure:.2f}x",
+          flush=True)
 
     # TLS: the same Kafka frames read from the TLS hop with the key log and from the plaintext hop
     tpath, keylog, tinfo = tls_workload()
-    tls_t = best_of(ours(tpath, ports=str(tinfo["tls_port"]), tlsKeyLog=str(keylog)))
-    plain_t = best_of(ours(tpath, ports=str(tinfo["broker_port"])))
+    tls_t, plain_t = interleaved([(ours(tpath, ports=str(tinfo["tls_port"]), tlsKeyLog=str(keylog)), None),
+                                  (ours(tpath, ports=str(tinfo["broker_port"])), None)])
     mb = tpath.stat().st_size / 1e6
     print(f"TLS 1.3 hop with the key log {tls_t:.2f} s, its plaintext hop {plain_t:.2f} s "
           f"({mb:.0f} MB capture, both hops): TLS/plaintext = {tls_t / plain_t:.2f}x", flush=True)
