@@ -14,17 +14,16 @@ not listed here go to ``pyarrow.array``.
 
 from __future__ import annotations
 
-from typing import Final
-
 import sys
 from array import array as _packed
 from itertools import accumulate, repeat
 from operator import is_not
+from typing import Final
 
 import pyarrow as pa
 
 _FIXED: Final = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d",
-          pa.timestamp("us", tz="UTC"): "q"}
+                 pa.timestamp("us", tz="UTC"): "q"}
 _OFFSET_MAX: Final = 2**31 - 1
 _STRING_LIST: Final = pa.list_(pa.string())
 _DIGITS: Final = bytes.maketrans(b"\x00\x01", b"01")

@@ -27,8 +27,8 @@ _SKIP: Final = frozenset({"ForgottenTopicsData"})  # Fetch sessions: partitions 
 _NAMES: Final = ("Name", "Topic", "TopicName")
 _INDEXES: Final = ("PartitionIndex", "Index", "Partition")
 _OFFSETS: Final = (("response", "BaseOffset"), ("request", "FetchOffset"), ("request", "CommittedOffset"),
-            ("response", "CommittedOffset"), ("response", "Offset"), ("request", "Offset"),
-            ("response", "EndOffset"))
+                   ("response", "CommittedOffset"), ("response", "Offset"), ("request", "Offset"),
+                   ("response", "EndOffset"))
 
 
 def topic_partitions(body: dict | None, topic_ids: dict[str, str]) -> list[tuple[str | None, int | None, dict]]:

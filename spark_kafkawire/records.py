@@ -47,7 +47,7 @@ lz4_frame: Final = require("lz4.frame", "lz4")
 CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
 #: control record types (key: version int16, type int16), as Kafka's ControlRecordType names them
 CONTROL_TYPES: Final = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
-                 "KRAFT_VERSION", "KRAFT_VOTERS")
+                        "KRAFT_VERSION", "KRAFT_VOTERS")
 DEFAULT_MAX_DECOMPRESSED: Final = 64 << 20
 DEFAULT_MAX_RECORDS: Final = 1_000_000  # records read from one batch; the rest become one status row
 MAX_NESTING: Final = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka

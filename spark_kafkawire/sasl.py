@@ -17,9 +17,8 @@ the whole one, for the few strings the first lets through.
 
 from __future__ import annotations
 
-from typing import Final
-
 import re
+from typing import Final
 
 _SHAPES: Final = re.compile(
     r"\x00[^\x00]+\x00"  # PLAIN

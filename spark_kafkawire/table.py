@@ -56,7 +56,7 @@ _HEADLINE: Final = [
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
 #: in the order ConnectionRows reads them
 _DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
-                     "gap_bytes", "gaps", "resyncs")
+                            "gap_bytes", "gaps", "resyncs")
 _NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
 
 _ENDPOINTS: Final = [
