@@ -81,10 +81,15 @@ def _open(path: str, endpoint: str | None = None) -> BinaryIO:
     return f
 
 
+DSB = 0x0000000A  # pcapng Decryption Secrets Block
+DSB_TLS_KEY_LOG = 0x544C534B  # its secrets type "TLSK": an NSS key log
+
+
 class CaptureReader:
     """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
 
-    def __init__(self, path: str, endpoint: str | None = None, lane=None):
+    def __init__(self, path: str, endpoint: str | None = None, lane=None,
+                 on_secrets: Callable[[bytes], None] | None = None):
         self.path = path  # a local path or a URI (see fs.py)
         self.endpoint = endpoint
         self.stream_error = ""  # why a compressed file stopped being readable
@@ -94,6 +99,8 @@ class CaptureReader:
         # pcapng packet blocks itself; the reader then yields ROWS_DUE where the rows it made must
         # be handed on before the next packet
         self.lane = lane
+        #: given the TLS key log of each pcapng Decryption Secrets Block (editcap --inject-secrets)
+        self.on_secrets = on_secrets
 
     def __iter__(self) -> Iterator[Packet | RowsDue]:
         with _open(self.path, self.endpoint) as f:
@@ -296,6 +303,10 @@ class CaptureReader:
                     self._damaged(number, offset, pkt)
                     return
                 yield pkt
+            elif btype == DSB and self.on_secrets is not None and len(body) >= 8:
+                stype, slen = struct.unpack(endian + "II", body[:8])
+                if stype == DSB_TLS_KEY_LOG:
+                    self.on_secrets(bytes(body[8:8 + slen]))
             # other blocks (name resolution, statistics, custom, ...) carry no packets
             offset += blen
 

@@ -10,7 +10,7 @@ from .body import redact
 from .frames import Frame, Framer
 from .headers import RequestHeader, looks_like_request
 from .tcp import Connection
-from .tls import TlsSession
+from .tls import TlsGuess, TlsSession
 
 if TYPE_CHECKING:
     from .body import Facts
@@ -62,7 +62,8 @@ class ConnState:
     """One connection's state."""
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
-                 "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session")
+                 "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
+                 "tls_guess")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -79,6 +80,7 @@ class ConnState:
         self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see body.seal)
         self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
         self.tls_session: TlsSession | None = None  # the connection's TLS, once its first bytes show it
+        self.tls_guess: TlsGuess | None = None  # a direction began like a TLS record: held until that is settled
 
     def raw_token(self, frame: Frame) -> bool:
         """Is this request frame a raw SASL token (after a SaslHandshake v0, not a Kafka request)?

@@ -50,7 +50,7 @@ from .keylog import KeyLog
 from .predicate import Predicate, always_decode
 from .roles import Roles
 from .tcp import Connection
-from .tls import TlsSession, record_header
+from .tls import TlsGuess, TlsSession, TrialBudget, record_header
 from .topicids import LEARNED_BYTES, TopicIds
 
 __all__ = ["Decoder", "Endpoints", "Request", "Response", "RowSink", "STATUSES", "DAMAGE"]
@@ -104,8 +104,8 @@ class _Side:
     def plausible(self, data: bytes, strict: bool) -> int:
         return self.decoder.roles.plausible(self.st, self.d, data, strict)
 
-    def first_bytes(self, chunk: bytes, ts: int, number: int) -> None:
-        self.decoder._first_bytes(self.st, self.d, chunk, ts, number)
+    def first_bytes(self, chunk: bytes, ts: int, number: int) -> bool:
+        return self.decoder._first_bytes(self.st, self.d, chunk, ts, number)
 
 
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
@@ -149,7 +149,8 @@ class Decoder:
     def __init__(self, sink: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
                  record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
                  decode_bodies: bool = True, share: tuple[int, int] | None = None,
-                 topic_ids: TopicIds | None = None, keylog: KeyLog | None = None):
+                 topic_ids: TopicIds | None = None, keylog: KeyLog | None = None,
+                 trial_budget: TrialBudget | None = None):
         self.sink = sink
         self.connection_row = getattr(sink, "connection", None)
         self.share = share
@@ -162,6 +163,7 @@ class Decoder:
         self.ending = False  # set while the capture's end flushes open connections
         self.topics = topic_ids if topic_ids is not None else TopicIds()
         self.keylog = keylog  # TLS secrets (option tlsKeyLog): TLS connections are decrypted with them
+        self.trial_budget = trial_budget if trial_budget is not None else TrialBudget()  # (see TlsSession.trial)
 
     @property
     def topic_ids(self) -> dict[str, str]:
@@ -191,23 +193,54 @@ class Decoder:
                               plausible=side.plausible, on_first=side.first_bytes))
         return out
 
-    def _first_bytes(self, st: ConnState, d: int, chunk: bytes, ts: int, number: int) -> None:
-        """A direction's first bytes. A TLS record header there makes the connection TLS: its two
-        TCP directions go to a TLS session from here on, which reads the handshake and, with the
-        session's secrets in the key log, hands the decrypted bytes to two new framers."""
+    def _first_bytes(self, st: ConnState, d: int, chunk: bytes, ts: int, number: int) -> bool:
+        """A direction's first bytes. A TLS record header there makes the connection a TLS guess:
+        this direction's bytes are held (its sink is the guess's) until the guess is settled (see
+        tls.TlsGuess and _settle). True: the guess took the chunk."""
         if st.tls is not None or record_header(chunk) is None:
+            return False
+        guess = st.tls_guess
+        if guess is None:
+            guess = st.tls_guess = TlsGuess(lambda tls: self._settle(st, tls))
+        elif guess.decided is not None:
+            return False
+        side = guess.side(d)
+        st.conn.halves[d].sink = side
+        side.data(chunk, ts, number)
+        return True
+
+    def _settle(self, st: ConnState, tls: bool) -> None:
+        """The TLS guess settled. Not TLS: the held bytes go to the Kafka framers as they came. TLS:
+        the connection's two TCP directions go to a TLS session from here on, which reads the
+        handshake and, with the session's secrets in the key log, hands the decrypted bytes to two
+        new framers; frames the old framers cut from what were TLS bytes make no rows, and their
+        bytes are counted by the TLS session as bytes in no record."""
+        guess = st.tls_guess
+        assert guess is not None
+        halves = st.conn.halves
+        if not tls:
+            for d in (0, 1):
+                if guess.sides[d] is not None:
+                    halves[d].sink = st.framers[d]
+                    guess.replay(d, st.framers[d])
             return
-        st.tls = record_header(chunk)
+        head = next(s.head for s in guess.sides if s is not None)
+        st.tls = record_header(head) or "TLS records: the connection is encrypted"
         old = st.framers
         for f in old:
             f.disable()
         st.framers = self._framers(st)
-        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client))
+        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client),
+                             start_captured=st.conn.client is not None, budget=self.trial_budget)
         st.tls_session = session
-        conn = st.conn
-        for half, sink in zip(conn.halves, session.dirs):
-            half.sink = sink
-        session.dirs[d].data(chunk, ts, number)
+        st.queue = []
+        st.queued_counts = [0, 0]
+        st.pending.clear()
+        for d in (0, 1):
+            sink = session.dirs[d]
+            sink.begin_after(*old[d].received())  # (a guessed direction's framer saw at most a gap)
+            halves[d].sink = sink
+            guess.replay(d, sink)
 
     def _tls_client(self, st: ConnState, d: int) -> None:
         """The side that sent a ClientHello is the client (where no SYN said so already)."""

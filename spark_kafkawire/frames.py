@@ -80,12 +80,14 @@ class Framer(FramerCore):
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
                  synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
-                 on_first: Callable[[bytes, int, int], None] | None = None):
+                 on_first: Callable[[bytes, int, int], bool] | None = None):
         self.on_frame = on_frame
         self.max_frame = max_frame
         self.synced = synced  # False until a frame start is known (stream start not captured)
         self.plausible = plausible or (lambda b, strict: True)
-        self.on_first = on_first  # shown the first chunk of the stream (protocol detection)
+        #: shown the first chunk of the stream (protocol detection); True: it took the chunk and the
+        #: stream (the framer is no longer the direction's sink)
+        self.on_first = on_first
         self.first = True
         self.disabled = False  # not Kafka (e.g. TLS): every byte is skipped
         self.at_start = False  # the next byte is the stream's first (SYN seen)
@@ -108,6 +110,10 @@ class Framer(FramerCore):
             self.at_start = True
 
     def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.first:
+            self.first = False
+            if self.on_first is not None and self.on_first(chunk, ts, number):
+                return  # another sink took the chunk, and the stream from here on
         n = len(chunk)
         if self.rest_to:  # the rest of a frame a gap cut: its bytes go to that partial frame
             take = min(n, self.rest_to - self.pos)
@@ -127,10 +133,6 @@ class Framer(FramerCore):
             return
         base = self.pos
         self.pos += n
-        if self.first:
-            self.first = False
-            if self.on_first is not None:
-                self.on_first(chunk, ts, number)
         if self.disabled:
             self.acct.skipped_bytes += n
         elif self.synced:
@@ -176,10 +178,19 @@ class Framer(FramerCore):
         return bool(self.buf) and self.f_ts <= t_ns or any(ts <= t_ns for _i, ts, _n in self.scan_marks)
 
     def disable(self) -> None:
-        """Stop framing: this stream is not Kafka."""
+        """Stop framing: this stream is not Kafka. A frame in progress is no frame: its bytes are
+        skipped, and it is not handed on."""
         self.disabled = True
-        self._flush_partial()
+        self.acct.skipped_bytes += len(self.buf)
+        self.buf.clear()
+        self.target = 4
         self._drop_scan()
+
+    def received(self) -> tuple[int, int]:
+        """(captured, lost) bytes so far: what a disabled framer was given before another sink took
+        its stream."""
+        a = self.acct
+        return a.frame_bytes + a.partial_bytes + a.skipped_bytes + len(self.buf) + len(self.scan), a.gap_bytes
 
     # -- framing -------------------------------------------------------------------------------
     def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:

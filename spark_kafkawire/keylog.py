@@ -10,19 +10,29 @@ Python's ``ssl.SSLContext.keylog_filename``, Go's ``tls.Config.KeyLogWriter``, r
     CLIENT_TRAFFIC_SECRET_0 <client random> <secret>
     SERVER_TRAFFIC_SECRET_0 <client random> <secret>
 
-Secrets never leave this module and tls.py: a KeyLog shows only how many sessions it holds, and
-an error names the file, never a line of it.
+Lines are taken as tshark takes them: a label, the client random and the secret, separated by
+white space; fields after these are ignored; comments and other labels are passed over. The same
+secrets may also come in a pcapng's Decryption Secrets Block (``editcap --inject-secrets``): see
+:meth:`KeyLog.fork`.
+
+Secrets never leave this module and the TLS stage: a KeyLog shows only how many sessions it holds,
+and an error names the file, never a line of it.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import os
+import stat
+import time
+from typing import Iterable, Iterator
 
-from .fs import open_binary
+from .fs import local_path, open_binary
 
 LABELS = frozenset({"CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SECRET",
                     "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"})
 MAX_KEYLOG_BYTES = 256 << 20  # a key log larger than this is refused (about two million sessions)
+REMOTE_KEEP_S = 60  # a key log read from object storage is read again after this long
+_TLS13 = ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")
 
 
 class KeyLogError(ValueError):
@@ -30,41 +40,97 @@ class KeyLogError(ValueError):
 
 
 class KeyLog:
-    """Secrets by client random: ``secrets(client_random)`` -> {label: secret}."""
+    """Secrets by client random: ``secrets(client_random)`` -> {label: secret}.
+
+    The secrets read from files are shared (a read of several capture files reads the key log once,
+    see :func:`cached`); what one capture file's connections claim is its own: each file reads with
+    a :meth:`fork`, which may add the file's own secrets (a pcapng Decryption Secrets Block)."""
 
     def __init__(self) -> None:
         self._by_random: dict[bytes, dict[str, bytes]] = {}
-        #: client randoms of the handshakes read so far: the rest are what a connection whose
-        #: handshake is not in the capture may be (see tls.TlsSession.trial)
+        self._own: dict[bytes, dict[str, bytes]] = {}  # this fork's secrets (from the capture file itself)
+        #: client randoms of the sessions a connection of this file claimed (its handshake, or a trial that
+        #: verified): no other connection's trial tries them (see tls.TlsSession.trial)
         self.claimed: set[bytes] = set()
+        self.given = False  # secrets were given (a file, or a Decryption Secrets Block): else "no key log"
+        self._order: list[bytes] | None = None  # TLS 1.3 sessions in the log's order (for trials)
+        self._index: dict[bytes, int] | None = None
+        self._anchor: int | None = None  # the earliest position in _order claimed so far
 
     def __repr__(self) -> str:  # never the secrets
-        return f"KeyLog({len(self._by_random)} sessions)"
+        return f"KeyLog({len(self)} sessions)"
 
     def __len__(self) -> int:
-        return len(self._by_random)
+        return len(self._by_random) + sum(1 for r in self._own if r not in self._by_random)
 
-    def add_text(self, text: bytes) -> None:
+    def add_text(self, text: bytes, own: bool = False) -> None:
+        """Take the secrets of key-log text (own: the capture file's own, for this fork only)."""
+        into = self._own if own else self._by_random
         for line in text.splitlines():
             parts = line.split()
-            if len(parts) != 3 or parts[0].decode("ascii", "replace") not in LABELS:
+            if len(parts) < 3 or parts[0].decode("ascii", "replace") not in LABELS:
                 continue  # comments, other labels (EXPORTER_SECRET, early data), damaged lines
             try:
                 random, secret = bytes.fromhex(parts[1].decode("ascii")), bytes.fromhex(parts[2].decode("ascii"))
             except (ValueError, UnicodeDecodeError):
                 continue
             if len(random) == 32 and 32 <= len(secret) <= 64:
-                self._by_random.setdefault(random, {})[parts[0].decode("ascii")] = secret
+                into.setdefault(random, {})[parts[0].decode("ascii")] = secret
+        self.given = True
+        self._order = self._index = None
+        self._anchor = None
+
+    def fork(self) -> "KeyLog":
+        """A view of the same secrets with nothing claimed (one capture file's)."""
+        view = KeyLog()
+        view._by_random = self._by_random
+        view.given = self.given
+        return view
 
     def secrets(self, client_random: bytes) -> dict[str, bytes] | None:
-        return self._by_random.get(client_random)
+        own = self._own.get(client_random) if self._own else None
+        return own if own is not None else self._by_random.get(client_random)
 
     def randoms(self) -> Iterable[bytes]:
-        return self._by_random.keys()
+        return list(self._by_random) + [r for r in self._own if r not in self._by_random]
+
+    def _positions(self) -> tuple[list[bytes], dict[bytes, int]]:
+        if self._order is None or self._index is None:
+            order = [r for r in self.randoms() if any(k in (self.secrets(r) or ()) for k in _TLS13)]
+            self._order, self._index = order, {r: i for i, r in enumerate(order)}
+        return self._order, self._index
+
+    def claim(self, client_random: bytes) -> None:
+        """A connection of this file has this session (its handshake, or a trial that verified)."""
+        self.claimed.add(client_random)
+        if self._order is not None and self._index is not None:
+            i = self._index.get(client_random)
+            if i is not None and (self._anchor is None or i < self._anchor):
+                self._anchor = i
+
+    def trial_order(self) -> Iterator[bytes]:
+        """The TLS 1.3 sessions no connection of this file claimed, most likely first: those just
+        before the earliest session this file's handshakes claimed (the log is in time order, and a
+        rotated file's cut connections began just before its first new ones), going back, then
+        those after it; without a claimed session, newest first."""
+        order, index = self._positions()
+        if self._anchor is None:
+            for r in self.claimed:
+                i = index.get(r)
+                if i is not None and (self._anchor is None or i < self._anchor):
+                    self._anchor = i
+        anchor = len(order) if self._anchor is None else self._anchor
+        claimed = self.claimed
+        for i in range(anchor - 1, -1, -1):
+            if order[i] not in claimed:
+                yield order[i]
+        for i in range(anchor, len(order)):
+            if order[i] not in claimed:
+                yield order[i]
 
     def unclaimed(self) -> list[tuple[bytes, dict[str, bytes]]]:
-        """The TLS 1.3 sessions no handshake read so far claimed, newest last (the log's order)."""
-        return [(r, s) for r, s in self._by_random.items() if r not in self.claimed and "CLIENT_TRAFFIC_SECRET_0" in s]
+        """The TLS 1.3 sessions no connection claimed so far, in the log's order."""
+        return [(r, self.secrets(r) or {}) for r in self._positions()[0] if r not in self.claimed]
 
     @classmethod
     def read(cls, paths: str, endpoint: str | None = None) -> "KeyLog":
@@ -74,6 +140,18 @@ class KeyLog:
             if not path:
                 continue
             try:
+                local = local_path(path)
+            except Exception:
+                raise KeyLogError(f"tlsKeyLog: {path}: cannot be read (no such file, or no access)") from None
+            if local is not None:
+                try:
+                    mode = os.stat(local).st_mode
+                except OSError:
+                    raise KeyLogError(f"tlsKeyLog: {path}: cannot be read (no such file, or no access)") from None
+                if not stat.S_ISREG(mode):
+                    raise KeyLogError(f"tlsKeyLog: {path}: not a regular file (a FIFO, device or directory is not "
+                                      "read: copy the key log to a file)")
+            try:
                 with open_binary(path, endpoint) as f:
                     data = f.read(MAX_KEYLOG_BYTES + 1)
             except Exception:
@@ -81,4 +159,40 @@ class KeyLog:
             if len(data) > MAX_KEYLOG_BYTES:
                 raise KeyLogError(f"tlsKeyLog: {path}: larger than {MAX_KEYLOG_BYTES >> 20} MiB")
             log.add_text(data)
+        log.given = True
         return log
+
+
+_cache: dict[tuple[str, str | None], tuple[object, float, KeyLog]] = {}
+
+
+def _stamp(paths: str) -> object:
+    """What tells whether the local files of a key-log list changed (None for remote ones)."""
+    out = []
+    for path in (p.strip() for p in paths.split(",")):
+        try:
+            local = local_path(path) if path else None
+        except Exception:
+            local = None
+        if local is None:
+            out.append(None)
+            continue
+        try:
+            st = os.stat(local)
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def cached(paths: str, endpoint: str | None = None) -> KeyLog:
+    """The key logs of ``paths``, read once in this process while the files are unchanged (remote
+    ones: for REMOTE_KEEP_S), as a fresh :meth:`~KeyLog.fork` for one capture file."""
+    key = (paths, endpoint)
+    stamp = _stamp(paths)
+    hit = _cache.get(key)
+    now = time.monotonic()
+    if hit is None or hit[0] != stamp or (None in stamp and now - hit[1] > REMOTE_KEEP_S):
+        _cache.clear()  # one key log at a time: they can be large
+        hit = _cache[key] = (stamp, now, KeyLog.read(paths, endpoint))
+    return hit[2].fork()

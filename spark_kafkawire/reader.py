@@ -27,10 +27,12 @@ from .fs import file_size, is_uri, list_uri, local_path, open_binary
 from .packets import decode
 from .predicate import Predicate
 from .records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
+from . import keylog
 from .keylog import KeyLog
 from .modes import MODES
 from .rowshapes import row_builder
 from .table import COLUMNS, ROW_SHAPES, RowBuilder, arrow_schema
+from .tls import TRIAL_BUDGET, TRIAL_TASK_BUDGET, TrialBudget
 from .topicids import TopicIds
 from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
@@ -63,6 +65,8 @@ class Options:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     min_partitions: int = DEFAULT_MIN_PARTITIONS
     tls_key_log: str | None = None
+    tls_trial_budget: int = TRIAL_BUDGET
+    tls_trial_task_budget: int = TRIAL_TASK_BUDGET
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -168,6 +172,8 @@ _RULES = {
                           _whole(1, 1 << 62, " of bytes")),
     "minpartitions": ("minPartitions", "min_partitions", DEFAULT_MIN_PARTITIONS, _whole(1, MAX_SHARES)),
     "tlskeylog": ("tlsKeyLog", "tls_key_log", None, _files),
+    "tlstrialbudget": ("tlsTrialBudget", "tls_trial_budget", TRIAL_BUDGET, _whole(0, 1 << 40)),
+    "tlstrialtaskbudget": ("tlsTrialTaskBudget", "tls_trial_task_budget", TRIAL_TASK_BUDGET, _whole(0, 1 << 50)),
 }
 
 #: how each option is documented (README's options table is options_table()'s output, checked by a test)
@@ -220,7 +226,17 @@ _DOCS = {
         'none',
         'TLS key log (NSS key log format: SSLKEYLOGFILE, Python keylog_filename, Java agents), or a '
         'comma-separated list of them, local or URIs: TLS connections whose secrets it holds are decrypted '
-        '(TLS 1.2 and 1.3: AES-GCM, ChaCha20-Poly1305, AES-CBC with HMAC); read once per task, never shown'),
+        '(TLS 1.2 and 1.3: AES-GCM, ChaCha20-Poly1305, AES-CBC with HMAC); read once per process while '
+        "unchanged, never shown. A pcapng's Decryption Secrets Blocks (`editcap --inject-secrets`) are used "
+        'too, without this option or beside it'),
+    'tlsTrialBudget': (
+        '65536',
+        'TLS 1.3 connections whose handshake is not in the capture (a rotated file): trial decryptions of '
+        'their first record with the key log\'s unclaimed sessions, per connection, 0 to 2^40; past it the '
+        "connection's detail says the budget ran out"),
+    'tlsTrialTaskBudget': (
+        '4194304',
+        'the same for all connections of one file read (one Spark task), 0 to 2^50'),
     'minPartitions': (
         'CPU count, at most 4',
         'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
@@ -407,6 +423,14 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
 _reading = [0]  # reads running in this process
 
 
+def _secrets(decoder: Decoder, text: bytes) -> None:
+    """A pcapng Decryption Secrets Block's TLS key log: added to the file's key log (made for it
+    where option tlsKeyLog gave none); connections that begin after it can use it."""
+    if decoder.keylog is None:
+        decoder.keylog = KeyLog()
+    decoder.keylog.add_text(text, own=True)
+
+
 @contextmanager
 def _no_collections():
     """The cyclic garbage collector is not run while a read decodes, and what the read keeps is
@@ -440,7 +464,8 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
                       RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None, topic_ids=topics,
-                      keylog=KeyLog.read(opts.tls_key_log, opts.endpoint_url) if opts.tls_key_log else None)
+                      keylog=keylog.cached(opts.tls_key_log, opts.endpoint_url) if opts.tls_key_log else None,
+                      trial_budget=TrialBudget(opts.tls_trial_budget, opts.tls_trial_task_budget))
     reasm = Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
     limit = opts.batch_size
     feed = reasm.feed
@@ -451,7 +476,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
     past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
     fast = lane.make(reasm, sink, limit, stop_from, past)
-    reader = CaptureReader(path, opts.endpoint_url, lane=fast)
+    reader = CaptureReader(path, opts.endpoint_url, lane=fast, on_secrets=lambda text: _secrets(decoder, text))
     for pkt in reader:
         if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
             if sink.count >= limit or sink.backlog:

@@ -26,7 +26,7 @@ from .exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from .frames import Frame
 from .headline import error_name
 from .partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .table import _DIRECTION_COUNTS, _NO_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, body_json, frame_status
+from .table import _DIRECTION_COUNTS, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, body_json, frame_status
 
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
 _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
@@ -252,6 +252,7 @@ class ConnectionRows(RowBuilder):
                  topic_ids: dict[str, str] | None = None):
         super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
         self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
+        self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -292,9 +293,16 @@ class ConnectionRows(RowBuilder):
         c["tls_cert_not_after"].append(cert[2] if cert else None)
         c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
         c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
+        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
+            counts = tls.direction_counts(d) if tls else _NO_TLS
+            for name, v in zip(self._tls_cols[side], counts):
+                c[name].append(v)
         c["detail"][-1] = tls.describe() if tls else None
         c["status"].append("connection")
         self.count += 1
+
+
+_NO_TLS: Final = (None,) * len(_TLS_COUNTS)
 
 
 def _end(conn) -> str:

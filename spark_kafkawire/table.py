@@ -58,6 +58,8 @@ _HEADLINE: Final = [
 _DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
                             "gap_bytes", "gaps", "resyncs")
 _NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
+#: a TLS connection's bytes per direction (see tls.py): every captured byte in one of the first three
+_TLS_COUNTS: Final = ("read_bytes", "undecrypted_bytes", "other_bytes", "gap_bytes")
 
 _ENDPOINTS: Final = [
     ("capture_file", "string"),
@@ -174,6 +176,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("tls_cert_not_after", "string"),
         ("tls_decrypted_bytes", "bigint"),
         ("tls_undecrypted_bytes", "bigint"),
+    ] + [(f"{side}_tls_{what}", "bigint") for side in ("client", "broker") for what in _TLS_COUNTS] + [
         ("status", "string"),
     ],
 }

@@ -1,71 +1,41 @@
-"""TLS as the decoder sees it: recognising a connection that carries TLS records.
+"""TLS: recognising a connection that carries it, reading its handshake, decrypting its records.
 
-A TLS record starts with a content type (20-23), a protocol version 3.x and a length no larger
-than a record may be. A connection whose first bytes in either direction are such a header is
-encrypted: its frames are not Kafka's.
+A TLS record starts with a content type (20-23), a protocol version 3.x and a length no larger than
+a record may be. A connection whose first bytes in a direction are such a header is *guessed* to be
+TLS, and its bytes are held (:class:`TlsGuess`) until the guess is confirmed (two records chained,
+or both directions starting with a whole record) or refuted (what follows the first record is not a
+record header): a plaintext Kafka stream that merely starts like a record header stays Kafka.
+
+A confirmed connection's two directions go to a :class:`TlsSession` (in place of the Kafka
+framers): it reads the handshake in clear (version, suite, server name, ALPN, JA3, certificate) and,
+with the session's secrets from a key log, decrypts the records into two new framers
+(``outputs``). Record protection itself is tlscrypto.py's.
+
+What the stage promises, whatever the bytes:
+
+* progress: every step consumes bytes or ends the direction, and what is held waiting is bounded
+  (one record and the next header), so a read takes time linear in its input;
+* every captured byte of a direction is counted once: in a record read (``read``: in clear or
+  decrypted), in a record not decrypted (``undecrypted``), or in no record read (``other``: passed
+  over while finding a record boundary, before the connection was known to be TLS, late copies); the
+  bytes the capture lost are ``gap``;
+* a decrypted frame belongs to its connection: keys come from this connection's handshake, or from
+  a trial that verified on this connection with a session no other connection has claimed;
+* handshake and certificate bytes that do not parse give a detail, never an exception.
 """
 
 from __future__ import annotations
 
 from struct import Struct
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator
+
+from .tlscrypto import SUITES, TLS13, Keys, next_secret, suite_fits, tls12_keys, tls13_keys
 
 CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
                  0x17: "TLS application data"}
 MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 RECORD_VERSIONS = {0: "SSL 3.0", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2 or 1.3", 4: "TLS 1.3"}
-
-_U16 = Struct("!H")
-
-
-def record_header(chunk: bytes) -> str | None:
-    """What a TLS record header at the start of ``chunk`` says (for a row's detail), or None when
-    the bytes are not one."""
-    if len(chunk) >= 5 and chunk[0] in CONTENT_TYPES and chunk[1] == 3 and chunk[2] in RECORD_VERSIONS and \
-            _U16.unpack_from(chunk, 3)[0] <= MAX_RECORD:
-        return f"{CONTENT_TYPES[chunk[0]]} record, {RECORD_VERSIONS[chunk[2]]}: the connection is encrypted"
-    return None
-
-
-# -- decryption ------------------------------------------------------------------------------------
-
 VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
-TLS13 = 0x0304
-
-#: cipher suites: id -> (IANA name, protection ("gcm", "chacha", "cbc-<MAC hash>"; None: not decrypted
-#: here), key length, hash of the PRF/HKDF)
-SUITES: dict[int, tuple[str, str | None, int, str]] = {
-    0x1301: ("TLS_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
-    0x1302: ("TLS_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    0x1303: ("TLS_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
-    0xC02B: ("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
-    0xC02C: ("TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    0xC02F: ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
-    0xC030: ("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    0xCCA8: ("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
-    0xCCA9: ("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
-    0xCCAA: ("TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256", "chacha", 32, "sha256"),
-    0x009C: ("TLS_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
-    0x009D: ("TLS_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    0x009E: ("TLS_DHE_RSA_WITH_AES_128_GCM_SHA256", "gcm", 16, "sha256"),
-    0x009F: ("TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", "gcm", 32, "sha384"),
-    # AES-CBC with HMAC (TLS 1.1 and 1.2; encrypt-then-MAC where negotiated)
-    0x002F: ("TLS_RSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
-    0x0035: ("TLS_RSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
-    0x003C: ("TLS_RSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
-    0x003D: ("TLS_RSA_WITH_AES_256_CBC_SHA256", "cbc-sha256", 32, "sha256"),
-    0xC009: ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
-    0xC00A: ("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
-    0xC013: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "cbc-sha1", 16, "sha256"),
-    0xC014: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", "cbc-sha1", 32, "sha256"),
-    0xC023: ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
-    0xC024: ("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384", "cbc-sha384", 32, "sha384"),
-    0xC027: ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", "cbc-sha256", 16, "sha256"),
-    0xC028: ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384", "cbc-sha384", 32, "sha384"),
-    # named, not decrypted
-    0x000A: ("TLS_RSA_WITH_3DES_EDE_CBC_SHA", None, 24, "sha256"),
-    0x0005: ("TLS_RSA_WITH_RC4_128_SHA", None, 16, "sha256"),
-}
 HANDSHAKE, CHANGE_CIPHER_SPEC, ALERT, APPLICATION_DATA = 22, 20, 21, 23
 CLIENT_HELLO, SERVER_HELLO, CERTIFICATE, FINISHED, KEY_UPDATE = 1, 2, 11, 20, 24
 #: the random of a HelloRetryRequest (RFC 8446 4.1.3): not a ServerHello that settles the session
@@ -75,144 +45,195 @@ RESYNC_RECORDS = 4096  # after a gap: record sequence numbers tried per candidat
 RESYNC_CANDIDATES = 8  # after a gap: record headers tried before giving the direction up
 RESYNC_BUDGET = 1 << 16  # trial decryptions per connection, all gaps together
 MIN_PROTECTED = 22  # the smallest protected record: header, tag and (TLS 1.3) the inner content type
+SUSPECT_WINDOW = 4  # after records that did not verify: later sequence numbers tried for the next one
 TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
-TRIAL_BUDGET = 200_000  # without the handshake: trial decryptions per connection
+TRIAL_BUDGET = 1 << 16  # without the handshake: trial decryptions per connection (option tlsTrialBudget)
+TRIAL_TASK_BUDGET = 1 << 22  # ... and per task, all connections together (option tlsTrialTaskBudget)
+NO_KEY_LOG = "no key log given (option tlsKeyLog, or a pcapng Decryption Secrets Block)"
 
+_U16 = Struct("!H")
 _U24 = Struct("!I")
 
 
-def _hash(name: str):
-    from cryptography.hazmat.primitives import hashes
-
-    return hashes.SHA384() if name == "sha384" else hashes.SHA256()
-
-
-def hkdf_expand_label(secret: bytes, label: bytes, length: int, hash_name: str) -> bytes:
-    """TLS 1.3's HKDF-Expand-Label with an empty context (RFC 8446 7.1)."""
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
-
-    full = b"tls13 " + label
-    info = length.to_bytes(2, "big") + bytes([len(full)]) + full + b"\x00"
-    return HKDFExpand(_hash(hash_name), length, info).derive(secret)
+def record_header(chunk: bytes | bytearray, pos: int = 0) -> str | None:
+    """What a TLS record header at ``pos`` of ``chunk`` says (for a row's detail), or None when
+    the bytes are not one."""
+    if _record_length(chunk, pos) < 0:
+        return None
+    return f"{CONTENT_TYPES[chunk[pos]]} record, {RECORD_VERSIONS[chunk[pos + 2]]}: the connection is encrypted"
 
 
-def prf12(secret: bytes, label: bytes, seed: bytes, length: int, hash_name: str) -> bytes:
-    """TLS 1.2's PRF, P_<hash>(secret, label + seed) (RFC 5246 5)."""
-    import hashlib
-    import hmac
-
-    digest = hashlib.sha384 if hash_name == "sha384" else hashlib.sha256
-    seed = label + seed
-    out, a = b"", seed
-    while len(out) < length:
-        a = hmac.new(secret, a, digest).digest()
-        out += hmac.new(secret, a + seed, digest).digest()
-    return out[:length]
+def _record_length(b: bytes | bytearray, pos: int) -> int:
+    """The length of the record whose header is at ``pos``, or -1 where there is none (or fewer
+    than five bytes)."""
+    if len(b) - pos < 5 or b[pos] not in CONTENT_TYPES or b[pos + 1] != 3 or b[pos + 2] not in RECORD_VERSIONS:
+        return -1
+    n = _U16.unpack_from(b, pos + 3)[0]
+    return n if n <= MAX_RECORD else -1
 
 
-class RecordKeys:
-    """One direction's record protection: an AEAD, its IV and the record sequence number."""
-
-    __slots__ = ("aead", "iv", "seq", "tls13", "explicit", "overhead")
-
-    def __init__(self, kind: str, key: bytes, iv: bytes, tls13: bool):
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
-
-        self.aead = AESGCM(key) if kind == "gcm" else ChaCha20Poly1305(key)
-        self.iv = iv
-        self.seq = 0
-        self.tls13 = tls13
-        self.explicit = kind == "gcm" and not tls13  # TLS 1.2 GCM: 8 explicit nonce bytes per record
-        #: bytes of a record that are not plaintext: header, tag, explicit nonce or inner content type
-        self.overhead = 5 + 16 + (8 if self.explicit else 1 if tls13 else 0)
-
-    def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
-        """The record's plaintext (TLS 1.3: its inner plaintext), or None where its tag does not
-        verify with this sequence number."""
-        from cryptography.exceptions import InvalidTag
-
-        try:
-            if self.explicit:
-                if len(payload) < 24:
-                    return None
-                nonce, ct = self.iv + payload[:8], payload[8:]
-                aad = seq.to_bytes(8, "big") + header[:3] + (len(ct) - 16).to_bytes(2, "big")
-                return self.aead.decrypt(nonce, ct, aad)
-            if len(payload) < 16:
-                return None
-            nonce = (int.from_bytes(self.iv, "big") ^ seq).to_bytes(12, "big")
-            aad = header if self.tls13 else seq.to_bytes(8, "big") + header[:3] + (len(payload) - 16).to_bytes(2, "big")
-            return self.aead.decrypt(nonce, payload, aad)
-        except InvalidTag:
-            return None
+def _header_prefix(b: bytes | bytearray, pos: int) -> bool:
+    """Could the (fewer than five) bytes from ``pos`` begin a record header?"""
+    rest = b[pos:pos + 3]
+    return (len(rest) < 1 or rest[0] in CONTENT_TYPES) and (len(rest) < 2 or rest[1] == 3) and \
+        (len(rest) < 3 or rest[2] in RECORD_VERSIONS)
 
 
-class CbcKeys:
-    """One direction's record protection with AES-CBC and HMAC (TLS 1.1 and 1.2: an explicit IV
-    per record; MAC-then-encrypt, or encrypt-then-MAC where RFC 7366's extension was agreed)."""
+# -- the guess -------------------------------------------------------------------------------------
 
-    __slots__ = ("key", "mac_key", "digest", "mac_len", "etm", "seq", "tls13", "overhead")
+class TlsGuess:
+    """A connection one of whose directions began with a TLS record header: that direction's
+    bytes (and the other's, if it begins with one too) are held until the guess is settled, then
+    handed, in order, to ``on_decide(tls)``'s choice of sinks (see :meth:`replay`).
 
-    def __init__(self, key: bytes, mac_key: bytes, digest: str, etm: bool):
-        import hashlib
+    Confirmed: a whole record followed by another record's header in one direction, or a whole
+    record at the start of each direction. Refuted: a whole record followed by bytes that are not a
+    record header. When a direction has a gap or ends first, what it holds decides: a whole first
+    record, followed by nothing or the start of a header, confirms. At most a record and a header
+    (18,442 bytes) are held per direction before the guess is settled."""
 
-        self.key = key
-        self.mac_key = mac_key
-        self.digest = getattr(hashlib, digest)
-        self.mac_len = self.digest().digest_size
-        self.etm = etm
-        self.seq = 0
-        self.tls13 = False
-        self.overhead = 5 + 16 + self.mac_len + 1  # header, IV, MAC, the least padding
+    __slots__ = ("on_decide", "sides", "decided")
 
-    def _mac(self, seq: int, header: bytes, data: bytes) -> bytes:
-        import hmac
+    def __init__(self, on_decide: Callable[[bool], None]):
+        self.on_decide: Callable[[bool], None] | None = on_decide
+        self.sides: list[_GuessSide | None] = [None, None]
+        self.decided: bool | None = None
 
-        return hmac.new(self.mac_key, seq.to_bytes(8, "big") + header[:3] + len(data).to_bytes(2, "big") + data,
-                        self.digest).digest()
+    def side(self, d: int) -> "_GuessSide":
+        s = self.sides[d]
+        if s is None:
+            s = self.sides[d] = _GuessSide(self, d)
+        return s
 
-    def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
-        import hmac
+    def check(self) -> None:
+        if self.decided is not None:
+            return
+        verdicts = [s.verdict() for s in self.sides if s is not None]
+        if False in verdicts:
+            self._decide(False)
+        elif True in verdicts:
+            self._decide(True)
+        elif all(s is not None and s.whole_records() for s in self.sides):
+            self._decide(True)
 
-        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    def _decide(self, tls: bool) -> None:
+        self.decided = tls
+        on_decide = self.on_decide
+        if on_decide is not None:
+            on_decide(tls)  # (it replays what the sides hold)
+        # no reference cycle is left (sides and guess link each other, on_decide the connection)
+        self.on_decide = None
+        self.sides = [None, None]
 
-        if self.etm:
-            body, tag = payload[:-self.mac_len], payload[-self.mac_len:]
-            if len(body) < 32 or len(body) % 16 or not hmac.compare_digest(self._mac(seq, header, body), tag):
-                return None
-            payload = body
-        elif len(payload) < 32 or len(payload) % 16:
-            return None
-        dec = Cipher(algorithms.AES(self.key), modes.CBC(payload[:16])).decryptor()
-        plain = dec.update(payload[16:]) + dec.finalize()
-        pad = plain[-1]
-        if pad + 1 > len(plain) or plain[-pad - 1:] != bytes([pad]) * (pad + 1):
-            return None
-        plain = plain[:-pad - 1]
-        if self.etm:
-            return plain
-        if len(plain) < self.mac_len:
-            return None
-        data, tag = plain[:-self.mac_len], plain[-self.mac_len:]
-        return data if hmac.compare_digest(self._mac(seq, header, data), tag) else None
+    def replay(self, d: int, sink) -> None:
+        """Hand direction d's held events to ``sink`` (the TLS direction or the Kafka framer)."""
+        s = self.sides[d]
+        if s is None:
+            return
+        events, s.events = s.events, []
+        for ev in events:
+            if ev[0] == 0:
+                sink.data(ev[1], ev[2], ev[3])
+            elif ev[0] == 1:
+                sink.gap(ev[1], ev[2], ev[3])
+            elif ev[0] == 2:
+                sink.late(ev[1], ev[4], ev[2], ev[3])
+        if s.ended:
+            sink.end()
 
 
-Keys = Union[RecordKeys, CbcKeys]
+class _GuessSide:
+    """The sink of one direction while the guess is open: its events, held in order."""
+
+    __slots__ = ("guess", "d", "events", "head", "ended", "stopped")
+
+    def __init__(self, guess: TlsGuess, d: int):
+        self.guess = guess
+        self.d = d
+        self.events: list[tuple] = []
+        self.head = bytearray()  # the direction's bytes before its first gap, late copy or end
+        self.ended = False
+        self.stopped = False  # a gap, a late copy or the end came after head
+
+    def verdict(self) -> bool | None:
+        """True: this direction is TLS; False: it is not; None: not known yet."""
+        b = self.head
+        n = _record_length(b, 0)
+        if n < 0:
+            return False if len(b) >= 5 or not _header_prefix(b, 0) else (None if not self.stopped else False)
+        end = 5 + n
+        if len(b) < end:
+            return False if self.stopped else None
+        if len(b) >= end + 5:
+            return _record_length(b, end) >= 0
+        if not _header_prefix(b, end):
+            return False
+        return True if self.stopped else None
+
+    def whole_records(self) -> bool:
+        n = _record_length(self.head, 0)
+        return n >= 0 and len(self.head) >= 5 + n
+
+    # -- sink interface ------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def data(self, chunk: bytes, ts: int, number: int) -> None:
+        self.events.append((0, bytes(chunk), ts, number))
+        if not self.stopped:
+            self.head += chunk
+        self.guess.check()
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        self.events.append((1, nbytes, ts, number))
+        self.stopped = True
+        self.guess.check()
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        self.events.append((2, nbytes, ts, number, reported))
+        self.stopped = True
+        self.guess.check()
+
+    def end(self) -> None:
+        self.ended = True
+        self.stopped = True
+        self.guess.check()
+        if self.guess.decided is None:  # the other direction has not settled it: this one does
+            self.guess._decide(self.verdict() is True)
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+class TrialBudget:
+    """What the handshake-less trial may still spend: per connection (``per_connection``) and for
+    the whole task (``task_left``, shared by every session of a read)."""
+
+    __slots__ = ("per_connection", "task_left")
+
+    def __init__(self, per_connection: int = TRIAL_BUDGET, task: int = TRIAL_TASK_BUDGET):
+        self.per_connection = per_connection
+        self.task_left = task
 
 
 class TlsSession:
     """One TLS connection: what its handshake says in clear, and, with its secrets from a key log,
     its two byte streams decrypted into the Kafka framers (``outputs``, by direction).
 
-    Counts: ``decrypted`` (bytes of application data handed on), ``undecrypted`` (record bytes
-    that could not be, with ``problem`` saying why)."""
+    ``start_captured``: the connection's first bytes are in the capture (its SYN was), so a record
+    before any handshake is not tried with the key log's sessions. Counts: ``decrypted`` (plaintext
+    bytes handed on); each direction's ``read``, ``undecrypted``, ``other`` and ``gap`` (see the
+    module's docstring); ``problem`` says why bytes were not decrypted."""
 
-    def __init__(self, keylog, outputs: list, client_dir: int | None, on_client: Callable[[int], None] | None = None):
+    def __init__(self, keylog, outputs: list, client_dir: int | None, on_client: Callable[[int], None] | None = None,
+                 start_captured: bool = False, budget: TrialBudget | None = None):
         self.keylog = keylog
         self.outputs = outputs
         self.client_dir = client_dir
         self.on_client = on_client
+        self.start_captured = start_captured
+        self.budget = budget if budget is not None else TrialBudget()
         self.dirs = [TlsDirection(self, 0), TlsDirection(self, 1)]
+        self.counts: list[tuple[int, int, int, int]] | None = None  # the directions' counts, once released
         self.client_random: bytes | None = None
         self.server_random: bytes | None = None
         self.version: int | None = None  # negotiated
@@ -224,20 +245,32 @@ class TlsSession:
         self.ja3: str | None = None  # the client's fingerprint (see ja3)
         self.handshake_seen = False  # the ClientHello is in the capture
         self.decrypted = 0
-        self.undecrypted = 0
         self.problem: str | None = None
-        self._secrets: dict[str, bytes] | None = None
-        self._key_block: bytes | None = None
+        self.notes: list[str] = []  # handshake facts that could not be read
         self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
+        self.trial_work = 0  # trial decryptions without the handshake so far (see trial)
         self.trialled = False  # decrypted without its handshake (see trial)
         self.etm = False  # encrypt-then-MAC agreed (CBC suites)
 
     def release(self) -> None:
-        """The connection has ended: drop the links to the directions, the framers and the
-        listener (the directions link back here), so that no reference cycle is left."""
+        """The connection has ended: keep the directions' counts, drop the links to the directions,
+        the framers and the listener (the directions link back here), so that no reference cycle is
+        left."""
+        if self.counts is None:
+            self.counts = [x.counts() for x in self.dirs]
         self.dirs = []
         self.outputs = []
         self.on_client = None
+
+    def direction_counts(self, d: int) -> tuple[int, int, int, int]:
+        """(read, undecrypted, other, gap) bytes of direction d."""
+        return self.counts[d] if self.counts is not None else self.dirs[d].counts()
+
+    @property
+    def undecrypted(self) -> int:
+        """Captured bytes of the connection that were not read: records not decrypted and bytes in
+        no record read."""
+        return sum(c[1] + c[2] for c in (self.direction_counts(0), self.direction_counts(1)))
 
     # -- what the handshake says ---------------------------------------------------------------
     @property
@@ -262,20 +295,26 @@ class TlsSession:
             parts.append(f"server name {printable(self.server_name)}")
         if self.alpn:
             parts.append("ALPN " + ",".join(printable(a) for a in self.alpn))
-        if self.decrypted and not self.undecrypted:
+        parts.extend(self.notes)
+        undecrypted = self.undecrypted
+        if self.decrypted and not undecrypted:
             state = f"decrypted ({self.decrypted} bytes)"
         elif self.decrypted:
-            state = f"{self.decrypted} bytes decrypted, {self.undecrypted} not: {self.problem}"
+            state = f"{self.decrypted} bytes decrypted, {undecrypted} not: {self.problem}"
         else:
-            state = f"encrypted, not decrypted: {self.problem or 'no key log given (option tlsKeyLog)'}"
+            state = f"encrypted, not decrypted: {self.problem or self._no_keys()}"
         return ", ".join(parts) + ": " + state
 
-    def fail(self, nbytes: int, why: str) -> None:
-        self.undecrypted += nbytes
+    def _no_keys(self) -> str:
+        return NO_KEY_LOG if self.keylog is None or not self.keylog.given else "no record to decrypt"
+
+    def fail(self, why: str) -> None:
+        """Bytes were not decrypted: the first reason is the one shown."""
         if self.problem is None:
             self.problem = why
 
     def _hello(self, d: int, msg_type: int, body: bytes) -> None:
+        what = {CLIENT_HELLO: "ClientHello", SERVER_HELLO: "ServerHello", CERTIFICATE: "certificate"}[msg_type]
         try:
             if msg_type == CLIENT_HELLO:
                 self._client_hello(d, body)
@@ -284,8 +323,10 @@ class TlsSession:
             elif msg_type == CERTIFICATE and self.cert is None:
                 # TLS 1.3 (decrypted): a request context first; TLS 1.2: in clear
                 self._certificate(body[1 + body[0]:] if self.version == TLS13 else body)
-        except (IndexError, ValueError, UnicodeDecodeError):
-            pass  # a handshake message that does not parse: its facts stay unknown
+        except Exception as e:  # noqa: BLE001 - capture bytes (and cryptography's parser) may raise anything
+            note = f"{what} not read ({type(e).__name__})"
+            if note not in self.notes and len(self.notes) < 4:
+                self.notes.append(note)
 
     def _client_hello(self, d: int, b: bytes) -> None:
         self.handshake_seen = True
@@ -295,7 +336,7 @@ class TlsSession:
                 self.on_client(d)
         self.client_random = b[2:34]
         if self.keylog is not None:
-            self.keylog.claimed.add(self.client_random)
+            self.keylog.claim(self.client_random)
         pos = 34
         pos += 1 + b[pos]  # session id
         n = int.from_bytes(b[pos:pos + 2], "big")
@@ -332,7 +373,7 @@ class TlsSession:
         self.version = int.from_bytes(b[0:2], "big")
         pos = 34
         pos += 1 + b[pos]
-        self.suite = int.from_bytes(b[pos:pos + 2], "big")
+        suite = int.from_bytes(b[pos:pos + 2], "big")
         pos += 3
         for ext, data in _extensions(b, pos):
             if ext == 43 and len(data) == 2:  # supported_versions: the version chosen
@@ -341,6 +382,7 @@ class TlsSession:
                 self.alpn = [data[3:3 + data[2]].decode("ascii", "replace")]
             elif ext == 22:  # encrypt_then_mac (RFC 7366): agreed for CBC suites
                 self.etm = True
+        self.suite = suite
 
     def _certificate(self, b: bytes) -> None:
         from cryptography import x509
@@ -354,95 +396,118 @@ class TlsSession:
                      cert.not_valid_after_utc.date().isoformat())
 
     # -- keys ----------------------------------------------------------------------------------
-    def trial(self, d: int, header: bytes, payload: bytes) -> RecordKeys | None:
-        """A connection whose handshake is not in the capture (a rotated file, a capture started
-        late): its first complete protected record is tried with the TLS 1.3 application secrets
-        of the key log's sessions that no handshake in this file claimed, every suite, both sides,
-        record sequence numbers 0 to TRIAL_RECORDS (at most TRIAL_BUDGET decryptions). Keys that
-        verify it are this direction's; the session's version and suite become known."""
-        if self.keylog is None:
-            self.problem = self.problem or "no key log given (option tlsKeyLog)"
-            return None
-        work = 0
-        for random, secrets in reversed(self.keylog.unclaimed()):
-            for label in ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"):
-                secret = secrets.get(label)
-                if secret is None:
-                    continue
-                for suite in (0x1301, 0x1302, 0x1303):
-                    _name, kind, key_len, hash_name = SUITES[suite]
-                    if len(secret) != (48 if hash_name == "sha384" else 32):
-                        continue
-                    keys = RecordKeys(kind, hkdf_expand_label(secret, b"key", key_len, hash_name),  # type: ignore[arg-type]
-                                      hkdf_expand_label(secret, b"iv", 12, hash_name), True)
-                    for seq in range(min(TRIAL_RECORDS, TRIAL_BUDGET - work)):
-                        if keys.open(header, payload, seq) is not None:
-                            keys.seq = seq
-                            self.version, self.suite, self.client_random = TLS13, suite, random
-                            self.keylog.claimed.add(random)
-                            if self.client_dir is None:
-                                self.client_dir = d if label.startswith("CLIENT") else 1 - d
-                                if self.on_client is not None:
-                                    self.on_client(self.client_dir)
-                            self.trialled = True
-                            return keys
-                    work += TRIAL_RECORDS
-                    if work >= TRIAL_BUDGET:
-                        self.problem = self.problem or "the handshake is not in the capture, and no secret of the " \
-                            "key log verified its records within the trial budget"
-                        return None
-        self.problem = self.problem or "the handshake is not in the capture, and no unclaimed secret of the key " \
-            "log verified its records"
-        return None
-
-
-    def secrets(self) -> dict[str, bytes] | None:
-        if self._secrets is None and self.keylog is not None and self.client_random is not None:
-            self._secrets = self.keylog.secrets(self.client_random)
-        return self._secrets
-
-    def keys(self, d: int, label: str | None) -> Keys | None:
-        """The record keys of direction d: TLS 1.3 from the key log's traffic secret ``label``, TLS
-        1.2 from the master secret. None where they are not known (the problem says why)."""
+    def _suite_ok(self) -> bool:
+        """Are the version and suite known, decrypted here, and do they fit each other? (The problem
+        says why not.)"""
         if self.suite is None or self.version is None:
-            self.problem = self.problem or "the handshake is not in the capture"
-            return None
-        name, kind, key_len, hash_name = SUITES.get(self.suite, (f"0x{self.suite:04X}", None, 0, "sha256"))
+            self.fail("the handshake is not in the capture")
+            return False
+        name, kind = SUITES.get(self.suite, (f"0x{self.suite:04X}", None))[:2]
         if kind is None:
-            self.problem = self.problem or f"cipher suite {name} is not decrypted"
+            self.fail(f"cipher suite {name} is not decrypted")
+            return False
+        if not suite_fits(self.suite, self.version):
+            self.fail(f"cipher suite {name} does not fit {self.version_name or f'version 0x{self.version:04X}'}")
+            return False
+        return True
+
+    def _session_secrets(self) -> dict[str, bytes] | None:
+        if self.keylog is None or not self.keylog.given:
+            self.fail(NO_KEY_LOG)
             return None
-        if self.keylog is None:
-            self.problem = self.problem or "no key log given (option tlsKeyLog)"
+        secrets = self.keylog.secrets(self.client_random) if self.client_random is not None else None
+        if secrets is None:
+            self.fail("the key log has no secret for this session" if self.client_random is not None
+                      else "the handshake is not in the capture")
+        return secrets
+
+    def tls13(self, label: str) -> tuple[Keys, bytes] | None:
+        """TLS 1.3 record keys from the key log's traffic secret ``label``, with that secret."""
+        if not self._suite_ok():
             return None
-        secrets = self.secrets()
-        if self.version == TLS13:
-            secret = secrets.get(label) if secrets and label else None
-            if secret is None:
-                self.problem = self.problem or "the key log has no secret for this session"
-                return None
-            return RecordKeys(kind, hkdf_expand_label(secret, b"key", key_len, hash_name),
-                              hkdf_expand_label(secret, b"iv", 12, hash_name), True)
+        secrets = self._session_secrets()
+        secret = secrets.get(label) if secrets else None
+        if secret is None:
+            if secrets is not None:
+                self.fail("the key log has no secret for this session")
+            return None
+        keys = tls13_keys(secret, self.suite)  # type: ignore[arg-type]
+        if keys is None:
+            self.fail("the key log's secret does not fit the cipher suite")
+            return None
+        return keys, secret
+
+    def tls12(self, d: int) -> Keys | None:
+        """TLS 1.1/1.2 record keys of direction d from the master secret."""
+        if not self._suite_ok():
+            return None
+        secrets = self._session_secrets()
         master = secrets.get("CLIENT_RANDOM") if secrets else None
         if master is None or self.server_random is None or self.client_random is None:
-            self.problem = self.problem or "the key log has no secret for this session"
+            if secrets is not None:
+                self.fail("the key log has no secret for this session")
             return None
-        cbc = kind.startswith("cbc")
-        if cbc and self.version not in (0x0302, 0x0303):
-            self.problem = self.problem or f"{name} under {self.version_name} is not decrypted (under TLS 1.1 and " \
-                "1.2 it is)"
+        try:
+            return tls12_keys(self.suite, self.version, master, self.server_random,  # type: ignore[arg-type]
+                              self.client_random, d == self.client_dir, self.etm)
+        except ValueError as e:
+            self.fail(str(e))
             return None
-        # the key block: client and server MAC keys (CBC) or keys, then client and server keys (CBC)
-        # or IVs (RFC 5246 6.3)
-        first, second = ({"sha1": 20, "sha256": 32, "sha384": 48}[kind[4:]], key_len) if cbc else \
-            (key_len, 4 if kind == "gcm" else 12)
-        if self._key_block is None:
-            self._key_block = prf12(master, b"key expansion", self.server_random + self.client_random,
-                                    2 * (first + second), hash_name)
-        kb = self._key_block
-        at = 0 if d == self.client_dir else 1
-        one = kb[at * first:(at + 1) * first]
-        two = kb[2 * first + at * second:2 * first + (at + 1) * second]
-        return CbcKeys(two, one, kind[4:], self.etm) if cbc else RecordKeys(kind, one, two, False)
+
+    def spend(self, count: int) -> int:
+        """Trial decryptions granted of ``count`` asked (0 when a budget is spent: the problem says
+        which)."""
+        b = self.budget
+        grant = max(0, min(count, b.per_connection - self.trial_work, b.task_left))
+        if grant <= 0:
+            self.fail("the handshake is not in the capture, and the trial budget ran out before a secret of the key "
+                      "log verified its records (" + ("option tlsTrialTaskBudget, for all connections of the file)"
+                                                      if b.task_left <= 0 else "option tlsTrialBudget)"))
+        self.trial_work += grant
+        b.task_left -= grant
+        return grant
+
+    def trial(self, d: int, header: bytes, payload: bytes) -> tuple[Keys, bytes] | None:
+        """A connection whose handshake is not in the capture (a rotated file, a capture started
+        late): its first whole protected record is tried with the TLS 1.3 application secrets of
+        the key log's sessions that no connection of this file has claimed, nearest in the log to
+        the sessions this file's handshakes claimed first (a rotated file's cut connections began
+        just before them), AES-GCM suites before ChaCha20, record sequence numbers 0 to
+        TRIAL_RECORDS, within the budgets. Keys that verify it are this direction's, and the session
+        is claimed by this connection: no other connection tries it."""
+        log = self.keylog
+        if log is None or not log.given:
+            self.fail(NO_KEY_LOG)
+            return None
+        labels = ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0") if self.client_dir is None else \
+            ("CLIENT_TRAFFIC_SECRET_0" if d == self.client_dir else "SERVER_TRAFFIC_SECRET_0",)
+        for suites in ((0x1301, 0x1302), (0x1303,)):
+            for random in log.trial_order():
+                secrets = log.secrets(random) or {}
+                for label in labels:
+                    secret = secrets.get(label)
+                    for suite in suites if secret is not None else ():
+                        keys = tls13_keys(secret, suite)  # type: ignore[arg-type]
+                        if keys is None:
+                            continue
+                        count = self.spend(TRIAL_RECORDS)
+                        if not count:
+                            return None
+                        seq = keys.find(header, payload, 0, count)
+                        if seq is None:
+                            continue
+                        keys.seq = seq
+                        self.version, self.suite, self.client_random = TLS13, suite, random
+                        log.claim(random)
+                        if self.client_dir is None:
+                            self.client_dir = d if label.startswith("CLIENT") else 1 - d
+                            if self.on_client is not None:
+                                self.on_client(self.client_dir)
+                        self.trialled = True
+                        return keys, secret  # type: ignore[return-value]
+        self.fail("the handshake is not in the capture, and no secret of the key log that no other connection "
+                  "claimed verified its records")
+        return None
 
 
 def _grease(v: int) -> bool:
@@ -474,12 +539,22 @@ def _extensions(b: bytes, pos: int) -> Iterator[tuple[int, bytes]]:
         pos += 4 + n
 
 
+
 class TlsDirection:
     """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
-    the decrypted application data out to the direction's Kafka framer."""
+    the decrypted application data out to the direction's Kafka framer.
 
-    __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "encrypted", "hs", "lost", "tried", "phase",
-                 "missing")
+    Where record boundaries are not known (after a gap, after bytes that are not a record header,
+    a stream caught mid-record) the direction is ``lost``: it scans for a record header and takes it
+    as a boundary once the record verifies under the direction's keys (sequence numbers bounded by
+    the bytes lost), or, without keys, once the record is followed by another header. Every step
+    consumes bytes or waits for at most one record and a header; after RESYNC_CANDIDATES failed
+    candidates (or RESYNC_BUDGET trial decryptions) the direction is given up and its bytes only
+    counted."""
+
+    __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "secret", "encrypted", "hs", "phase", "lost",
+                 "scan_from", "missing", "tried", "suspect", "dead", "after_gap", "read", "undecrypted", "other",
+                 "gap_bytes")
 
     def __init__(self, session: TlsSession, d: int):
         self.session = session
@@ -488,101 +563,254 @@ class TlsDirection:
         self.rec_ts = 0
         self.rec_num = 0
         self.keys: Keys | None = None
+        self.secret: bytes | None = None  # TLS 1.3: the traffic secret of the keys (KeyUpdate derives the next)
         self.encrypted = False  # records from here on are protected
         self.hs = bytearray()  # handshake messages being put together
-        self.lost = False  # a gap: record boundaries unknown until a record verifies again
-        self.tried = 0  # record headers tried since the gap
         self.phase = "handshake"  # TLS 1.3: which traffic secret protects this direction's records
-        self.missing = 0  # bytes lost since the last record that verified (they bound the records lost)
+        self.lost = False  # record boundaries unknown: scanning (see _resync)
+        self.scan_from = 0  # where in buf the scan goes on
+        self.missing = 0  # bytes lost or passed over since the last record read (they bound the records lost)
+        self.tried = 0  # candidate records tried since boundaries were lost
+        self.suspect = 0  # records in a row that did not verify: the next is tried with later sequence numbers too
+        self.dead = False  # given up: bytes are counted, not read
+        self.after_gap = False  # bytes of the stream were lost or not read as TLS before the records now read
+        self.read = 0  # bytes of records read (in clear, or decrypted)
+        self.undecrypted = 0  # bytes of protected records not decrypted
+        self.other = 0  # captured bytes in no record read
+        self.gap_bytes = 0  # bytes the capture lost
+
+    def counts(self) -> tuple[int, int, int, int]:
+        return self.read, self.undecrypted, self.other, self.gap_bytes
 
     @property
     def out(self):
         return self.session.outputs[self.d]
+
+    def begin_after(self, captured: int, lost: int) -> None:
+        """This direction's first ``captured`` bytes (and ``lost`` lost ones) were read as something
+        else before the connection was known to be TLS: counted as other (and gap), and records are
+        found by scanning."""
+        self.other += captured
+        self.gap_bytes += lost
+        if captured or lost:
+            self.lost = True
+            self.after_gap = True
+
+    def _pass_over(self, n: int) -> None:
+        """``n`` captured bytes not read as records: protected ones are undecrypted, others other."""
+        if self.encrypted:
+            self.undecrypted += n
+        else:
+            self.other += n
 
     # -- sink interface ------------------------------------------------------------------------
     def start(self) -> None:
         pass
 
     def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.dead:
+            self._pass_over(len(chunk))
+            return
         if not self.buf:
             self.rec_ts, self.rec_num = ts, number
         self.buf += chunk
-        if self.lost:
-            self._resync(ts, number)
-        buf = self.buf
-        pos = 0
-        while len(buf) - pos >= 5:
-            ctype, n = buf[pos], _U16.unpack_from(buf, pos + 3)[0]
-            if ctype not in CONTENT_TYPES or buf[pos + 1] != 3 or n > MAX_RECORD:
-                self.session.fail(len(buf) - pos, "bytes that are not TLS records")
-                self.lost = True
-                del buf[:pos]
-                self._resync(ts, number)
-                buf = self.buf
-                pos = 0
-                continue
-            if len(buf) - pos < 5 + n:
-                break
-            header = bytes(buf[pos:pos + 5])
-            payload = bytes(buf[pos + 5:pos + 5 + n])
-            pos += 5 + n
-            self._record(header, payload, self.rec_ts, self.rec_num)
-            self.rec_ts, self.rec_num = ts, number
-        if pos:
-            del buf[:pos]
+        self._run(ts, number)
 
     def gap(self, nbytes: int, ts: int, number: int) -> None:
         """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
         decryption resumes (the records lost are known then: see _resync), so that a frame they
         cut is passed over exactly rather than scanned for."""
-        self.session.fail(nbytes + len(self.buf), "a gap in the capture")
-        self.missing += nbytes + len(self.buf)
-        self.buf.clear()
-        if not self.lost and (self.keys is None or not self.encrypted):
+        self.gap_bytes += nbytes
+        if self.buf:  # the captured part of a record the gap cuts
+            self._pass_over(len(self.buf))
+            self.missing += len(self.buf)
+            self.buf.clear()
+        self.session.fail("a gap in the capture")
+        if self.dead:
+            return
+        self.missing += nbytes
+        if self.keys is None or not self.encrypted:
             self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
         self.lost = True
+        self.after_gap = True
         self.tried = 0
+        self.scan_from = 0
 
     def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
-        pass  # copies of bytes a gap already reported
+        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
+        self.other += nbytes
+        self.gap_bytes -= reported
 
     def end(self) -> None:
-        if self.lost and self.keys is not None and self.encrypted:  # a gap decryption never resumed after
-            self.out.gap(self.missing, self.rec_ts, self.rec_num)
+        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
+            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
         if self.buf:
-            self.session.fail(len(self.buf), "the capture ends inside a record")
+            self._pass_over(len(self.buf))
+            self.session.fail("the capture ends inside a record")
             self.buf.clear()
         self.out.end()
 
     # -- records -------------------------------------------------------------------------------
+    def _run(self, ts: int, number: int) -> None:
+        buf = self.buf
+        pos = 0
+        while not self.dead:
+            if self.lost:
+                if pos:
+                    del buf[:pos]
+                    pos = 0
+                if not self._resync(ts, number):
+                    return
+                continue
+            n = _record_length(buf, pos)
+            if n < 0:
+                if len(buf) - pos < 5 and _header_prefix(buf, pos):
+                    break  # the next header is not all here yet
+                del buf[:pos]  # not a record header where one starts: damage, or not TLS
+                pos = 0
+                self.session.fail("bytes that are not TLS records")
+                self.lost = True
+                self.scan_from = 1
+                continue
+            if len(buf) - pos < 5 + n:
+                break
+            header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + n])
+            pos += 5 + n
+            self._record(header, payload, self.rec_ts, self.rec_num)
+            self.rec_ts, self.rec_num = ts, number
+        if self.dead:
+            self._pass_over(len(buf) - pos)
+            buf.clear()
+        elif pos:
+            del buf[:pos]
+
+    def _drop(self, n: int) -> None:
+        """Pass over the first n bytes of buf while scanning."""
+        if n > 0:
+            self._pass_over(n)
+            self.missing += n
+            del self.buf[:n]
+
+    def _resync(self, ts: int, number: int) -> bool:
+        """Find where records start again. True: buf starts at a record now; False: more bytes are
+        needed (those ruled out are counted and dropped) or the direction was given up.
+
+        With the keys, a candidate verifies: the bytes lost bound the records lost (at least one
+        per MAX_RECORD bytes, at most one per MIN_PROTECTED), and those sequence numbers are tried,
+        fewest lost records first (at most RESYNC_RECORDS per candidate). Without them, a candidate
+        whose record is followed by another header is taken."""
+        buf = self.buf
+        s = self.session
+        keys = self.keys if self.encrypted else None
+        i = self.scan_from
+        while True:
+            while i + 5 <= len(buf) and _record_length(buf, i) < 0:
+                i += 1
+            if i + 5 > len(buf):  # no header here: keep only what may begin one
+                while i < len(buf) and not _header_prefix(buf, i):
+                    i += 1
+                self._drop(i)
+                self.scan_from = 0
+                return False
+            self._drop(i)
+            i = 0
+            self.scan_from = 0
+            n = _record_length(buf, 0)
+            if keys is None:
+                if len(buf) < 5 + n + 5:
+                    if len(buf) < 5 + n or _header_prefix(buf, 5 + n):
+                        return False  # wait for the record and the next header
+                elif _record_length(buf, 5 + n) >= 0:
+                    self.lost = False
+                    self.missing = 0
+                    return True
+                i = 1
+                continue
+            if len(buf) < 5 + n:
+                return False  # wait for the whole candidate record
+            self.tried += 1
+            header, payload = bytes(buf[:5]), bytes(buf[5:5 + n])
+            lost = self.missing
+            first = keys.seq + lost // (MAX_RECORD + 5)
+            last = keys.seq + lost // MIN_PROTECTED + 1
+            tries = max(0, min(RESYNC_RECORDS, RESYNC_BUDGET - s.trials, last - first + 1))
+            s.trials += tries
+            seq = keys.find(header, payload, first, tries)
+            if seq is not None:
+                # the plaintext lost: every byte lost, less each lost record's overhead
+                self.out.gap(max(0, lost - (seq - keys.seq) * keys.overhead), ts, number)
+                keys.seq = seq
+                self.lost = False
+                self.tried = 0
+                self.missing = 0
+                self.suspect = 0
+                return True
+            if self.tried >= RESYNC_CANDIDATES or s.trials >= RESYNC_BUDGET:
+                s.fail("no record verified after a gap" if self.after_gap else "no record verified after bytes that "
+                       "are not TLS records")
+                self.out.gap(self.missing, ts, number)
+                self.dead = True
+                self._pass_over(len(buf))
+                buf.clear()
+                return False
+            i = 1
+
     def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:
         s = self.session
         ctype = header[0]
+        size = 5 + len(payload)
         if not self.encrypted:
             if ctype == HANDSHAKE:
+                self.read += size
                 self._handshake(payload, ts, number)
                 return
             if ctype == CHANGE_CIPHER_SPEC:
-                if s.version != TLS13:  # TLS 1.2: protected from the next record on
+                self.read += size
+                if s.version is not None and s.version != TLS13:  # TLS 1.2: protected from the next record on
                     self.encrypted = True
-                    self.keys = s.keys(self.d, None)
+                    self.keys = s.tls12(self.d)
                 return
             if ctype == ALERT:
+                self.read += size
+                return
+            if not s.handshake_seen and not s.trialled and s.start_captured and not self.after_gap:
+                # a protected record where this connection's handshake must come first: not this
+                # connection's (spliced, or injected); its own handshake may follow
+                self.undecrypted += size
+                s.fail("a protected record before the handshake of a connection whose start was captured (not "
+                       "tried with the key log)")
                 return
             self.encrypted = True
             if s.handshake_seen:  # TLS 1.3: the handshake traffic secret
-                self.keys = s.keys(self.d, self._label())
+                self._traffic_keys()
             else:  # no handshake in the capture: the other direction may have found the session
                 self.phase = "application"
-                self.keys = self._sequenced(header, payload) if s.trialled else s.trial(self.d, header, payload)
-        if self.keys is None:
-            s.fail(len(payload), s.problem or "no keys")
+                if s.trialled:
+                    self._sequenced(header, payload)
+                else:
+                    found = s.trial(self.d, header, payload)
+                    if found is not None:
+                        self.keys, self.secret = found
+        keys = self.keys
+        if keys is None:
+            self.undecrypted += size
+            s.fail("no keys for its records")
             return
-        plain = self.keys.open(header, payload, self.keys.seq)
+        seq = keys.seq
+        plain = keys.open(header, payload, seq)
+        if plain is None and self.suspect:  # records before this one did not verify: damaged, or lost
+            found_seq = keys.find(header, payload, seq + 1, self.suspect)
+            if found_seq is not None:
+                seq = found_seq
+                plain = keys.open(header, payload, seq)
         if plain is None:
-            s.fail(len(payload), "a record's tag does not verify")
+            self.undecrypted += size
+            self.suspect = min(SUSPECT_WINDOW, self.suspect + 1)
+            s.fail("a record's tag does not verify")
             return
-        self.keys.seq += 1
+        self.suspect = 0
+        keys.seq = seq + 1
+        self.read += size
         self._plaintext(ctype, plain, ts, number)
 
     def _plaintext(self, ctype: int, plain: bytes, ts: int, number: int) -> None:
@@ -598,17 +826,22 @@ class TlsDirection:
         elif ctype == HANDSHAKE:
             self._handshake(plain, ts, number)
 
-    def _sequenced(self, header: bytes, payload: bytes) -> Keys | None:
+    def _traffic_keys(self) -> None:
+        found = self.session.tls13(self._label())
+        self.keys, self.secret = found if found is not None else (None, None)
+
+    def _sequenced(self, header: bytes, payload: bytes) -> None:
         """This direction's keys, once the other direction's trial found the session (see
         TlsSession.trial), with the sequence number that verifies this record."""
-        keys = self.session.keys(self.d, self._label())
+        self._traffic_keys()
+        keys = self.keys
         if keys is not None:
-            for seq in range(TRIAL_RECORDS):
-                if keys.open(header, payload, seq) is not None:
-                    keys.seq = seq
-                    return keys
-            self.session.problem = self.session.problem or "no record sequence number verified (trial)"
-        return None
+            seq = keys.find(header, payload, 0, self.session.spend(TRIAL_RECORDS))
+            if seq is None:
+                self.session.fail("no record sequence number verified (trial)")
+                self.keys = None
+            else:
+                keys.seq = seq
 
     def _label(self) -> str:
         side = "CLIENT" if self.d == self.session.client_dir else "SERVER"
@@ -641,100 +874,18 @@ class TlsDirection:
             return
         if msg_type == FINISHED and self.phase == "handshake":
             self.phase = "application"
-            self.keys = s.keys(self.d, self._label())
+            self._traffic_keys()
         elif msg_type == KEY_UPDATE:
             self._key_update()
 
     def _key_update(self) -> None:
-        """TLS 1.3 KeyUpdate: the next traffic secret, derived from the current one (RFC 8446 7.2)."""
+        """TLS 1.3 KeyUpdate: this direction's next traffic secret, derived from its current one
+        (RFC 8446 7.2). The key log's secrets are never changed: the same session seen on another
+        connection starts from them again."""
         s = self.session
-        secrets = s.secrets()
-        label = self._label()
-        if not secrets or label not in secrets or s.suite not in SUITES:
+        if self.secret is None or s.suite is None or s.suite not in SUITES or not suite_fits(s.suite, TLS13):
             self.keys = None
+            s.fail("a KeyUpdate without the current traffic secret")
             return
-        _name, kind, key_len, hash_name = SUITES[s.suite]
-        nxt = hkdf_expand_label(secrets[label], b"traffic upd", len(secrets[label]), hash_name)
-        secrets[label] = nxt
-        self.keys = RecordKeys(kind, hkdf_expand_label(nxt, b"key", key_len, hash_name),  # type: ignore[arg-type]
-                               hkdf_expand_label(nxt, b"iv", 12, hash_name), True)
-
-    def _align(self) -> None:
-        """A stream that starts inside a record (a rotated capture): records start at the first
-        header whose record is followed by another header (or ends where the bytes end)."""
-        buf = self.buf
-        pos = 0
-        while True:
-            pos = buf.find(b"\x17\x03\x03", pos)
-            if pos < 0 or len(buf) - pos < 5:
-                keep = max(0, len(buf) - 4) if pos < 0 else pos
-                self.session.fail(keep, "bytes before the first whole record")
-                del buf[:keep]
-                return
-            end = pos + 5 + _U16.unpack_from(buf, pos + 3)[0]
-            if end - pos - 5 <= MAX_RECORD and (end == len(buf) or (
-                    end + 5 <= len(buf) and buf[end] in CONTENT_TYPES and buf[end + 1] == 3)):
-                self.session.fail(pos, "bytes before the first whole record")
-                del buf[:pos]
-                self.lost = False
-                return
-            if end > len(buf) and end - pos - 5 <= MAX_RECORD:
-                del buf[:pos]  # wait for the rest of the candidate record
-                return
-            pos += 1
-
-    def _resync(self, ts: int, number: int) -> None:
-        """After a gap: find the next record whose tag verifies, and go on from there. The bytes
-        lost bound the records lost (at least one per MAX_RECORD bytes, at most one per
-        MIN_PROTECTED): those sequence numbers are tried, fewest lost records first (at most
-        RESYNC_RECORDS per candidate header, RESYNC_CANDIDATES headers per gap, RESYNC_BUDGET per
-        connection). Bytes passed over are counted as not decrypted."""
-        keys = self.keys
-        buf = self.buf
-        s = self.session
-        if keys is None and not self.encrypted and not s.handshake_seen and s.keylog is not None:
-            self._align()
-            return
-        if keys is None or not self.encrypted:
-            self.session.fail(len(buf), self.session.problem or "a gap in the capture before the keys were known")
-            buf.clear()
-            return
-        pos = 0
-        while self.tried < RESYNC_CANDIDATES:
-            pos = buf.find(b"\x17\x03\x03", pos)
-            if pos < 0 or len(buf) - pos < 5:
-                break
-            n = _U16.unpack_from(buf, pos + 3)[0]
-            if n > MAX_RECORD:
-                pos += 1
-                continue
-            if len(buf) - pos < 5 + n:
-                return  # wait for the whole candidate record
-            self.tried += 1
-            header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + n])
-            lost = self.missing + pos
-            first = keys.seq + lost // (MAX_RECORD + 5)
-            last = keys.seq + lost // MIN_PROTECTED + 1
-            tries = max(0, min(RESYNC_RECORDS, RESYNC_BUDGET - self.session.trials, last - first + 1))
-            self.session.trials += tries
-            for seq in range(first, first + tries):
-                if keys.open(header, payload, seq) is not None:
-                    self.session.fail(pos, "a gap in the capture")
-                    del buf[:pos]
-                    # the plaintext lost: every byte lost, less each lost record's overhead
-                    self.out.gap(max(0, lost - (seq - keys.seq) * keys.overhead), ts, number)
-                    keys.seq = seq
-                    self.lost = False
-                    self.tried = 0
-                    self.missing = 0
-                    return
-            pos += 1
-        if self.tried >= RESYNC_CANDIDATES or self.session.trials >= RESYNC_BUDGET:
-            # give up on this direction: its bytes are counted, not read
-            self.keys = None
-            self.session.problem = self.session.problem or "no record verified after a gap"
-            self.out.gap(self.missing, ts, number)
-        keep = max(0, len(buf) - 4)
-        self.session.fail(keep, "a gap in the capture")
-        self.missing += keep
-        del buf[:keep]
+        self.secret = next_secret(self.secret, s.suite)
+        self.keys = tls13_keys(self.secret, s.suite)

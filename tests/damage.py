@@ -222,8 +222,10 @@ def truncated(path: Path, out: Path, at: int) -> Path:
 def not_kafka(out: Path, port: int = 9092) -> Path:
     """TLS, HTTP and random bytes on Kafka's port: whole TCP connections, SYN to FIN."""
     rng = random.Random(SEED)
-    client_hello = bytes.fromhex("16030100f4010000f00303") + bytes(rng.randrange(256) for _ in range(240))
-    server_hello = bytes.fromhex("160303007a020000760303") + bytes(rng.randrange(256) for _ in range(118))
+    # (record and handshake lengths as a TLS stack writes them: a record followed by stray bytes is
+    # no TLS, see spark_kafkawire/tls.py's TlsGuess)
+    client_hello = bytes.fromhex("16030100f6010000f20303") + bytes(rng.randrange(256) for _ in range(240))
+    server_hello = bytes.fromhex("160303007c020000780303") + bytes(rng.randrange(256) for _ in range(118))
     app_data = bytes.fromhex("1703030200") + bytes(rng.randrange(256) for _ in range(512))
     http_req = b"GET /metrics HTTP/1.1\r\nHost: broker:9092\r\nUser-Agent: curl/8.5\r\n\r\n"
     http_resp = b"HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n" + bytes(rng.randrange(256) for _ in range(4000))

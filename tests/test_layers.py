@@ -15,7 +15,7 @@ STAGES = [
     {"capture"},  # capture files -> packets
     {"packets"},  # packets -> TCP segments
     {"tcp"},  # segments -> byte streams
-    {"tls", "frames", "headers"},  # byte streams -> frames
+    {"tlscrypto", "tls", "frames", "headers"},  # byte streams -> frames
     {"codegen", "body", "values", "records", "partitions", "headline", "predicate"},  # frames -> messages
     {"connstate", "roles", "topicids", "exchanges"},  # messages -> exchanges
     {"modes", "table", "rowshapes"},  # exchanges -> rows (Arrow)
