@@ -163,12 +163,12 @@ class KeyLog:
         return log
 
 
-_cache: dict[tuple[str, str | None], tuple[object, float, KeyLog]] = {}
+_cache: dict[tuple[str, str | None], tuple[tuple[tuple[int, int, int] | None, ...], float, KeyLog]] = {}
 
 
-def _stamp(paths: str) -> object:
+def _stamp(paths: str) -> tuple[tuple[int, int, int] | None, ...]:
     """What tells whether the local files of a key-log list changed (None for remote ones)."""
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for path in (p.strip() for p in paths.split(",")):
         try:
             local = local_path(path) if path else None

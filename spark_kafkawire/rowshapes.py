@@ -294,15 +294,15 @@ class ConnectionRows(RowBuilder):
         c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
         c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
-            counts = tls.direction_counts(d) if tls else _NO_TLS
-            for name, v in zip(self._tls_cols[side], counts):
-                c[name].append(v)
+            counts: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
+            for name, count in zip(self._tls_cols[side], counts):
+                c[name].append(count)
         c["detail"][-1] = tls.describe() if tls else None
         c["status"].append("connection")
         self.count += 1
 
 
-_NO_TLS: Final = (None,) * len(_TLS_COUNTS)
+_NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
 
 
 def _end(conn) -> str:

@@ -3,7 +3,8 @@
 The mutators of tests/test_fuzz.py, driven by seeded random numbers instead of hypothesis, spread
 over two processes: bodies of every layout, arbitrary connection streams, and mutated captures
 (pcap bytes, pcapng timestamps and interface options, gzip streams), each decoded in one row shape
-in turn. An input that raises anything but the documented CaptureError is written to
+in turn, and the TLS captures attacked as tests/tlsmutate.py does (each byte counted once is checked
+too). An input that raises anything but the documented CaptureError is written to
 tests/fuzz_corpus/<kind>/ (replayed by the tests from then on) and counted; the summary says how
 many inputs of each kind ran and failed.
 """
@@ -21,12 +22,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-KINDS = ("body", "stream", "pcap", "pcapng", "gzip")
+KINDS = ("body", "stream", "pcap", "pcapng", "gzip", "tls")
 
 
 def _one(kind: str, rnd: random.Random, tmp: Path) -> tuple[str, bytes, object]:
     import test_fuzz as tf
 
+    if kind == "tls":  # a TLS capture of tests/tls/ attacked (tlsmutate.py), read with its key log
+        import damage
+        import tlsmutate as tm
+
+        from spark_kafkawire import read_capture
+
+        pcap = rnd.choice(tm.CAPTURES)
+        packets, lt = damage.read(pcap)
+        for _ in range(rnd.randrange(1, 4)):
+            packets = tm.mutate(packets, rnd, rnd.choice(tm.MUTATIONS))
+        path = tm.write(tmp / "tls.pcap", packets, lt)
+        data = path.read_bytes()
+
+        def check() -> None:
+            conns = read_capture(path, rows="connections", tlsKeyLog=str(tm.keylog(pcap))).to_pylist()
+            read_capture(path, rows="messages", tlsKeyLog=str(tm.keylog(pcap)))
+            tm.check_accounting(conns, packets)
+        return "capture", data, check
     if kind == "body":
         data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(5, 300)))
         return "body", data, lambda: tf.check_body(data)
