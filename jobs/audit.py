@@ -13,8 +13,18 @@ Prints the verdicts, the exchange summary and where the report is.
 Reader options (README, Options) with --option KEY=VALUE, repeated: e.g. --option minPartitions=8
 to read a few large captures in shares on a cluster's cores.
 
-Exit status: 0 when every policy holds, 2 when one fails, 1 on an error (bad path or option, an
---out in use, read-only or full: one line).
+Every verdict rests on the evidence it names: capture_health's coverage table (always computed)
+says per Kafka listener how much was decoded. A verdict is [ok] only when it saw enough of what it
+checks; with nothing relevant decoded, or where undecoded traffic on a Kafka listener (TLS without
+its key log, bytes the capture lost) could hide what it checks, it is [inconclusive] and says why
+in one line. --tls-keylog FILE decrypts TLS.
+
+Exit status: 0 every verdict holds; 2 a policy fails; 3 none fails but one is inconclusive (or an
+--incremental run found nothing new); 1 an error (bad path or option, an --out in use, read-only or
+full: one line).
+
+While it runs it says on stderr what it is doing (--quiet: nothing).
+
 Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
   target_release          no client sends a version this release rejects (default 4.0)
   max_error_rate          errored exchanges / all exchanges, e.g. 0.01
@@ -22,6 +32,9 @@ Policies (flags, or a TOML/JSON config file whose keys are the flag names with u
   min_latency_n           fewer timed exchanges than this: no percentile is claimed (default 20)
   allow_plain_without_tls SASL PLAIN outside TLS is allowed (default: it fails the run)
   max_gap_fraction        bytes the capture lost / bytes, e.g. 0.001
+  min_exchanges           fewer decoded Kafka exchanges than this: no verdict holds (default 1)
+  max_undecoded_fraction  a Kafka listener with more of its bytes not decoded makes the verdicts it
+                          could hide inconclusive (default 0.01)
 """
 
 from __future__ import annotations
@@ -58,6 +71,11 @@ def parse(argv: list[str]):
     ap.add_argument("--min-latency-n", type=int)
     ap.add_argument("--allow-plain-without-tls", action="store_true", default=None)
     ap.add_argument("--max-gap-fraction", type=float)
+    ap.add_argument("--min-exchanges", type=int)
+    ap.add_argument("--max-undecoded-fraction", type=float)
+    ap.add_argument("--tls-keylog", metavar="FILE",
+                    help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
+    ap.add_argument("--quiet", action="store_true", help="nothing on stderr while it runs")
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
@@ -83,7 +101,8 @@ def policy_from(args):
     if unknown:
         raise ValueError(f"{args.config}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     p = Policy(**cfg)
-    for name in ("target_release", "max_error_rate", "min_latency_n", "allow_plain_without_tls", "max_gap_fraction"):
+    for name in ("target_release", "max_error_rate", "min_latency_n", "allow_plain_without_tls", "max_gap_fraction",
+                 "min_exchanges", "max_undecoded_fraction"):
         v = getattr(args, name)
         if v is not None:
             setattr(p, name, v)
@@ -112,11 +131,13 @@ def policy_from(args):
 
 def load_rows(spark, args, out: str, options: dict[str, str]):
     """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
-    and return the rows the audits read."""
+    and return the rows the audits read, and how many new rows were read (None: not counted)."""
     from spark_kafkawire.audits import Rows
 
+    new: int | None = None
     for shape in SHAPES:
         target = f"{out}/rows/{shape}"
+        _say(args, f"reading the captures: {shape} rows")
         if args.incremental:
             reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
                 .option("completeAfterSeconds", str(args.complete_after_seconds))
@@ -125,10 +146,17 @@ def load_rows(spark, args, out: str, options: dict[str, str]):
             q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", target)
                  .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
             q.awaitTermination()
+            new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
         else:
             spark.read.format("kafkawire").options(**options).option("rows", shape).load(args.captures) \
                 .write.mode("overwrite").parquet(target)
-    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES))
+    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
+
+
+def _say(args, what: str) -> None:
+    """Progress on stderr (not with --quiet)."""
+    if not args.quiet:
+        print(f"audit: {what}", file=sys.stderr, flush=True)
 
 
 def _rows(spark, path: str, shape: str):
@@ -154,13 +182,16 @@ def main(argv: list[str]) -> int:
         policy = policy_from(args)
         if args.incremental and (len(args.captures) != 1 or not args.checkpoint):
             raise ValueError("--incremental reads one capture directory and needs --checkpoint DIR")
-        options = job_options(args.option, ports=args.ports)
+        options = job_options(args.option + ([f"tlsKeyLog={args.tls_keylog}"] if args.tls_keylog else []),
+                              ports=args.ports)
         from spark_kafkawire.audits import AUDITS
 
         chosen = [a.strip() for a in (args.audits or ",".join(AUDITS)).split(",") if a.strip()]
         unknown = [a for a in chosen if a not in AUDITS]
         if unknown or not chosen:
             raise ValueError(f"--audits {args.audits!r}: choose from {', '.join(AUDITS)}")
+        if "capture_health" not in chosen:
+            chosen.append("capture_health")  # its coverage is the evidence every verdict rests on
         if not args.incremental:
             spark_kafkawire.list_files(args.captures, spark_kafkawire.Options.parse(options).path_glob_filter)
         elif not os.path.isdir(args.captures[0]) and "://" not in args.captures[0]:
@@ -217,7 +248,7 @@ def _session(args, out):
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     from pyspark.sql import functions as F
 
-    from spark_kafkawire.audits import AUDITS, policies
+    from spark_kafkawire.audits import AUDITS, exit_status, policies
     from spark_kafkawire.audits.report import render
     from spark_kafkawire.escape import printable
 
@@ -226,9 +257,17 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
         spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
-    rows = load_rows(spark, args, out.uri, options)
+    rows, new = load_rows(spark, args, out.uri, options)
+    if args.incremental and not new:  # nothing new: no verdict on zero evidence
+        spark.stop()
+        out.finish({"captures": args.captures, "nothing_new": True, "verdicts": []})
+        print(f"audit: nothing new in {args.captures[0]} since the checkpoint {args.checkpoint}: no verdicts")
+        if getattr(out, "spark_log", None):
+            os.unlink(out.spark_log)
+        return 3
     results: dict[str, dict[str, list[dict]]] = {}
     for name in chosen:
+        _say(args, f"audit {name}")
         audit = AUDITS[name]
         results[name] = {}
         for table, df in audit(rows, policy).items():
@@ -244,27 +283,30 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     listeners = sorted({f"{r.broker_ip}:{r.broker_port}" for r in ex.select("broker_ip", "broker_port").distinct()
                         .where(F.col("broker_ip").isNotNull()).collect()})
     dates = sorted(str(r[0]) for r in ex.select(F.to_date(t).alias("d")).distinct().where("d is not null").collect())
+    window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
     meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
-            "time window (UTC)": f"{span['a']} to {span['b']}",
+            "time window (UTC)": window,
             "capture dates in the tables": _dates(dates),
             "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
             "run": out.run_id}
+    _say(args, "writing the report")
     html = render(verdicts, meta, results, policy.min_latency_n)
     spark.stop()
     report = out.write_text("report.html", html)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": span["files"],
-                "verdicts": [{"policy": v.name, "ok": v.ok, "detail": v.detail} for v in verdicts]})
+                "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
-    print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {span['a']} to {span['b']} (UTC)")
+    window = f"{span['a']} to {span['b']} (UTC)" if span["a"] is not None else "no exchange times"
+    print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {window}")
     for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
-        print(f"  [{'ok' if v.ok else 'FAIL'}] {printable(v.name)}: {printable(v.detail)}")
+        print(f"  [{v.status}] {printable(v.name)}: {printable(v.detail)}")
     if "exchange_summary" in results:
         print("\nexchange summary (busiest first):")
         _print_table(results["exchange_summary"]["exchange_summary"][:25])
     print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
     if getattr(out, "spark_log", None):
         os.unlink(out.spark_log)
-    return 0 if all(v.ok for v in verdicts) else 2
+    return exit_status(verdicts)
 
 
 def _dates(dates: list[str]) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import damage
+import tlsmutate
 from conftest import ROOT, SAMPLES
 from pcapgen import Conversation, request, response, write_pcap
 from test_tshark import tshark_fields
@@ -268,7 +269,8 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     assert "[FAIL] no SASL PLAIN login outside TLS" in r.stdout
     assert f"report: {out}/report.html" in r.stdout
     # no start-up chatter from Spark: only the JVM's own note on the module Spark 4 adds, if any
-    chatter = [ln for ln in r.stderr.splitlines() if ln.strip() and "Using incubator modules" not in ln]
+    chatter = [ln for ln in r.stderr.splitlines() if ln.strip() and "Using incubator modules" not in ln and
+               not ln.startswith("audit: ")]  # (the job's own progress lines)
     assert not chatter, chatter[:5]
     page = (out / "report.html").read_text()
     assert "<svg" in page and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
@@ -494,3 +496,122 @@ def test_report_reads_at_desktop_and_phone_widths(samples, tmp_path):
         m = _browser(path, width)
         assert m["figures"] >= 8 and m["inside"], m
         assert m["scroll"] <= m["width"], m  # nothing wider than the window
+
+
+# -- verdicts rest on their evidence ---------------------------------------------------------------
+def _coverage_row(listener="10.0.0.2:9092", **kw):
+    row = {"capture_date": None, "listener": listener, "exchanges": 10, "connections": 1, "kafka_connections": 1,
+           "tls_connections": 0, "tls_not_decrypted": 0, "tls_version_unknown": 0, "certificates_hidden": 0,
+           "started_before_capture": 0, "bytes": 1000, "lost_bytes": 0, "skipped_bytes": 0,
+           "tls_undecrypted_bytes": 0, "undecoded_fraction": 0.0, "plaintext_undecoded_fraction": 0.0}
+    row.update(kw)
+    return row
+
+
+def test_a_verdict_holds_only_on_what_it_saw():
+    """judge() over hand-made coverage rows: a holding verdict becomes inconclusive (ok None) when too
+    few exchanges were decoded, or where a listener's undecoded traffic could hide what it checks
+    (for TLS, saying how many connections and bytes and that --tls-keylog decrypts them); a failure
+    stands; what a verdict does not need (a TLS handshake for a plaintext login) does not count."""
+    from spark_kafkawire.audits import Verdict, exit_status, judge
+
+    def verdicts():
+        return [Verdict("upgrade", True, "none seen"), Verdict("plain", True, "none seen", "plaintext"),
+                Verdict("weak", True, "none seen", "handshakes"), Verdict("certs", True, "none seen", "certificates"),
+                Verdict("gaps", True, "0 of 1000 bytes", "capture"), Verdict("errors", False, "3 of 10")]
+
+    def run(*cov, **policy):
+        got = judge(verdicts(), {"capture_health": {"coverage": list(cov)}}, Policy(**policy))
+        return {v.name: (v.ok, v.detail) for v in got}, exit_status(got)
+
+    clean, status = run(_coverage_row())
+    assert status == 2 and clean["errors"] == (False, "3 of 10") and all(ok for n, (ok, _d) in clean.items()
+                                                                          if n != "errors")
+    tls = _coverage_row("10.0.0.2:9093", exchanges=0, kafka_connections=0, tls_connections=4, tls_not_decrypted=4,
+                        certificates_hidden=4, bytes=94000, tls_undecrypted_bytes=94000, undecoded_fraction=1.0)
+    got, _ = run(_coverage_row(), tls)
+    assert got["upgrade"] == (None, "4 TLS connections (94000 bytes) on 10.0.0.2:9093 were not decrypted: "
+                                    "--tls-keylog FILE decrypts them")
+    assert got["plain"][0] and got["weak"][0] and got["gaps"][0]  # TLS hides no plaintext login, no handshake
+    assert got["certs"] == (None, "4 TLS connections on 10.0.0.2:9093 show their certificate only decrypted: "
+                                  "--tls-keylog FILE decrypts them")
+    nothing, status = run(_coverage_row(exchanges=0))
+    assert nothing["upgrade"] == (None, "0 Kafka exchanges decoded (min_exchanges 1)") and nothing["gaps"][0]
+    assert run(_coverage_row(exchanges=0))[1] == 2  # (the failure still fails)
+    few, _ = run(_coverage_row(exchanges=3), min_exchanges=5)
+    assert few["upgrade"] == (None, "3 Kafka exchanges decoded (min_exchanges 5)")
+    lossy = _coverage_row(lost_bytes=50, undecoded_fraction=50 / 1050, plaintext_undecoded_fraction=50 / 1050)
+    got, _ = run(lossy)
+    assert got["upgrade"] == (None, "4.8% of the bytes on 10.0.0.2:9092 were not decoded (50 lost by the capture, "
+                                    "0 in no frame)") and got["plain"][0] is None
+    assert run(lossy, max_undecoded_fraction=0.05)[0]["upgrade"][0] is True
+    assert exit_status([Verdict("a", True, ""), Verdict("b", None, "")]) == 3
+    assert exit_status([Verdict("a", True, "")]) == 0
+
+
+def _one_produce(path: Path, produce: bool) -> Path:
+    """A capture of one connection: ApiVersions, then (``produce``) one Produce v9 request and its
+    answer; or no Kafka at all (TLS, HTTP and random bytes on Kafka's port)."""
+    from pcapgen import kio_body
+
+    if not produce:
+        return damage.not_kafka(path)
+    conv = Conversation().handshake()
+    packets = []
+    packets += conv.send("client", request(18, 3, 1, body=kio_body(18, 3, True)))
+    packets += conv.send("broker", response(1, 18, 3, kio_body(18, 3, False)))
+    packets += conv.send("client", request(0, 9, 2, body=kio_body(0, 9, True)))
+    packets += conv.send("broker", response(2, 0, 9, kio_body(0, 9, False)))
+    packets += conv.fin()
+    write_pcap(path, packets)
+    return path
+
+
+def test_the_job_gates_only_on_evidence(spark, tmp_path):
+    """The audit job's verdicts and exit status: a TLS capture read without its key log (its Kafka
+    bytes all encrypted) is inconclusive, exit 3, saying how many connections and bytes were not
+    decrypted (dpkt's count of the TLS port's payload) and to give --tls-keylog; with the key log the
+    same verdict holds, exit 0. A capture with one Produce request: ok, exit 0; with no Kafka at all:
+    inconclusive, exit 3, and the summary line says so without 'None'. An incremental run with
+    nothing new says so in one line naming the checkpoint, judges nothing and exits 3."""
+    import json as _json
+
+    tls = ROOT / "tests" / "tls"
+    info = _json.loads((tls / "manifest.json").read_text())["tls13-aes256gcm"]
+    pcap, keylog = tls / "tls13-aes256gcm.pcap", tls / "tls13-aes256gcm.keylog"
+    packets, _lt = damage.read(pcap)
+    tls_bytes, tls_conns = 0, set()
+    for _ts, buf in packets:
+        seg = tlsmutate._segment(buf)
+        if seg and info["tls_port"] in (seg[1], seg[3]):
+            tls_bytes += len(seg[6])
+            tls_conns.add(seg[1] if seg[3] == info["tls_port"] else seg[3])
+    r = _job(pcap, "--out", tmp_path / "a", "--audits", "upgrade_readiness")
+    assert r.returncode == 3, r.stdout + r.stderr[-2000:]
+    assert f"[inconclusive] no client sends a version Kafka 4.0 rejects: {len(tls_conns)} TLS connections " \
+           f"({tls_bytes} bytes) on 127.0.0.1:{info['tls_port']} were not decrypted: --tls-keylog FILE decrypts " \
+           "them" in r.stdout
+    assert "[ok]" not in r.stdout.split("exchange summary")[0]
+    r = _job(pcap, "--out", tmp_path / "b", "--audits", "upgrade_readiness", "--tls-keylog", keylog, "--quiet")
+    assert r.returncode == 0 and "[ok] no client sends a version Kafka 4.0 rejects: none seen" in r.stdout, r.stdout
+    assert not r.stderr.strip() or all("Using incubator modules" in ln for ln in r.stderr.strip().splitlines())
+    one = _job(_one_produce(tmp_path / "one.pcap", True), "--out", tmp_path / "c", "--audits", "upgrade_readiness")
+    assert one.returncode == 0 and "[ok] no client sends a version Kafka 4.0 rejects" in one.stdout, one.stdout
+    assert "audit: audit upgrade_readiness" in one.stderr  # progress on stderr
+    none = _job(_one_produce(tmp_path / "none.pcap", False), "--out", tmp_path / "d", "--audits", "upgrade_readiness")
+    assert none.returncode == 3, none.stdout + none.stderr[-2000:]
+    assert "[inconclusive] no client sends a version Kafka 4.0 rejects: 0 Kafka exchanges decoded (min_exchanges 1)" \
+        in none.stdout and "None" not in none.stdout.splitlines()[1]
+    # incremental: a first run reads the file, a second finds nothing new
+    d = tmp_path / "captures"
+    d.mkdir()
+    shutil.copy(tmp_path / "one.pcap", d / "one.pcap")
+    an_hour_ago = time.time() - 3600
+    os.utime(d / "one.pcap", (an_hour_ago, an_hour_ago))
+    args = [d, "--incremental", "--checkpoint", tmp_path / "ckpt", "--out", tmp_path / "e", "--audits",
+            "upgrade_readiness", "--complete-after-seconds", "0"]
+    first = _job(*args)
+    assert first.returncode == 0, first.stdout + first.stderr[-2000:]
+    again = _job(*args)
+    assert again.returncode == 3 and again.stdout.strip() == \
+        f"audit: nothing new in {d} since the checkpoint {tmp_path / 'ckpt'}: no verdicts", again.stdout

@@ -15,12 +15,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
-from .base import Policy, Rows, Verdict, refused
+from .base import Policy, Rows, Verdict, exit_status, refused
 from .base import ex_time as _ex_time
 from .base import listener as _listener
 from .wire import client_hygiene, consumer_lag, lineage, wire_verdicts
 
-__all__ = ["AUDITS", "Policy", "Rows", "Verdict", "policies"]
+__all__ = ["AUDITS", "Policy", "Rows", "Verdict", "exit_status", "policies"]
 
 
 # -- upgrade readiness ---------------------------------------------------------------------------
@@ -266,7 +266,54 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
              .orderBy("capture_file"))
     damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
                      .orderBy(F.desc("gap_bytes")))
-    return {"capture_files": files, "damaged_connections": damaged_conns}
+    return {"coverage": coverage(rows), "capture_files": files, "damaged_connections": damaged_conns}
+
+
+def coverage(rows: Rows) -> DataFrame:
+    """Per Kafka listener (a broker address and port with Kafka or TLS connections): how much of
+    its traffic was decoded, the evidence every verdict rests on (see judge). ``bytes`` captured;
+    ``lost_bytes`` by the capture (gaps); ``skipped_bytes`` captured but in no Kafka frame (plaintext
+    connections, and connections of no protocol recognised); ``tls_undecrypted_bytes`` of TLS
+    connections not decrypted (``tls_not_decrypted`` of them); ``started_before_capture``
+    connections; ``undecoded_fraction`` = (lost + skipped + undecrypted) / (bytes + lost), and
+    ``plaintext_undecoded_fraction`` the same over the connections that are not TLS."""
+    c = rows.connections.where(F.col("status") == "connection").withColumn("listener", _listener())
+    both = lambda what: F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))  # noqa: E731
+    tls = F.col("protocol") == "tls"
+    lost = F.when(tls, both("tls_gap_bytes")).otherwise(both("gap_bytes"))
+    skipped = F.when(tls, F.lit(0)).otherwise(both("skipped_bytes"))
+    undecrypted = F.when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0)
+    not_decrypted = tls & ((F.col("tls_undecrypted_bytes") > 0) | (F.coalesce("tls_decrypted_bytes", F.lit(0)) == 0))
+    per = (c.groupBy("listener")
+           .agg(F.min(F.to_date(F.coalesce("first_time", "last_time"))).alias("capture_date"),
+                F.count("*").alias("connections"),
+                F.sum(F.when(F.col("protocol") == "kafka", 1).otherwise(0)).alias("kafka_connections"),
+                F.sum(F.when(tls, 1).otherwise(0)).alias("tls_connections"),
+                F.sum(F.when(not_decrypted, 1).otherwise(0)).alias("tls_not_decrypted"),
+                F.sum(F.when(tls & F.col("tls_version").isNull(), 1).otherwise(0)).alias("tls_version_unknown"),
+                F.sum(F.when(tls & F.col("tls_cert_subject").isNull() & (F.col("tls_version") != "TLS 1.2"), 1)
+                      .otherwise(0)).alias("certificates_hidden"),
+                F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"),
+                F.sum(both("bytes")).alias("bytes"), F.sum(lost).alias("lost_bytes"),
+                F.sum(skipped).alias("skipped_bytes"), F.sum(undecrypted).alias("tls_undecrypted_bytes"),
+                F.sum(F.when(~tls, both("bytes")).otherwise(0)).alias("plaintext_bytes"),
+                F.sum(F.when(~tls, lost + skipped).otherwise(0)).alias("plaintext_undecoded_bytes"))
+           .where((F.col("kafka_connections") > 0) | (F.col("tls_connections") > 0)))
+    ex = (_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()).withColumn("listener", _listener())
+          .groupBy("listener").agg(F.count("*").alias("exchanges")))
+    total = F.col("bytes") + F.col("lost_bytes")
+    return (per.join(ex, "listener", "left").na.fill(0, ["exchanges"])
+            .withColumn("undecoded_fraction",
+                        F.when(total > 0, (F.col("lost_bytes") + F.col("skipped_bytes") +
+                                           F.col("tls_undecrypted_bytes")) / total).otherwise(0.0))
+            .withColumn("plaintext_undecoded_fraction",
+                        F.when(F.col("plaintext_bytes") > 0, F.col("plaintext_undecoded_bytes") /
+                               (F.col("plaintext_bytes") + F.col("plaintext_undecoded_bytes"))).otherwise(0.0))
+            .select("capture_date", "listener", "exchanges", "connections", "kafka_connections", "tls_connections",
+                    "tls_not_decrypted", "tls_version_unknown", "certificates_hidden", "started_before_capture",
+                    "bytes", "lost_bytes", "skipped_bytes", "tls_undecrypted_bytes", "undecoded_fraction",
+                    "plaintext_undecoded_fraction")
+            .orderBy("listener"))
 
 
 # -- the summary the first job printed -----------------------------------------------------------
@@ -325,29 +372,79 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
     for api, bound in sorted(policy.max_p99_ms.items()) if "latency" in results else ():
         seen = [r for r in results["latency"]["latency_by_api"] if r["api_name"] == api]
         worst = max((r["p99_ms"] for r in seen), default=None)
-        out.append(Verdict(f"{api} p99 at most {bound:g} ms", worst is None or worst <= bound,
+        out.append(Verdict(f"{api} p99 at most {bound:g} ms", None if worst is None else worst <= bound,
                            f"p99 {worst} ms" if worst is not None else
-                           f"fewer than {policy.min_latency_n} timed exchanges: not judged"))
+                           f"fewer than {policy.min_latency_n} timed {api} exchanges (min_latency_n)"))
     if not policy.allow_plain_without_tls and "security" in results:
         plain = results["security"]["plain_without_tls"]
         who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} "
                       f"(user {r['sasl_user'] if r['sasl_user'] is not None else 'not captured'})" for r in plain})
-        out.append(Verdict("no SASL PLAIN login outside TLS", not plain, "; ".join(who) if who else "none seen"))
+        out.append(Verdict("no SASL PLAIN login outside TLS", not plain, "; ".join(who) if who else "none seen",
+                           "plaintext"))
     if "security" in results and not policy.allow_weak_tls:
         weak = sorted({f"{r['client_ip']} -> {r['listener']}: {r['tls_version']} {r['tls_cipher']}"
                        for r in results["security"]["tls_versions"] if r["weak"]})
-        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, "; ".join(weak) if weak else "none seen"))
+        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, "; ".join(weak) if weak else "none seen",
+                           "handshakes"))
     if "security" in results:
         soon = sorted({f"{r['listener']}: {r['tls_cert_subject']} until {r['tls_cert_not_after']}"
                        for r in results["security"]["certificates"]
                        if r["days_left"] is not None and r["days_left"] < policy.min_certificate_days})
         out.append(Verdict(f"no server certificate expires within {policy.min_certificate_days} days", not soon,
-                           "; ".join(soon) if soon else "none seen"))
+                           "; ".join(soon) if soon else "none seen", "certificates"))
     if policy.max_gap_fraction is not None and "capture_health" in results:
         files = results["capture_health"]["capture_files"]
         got = sum(r["bytes"] or 0 for r in files)
         lost = sum(r["gap_bytes"] or 0 for r in files)
         frac = lost / (got + lost) if got + lost else 0.0
         out.append(Verdict(f"capture lost at most {policy.max_gap_fraction:.2%} of the bytes",
-                           frac <= policy.max_gap_fraction, f"{lost} of {got + lost} bytes ({frac:.2%})"))
-    return out + wire_verdicts(results, policy)
+                           frac <= policy.max_gap_fraction, f"{lost} of {got + lost} bytes ({frac:.2%})", "capture"))
+    return judge(out + wire_verdicts(results, policy), results, policy)
+
+
+def judge(verdicts: list[Verdict], results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[Verdict]:
+    """A verdict that holds on the tables is ok only where capture_health's coverage shows it saw
+    enough of what it checks (what its ``needs`` names): at least ``min_exchanges`` decoded Kafka
+    exchanges, and no Kafka listener with more than ``max_undecoded_fraction`` of its bytes not
+    decoded where those bytes could hide a failure. Otherwise it is inconclusive, and its detail
+    says why in one line. A failure stands: what was seen fails. (Without the coverage table, the
+    tables alone are judged.)"""
+    cov = results.get("capture_health", {}).get("coverage")
+    if cov is None:
+        return verdicts
+    return [v if v.ok is not True else _evidence(v, cov, policy) for v in verdicts]
+
+
+def _evidence(v: Verdict, cov: list[dict], policy: Policy) -> Verdict:
+    exchanges = sum(r["exchanges"] or 0 for r in cov)
+    why = []
+    if v.needs == "capture":
+        if not sum(r["bytes"] or 0 for r in cov):
+            why.append("no Kafka traffic was captured")
+    elif exchanges < policy.min_exchanges:
+        why.append(f"{exchanges} Kafka exchanges decoded (min_exchanges {policy.min_exchanges})")
+    if v.needs == "decoded":
+        why += [_hidden(r) for r in cov if r["undecoded_fraction"] > policy.max_undecoded_fraction]
+    elif v.needs == "plaintext":
+        why += [_hidden(r, plaintext=True) for r in cov if r["plaintext_undecoded_fraction"] >
+                policy.max_undecoded_fraction]
+    elif v.needs == "handshakes":
+        why += [f"{r['tls_version_unknown']} TLS connections on {r['listener']} without their handshake"
+                for r in cov if r["tls_version_unknown"]]
+    elif v.needs == "certificates":
+        why += [f"{r['certificates_hidden']} TLS connections on {r['listener']} show their certificate only "
+                "decrypted: --tls-keylog FILE decrypts them" for r in cov if r["certificates_hidden"]]
+    if not why:
+        return v
+    more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
+    return Verdict(v.name, None, "; ".join(why[:3]) + more, v.needs)
+
+
+def _hidden(r: dict, plaintext: bool = False) -> str:
+    """Why a listener's traffic could hide what a verdict checks, in one clause."""
+    if r["tls_not_decrypted"] and not plaintext:
+        return (f"{r['tls_not_decrypted']} TLS connections ({r['tls_undecrypted_bytes']} bytes) on {r['listener']} "
+                "were not decrypted: --tls-keylog FILE decrypts them")
+    frac = r["plaintext_undecoded_fraction"] if plaintext else r["undecoded_fraction"]
+    return (f"{frac:.1%} of the bytes on {r['listener']} were not decoded ({r['lost_bytes']} lost by the capture, "
+            f"{r['skipped_bytes']} in no frame)")

@@ -57,15 +57,39 @@ class Policy:
     max_request_size: int = 1048576  # the producers' max.request.size (Kafka's default)
     request_size_fraction: float = 0.9  # large_requests: a Produce request past this share of it
     hygiene_fail_on: list[str] = field(default_factory=list)  # findings that fail the run (default: advice)
+    # evidence: a verdict is ok only on enough of it (else inconclusive, exit status 3)
+    min_exchanges: int = 1  # fewer decoded Kafka exchanges than this in all: no verdict holds
+    max_undecoded_fraction: float = 0.01  # a Kafka listener with more of its bytes not decoded hides what is checked
+
+
+#: what a verdict needs to have seen to hold (see audits.judge): ``decoded`` the Kafka exchanges on
+#: every listener (undecoded bytes anywhere could hide a failure); ``plaintext`` only the plaintext
+#: ones (a TLS connection cannot carry a login in clear); ``handshakes`` the TLS handshakes (in
+#: clear); ``certificates`` the server certificates (TLS 1.3 shows them only decrypted);
+#: ``capture`` the capture itself
+NEEDS = ("decoded", "plaintext", "handshakes", "certificates", "capture")
 
 
 @dataclass
 class Verdict:
-    """One policy judged: its name, whether it holds, and what was found."""
+    """One policy judged: its name, whether it holds (True), fails (False) or could not be judged on
+    the evidence (None: inconclusive), what was found, and what it needs to have seen (NEEDS)."""
 
     name: str
-    ok: bool
+    ok: bool | None
     detail: str
+    needs: str = "decoded"
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else "FAIL" if self.ok is False else "inconclusive"
+
+
+def exit_status(verdicts: list[Verdict]) -> int:
+    """0 every verdict holds, 2 one fails, 3 none fails but one is inconclusive."""
+    if any(v.ok is False for v in verdicts):
+        return 2
+    return 3 if any(v.ok is None for v in verdicts) else 0
 
 
 def ex_time(ex: DataFrame) -> DataFrame:

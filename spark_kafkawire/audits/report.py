@@ -41,9 +41,10 @@ INTRO = {
                     "the 95th percentile over its partitions' fetches.",
     "client_hygiene": "Patterns on the wire that cost a client or the cluster: one row per client and finding with "
                       "the evidence, the threshold (a policy key) and the setting to change.",
-    "capture_health": "How far the other audits can be trusted: per capture file, bytes the capture lost (gaps), "
-                      "resyncs, bytes that could not be framed, damage, unanswered requests; then the "
-                      "connections with damage.",
+    "capture_health": "How far the other audits can be trusted: the coverage per Kafka listener the verdicts "
+                      "rest on (bytes decoded, TLS not decrypted, bytes lost, connections without their start); "
+                      "per capture file, bytes the capture lost (gaps), resyncs, bytes that could not be framed, "
+                      "damage, unanswered requests; then the connections with damage.",
 }
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:80em}
@@ -52,7 +53,7 @@ h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top;overflow-wrap:break-word;max-width:40em}th{background:#f3f3f3;white-space:nowrap}
 td.n{text-align:right;white-space:nowrap}td{min-width:4em}
-.ok{color:#176f2c}.fail{color:#b00020;font-weight:bold}.note{color:#666;font-size:.85em}
+.ok{color:#176f2c}.fail{color:#b00020;font-weight:bold}.open{color:#8a5a00;font-weight:bold}.note{color:#666;font-size:.85em}
 figure{display:inline-block;margin:.3em 1em .3em 0;max-width:100%;vertical-align:top}
 figure svg{max-width:100%;height:auto}
 @media (max-width:40em){body{margin:.5em auto;padding:0 .5em}table{font-size:.75em}}
@@ -292,23 +293,57 @@ def _plots(audit: str, tables: dict[str, list[dict]], min_n: int) -> str:
     return "".join(_PLOTS[audit](tables, min_n)) if audit in _PLOTS else ""
 
 
+def _coverage(rows: list[dict] | None) -> str:
+    """Coverage at a glance: per Kafka listener, what share of its bytes was decoded, and what was
+    not (the verdicts cite it)."""
+    if rows is None:
+        return ""
+    out = ["<h2 id='coverage'>Coverage: what the verdicts rest on</h2><div class='scroll'><table>"
+           "<tr><th>listener</th><th>decoded</th><th>exchanges</th><th>not decoded</th></tr>"]
+    for r in rows:
+        gaps = []
+        if r["tls_not_decrypted"]:
+            gaps.append(f"{r['tls_not_decrypted']} TLS connections ({r['tls_undecrypted_bytes']} bytes) not decrypted")
+        if r["lost_bytes"]:
+            gaps.append(f"{r['lost_bytes']} bytes lost by the capture")
+        if r["skipped_bytes"]:
+            gaps.append(f"{r['skipped_bytes']} bytes in no frame")
+        if r["started_before_capture"]:
+            gaps.append(f"{r['started_before_capture']} connections without their start")
+        share = 1 - (r["undecoded_fraction"] or 0)
+        cls = "ok" if share >= 0.99 else "open"
+        out.append(f"<tr><td>{html.escape(str(r['listener']))}</td><td class='{cls}'>{share:.1%}</td>"
+                   f"<td>{r['exchanges']}</td><td>{html.escape('; '.join(gaps) or 'nothing')}</td></tr>")
+    if not rows:
+        out.append("<tr><td colspan='4'>no Kafka listener in the captures</td></tr>")
+    out.append("</table></div>")
+    return "".join(out)
+
+
 def render(verdicts: list[Verdict], meta: dict, results: dict[str, dict[str, list[dict]]], min_n: int = 20) -> str:
     """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram."""
-    failing = sum(not v.ok for v in verdicts)
+    failing = sum(v.ok is False for v in verdicts)
+    open_ = sum(v.ok is None for v in verdicts)
     said = ("No policy was judged (set them with --config)." if not verdicts else
-            "Every policy holds." if not failing else
+            "Every policy holds." if not failing and not open_ else
             "1 policy of {n} fails.".format(n=len(verdicts)) if failing == 1 else
-            f"{failing} policies of {len(verdicts)} fail.")
+            f"{failing} policies of {len(verdicts)} fail." if failing else "")
+    if open_:
+        said += (" " if said else "") + (f"{open_} of {len(verdicts)} could not be judged on what was decoded "
+                                         "(inconclusive: see why below, and the coverage).")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>kafkawire audit</title>"
              f"<style>{STYLE}</style></head><body>",
              "<h1>Kafka traffic audit</h1>",
-             f"<p class='{'fail' if failing else 'ok'}'>{said}</p>",
+             f"<p class='{'fail' if failing else 'open' if open_ else 'ok'}'>{html.escape(said)}</p>",
              "<div class='scroll'><table><tr><th>policy</th><th>result</th><th>what was found</th></tr>"]
     for v in verdicts:
-        parts.append(f"<tr><td>{html.escape(v.name)}</td><td class='{'ok' if v.ok else 'fail'}'>"
-                     f"{'holds' if v.ok else 'fails'}</td><td>{html.escape(v.detail)}</td></tr>")
-    parts.append("</table></div><h2>What was read</h2><div class='scroll'><table>")
+        cls, word = ("ok", "holds") if v.ok else ("fail", "fails") if v.ok is False else ("open", "inconclusive")
+        parts.append(f"<tr><td>{html.escape(v.name)}</td><td class='{cls}'>{word}</td>"
+                     f"<td>{html.escape(v.detail)}</td></tr>")
+    parts.append("</table></div>")
+    parts.append(_coverage(results.get("capture_health", {}).get("coverage")))
+    parts.append("<h2>What was read</h2><div class='scroll'><table>")
     for k, v in meta.items():
         parts.append(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>")
     parts.append("</table></div><p class='note'>Contents: " + ", ".join(
