@@ -9,8 +9,9 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup demo test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup test-deps demo test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
 
+# what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: $(SRC)
@@ -19,7 +20,7 @@ $(VENV)/.installed: $(SRC)
 	$(PY) -m pip install -q --upgrade pip
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules;
 	# setup.py compiles the fast lane and the stages (mypyc) where a C compiler is there
-	$(PY) -m pip install -q ".[spark,test,cli]"
+	$(PY) -m pip install -q ".[spark,cli]"
 	# the compiled parts beside the sources too, for code run from the checkout (the tests): the
 	# fast lane, the stages mypyc compiled and the digest of their sources (spark_kafkawire/compiled.py
 	# runs the sources instead once one of them is edited)
@@ -28,6 +29,16 @@ $(VENV)/.installed: $(SRC)
 	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_native.json')]"
 	@$(PY) -c "from spark_kafkawire import compiled as c; \
 	  print('compiled stages:', 'in use' if c.native else c.native_reason)"
+	touch $@
+
+# what the tests, lint, benchmarks and capture scripts need besides (pyproject.toml's "test" extra),
+# installed without building the package again
+test-deps: $(VENV)/.test-deps
+
+$(VENV)/.test-deps: $(VENV)/.installed
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']\
+	  ['optional-dependencies']['test']))" > $(VENV)/test-requirements.txt
+	$(PY) -m pip install -q -r $(VENV)/test-requirements.txt
 	touch $@
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures), chromium
@@ -52,14 +63,14 @@ demo: setup
 # install without a compiler runs), then those that start servers, one at a time (one
 # SparkSession, fixed cluster ports), with the compiled parts
 SERVERS := spark or cluster or storage
-test: setup system-deps lint
+test: setup test-deps system-deps lint
 	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
 	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -n 2 -m "not ($(SERVERS))"
 	$(PY) -m pytest -m "$(SERVERS)"
 
 # pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs, types on the
 # package (pyproject.toml), and the stages' import order (tests/test_layers.py)
-lint: setup
+lint: setup test-deps
 	$(PY) -m ruff check spark_kafkawire jobs
 	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py
@@ -69,23 +80,23 @@ lint: setup
 # after changing _lane.c, make setup too)
 FAST := not spark and not cluster and not storage and not external and not slow
 test-fast:
-	@test -x $(PY) || $(MAKE) setup
+	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
 	$(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 # the decoding tests again with no compiled code at all (as an install without a C compiler runs)
 test-pure:
-	@test -x $(PY) || $(MAKE) setup
+	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
 	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
 
-bench: setup system-deps
+bench: setup test-deps system-deps
 	$(PY) tests/bench.py
 
 # a long fuzzing campaign (not in CI): FUZZ_INPUTS mutated inputs over two processes
 FUZZ_INPUTS ?= 100000
-fuzz: setup
+fuzz: setup test-deps
 	$(PY) tests/fuzz_campaign.py $(FUZZ_INPUTS)
 
-sample-pcaps: setup system-deps
+sample-pcaps: setup test-deps system-deps
 	$(PY) sample_pcaps/make_samples.py
 
 clean:
@@ -94,7 +105,7 @@ clean:
 # Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:
 # kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed, plus the
 # unreleased 4.4 versions transcribed in protocol/kafka-4.4.json.
-schemas: setup
+schemas: setup test-deps
 	rm -rf build/kio050 && mkdir -p build/kio050
 	$(PY) -m pip download -q --no-deps -d build/kio050 kio==0.5.0
 	cd build/kio050 && ../../$(PY) -m zipfile -e kio-0.5.0-py3-none-any.whl ext

@@ -20,8 +20,10 @@ def register(spark) -> None:
     spark.dataSource.register(KafkaWireDataSource)
 
 
-def spark_session(app_name: str = "kafkawire", master: str | None = None):
-    """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered."""
+def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False):
+    """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered;
+    ``filter_pushdown=True``: filters on header and endpoint columns applied while decoding (see
+    session.spark_session)."""
     from .session import spark_session as make
 
-    return make(app_name, master)
+    return make(app_name, master, filter_pushdown=filter_pushdown)

@@ -7,9 +7,11 @@
     kafkawire convert CAPTURE... --to OUT.parquet|OUT.csv [--rows SHAPE]
 
 A thin layer over :func:`spark_kafkawire.read_capture`: every reader option is
-``--option name=value``. ``--where`` is a SQL condition on any column, run by DuckDB over the
-Arrow rows (``pip install duckdb``). Errors are one line naming the file or option; the exit
-status is 1.
+``--option name=value`` (the row shape too: ``--rows SHAPE`` or ``-o rows=SHAPE``, one of them);
+``--tls-keylog FILE`` decrypts TLS. ``--where`` is a SQL condition on any column, run by DuckDB
+over the Arrow rows (``pip install duckdb``). Errors are one line naming the file or option; the
+exit status is 1. Output cut short by its reader (``| head``) ends the command quietly, as Unix
+tools do.
 """
 
 from __future__ import annotations
@@ -121,17 +123,28 @@ def _text(v) -> str:
     return str(v)
 
 
-def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "") -> None:
+def _cut(text: str, width: int) -> str:
+    """A cell of at most ``width`` characters; one cut short ends with an ellipsis."""
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
+def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "", limit: int | None = None) -> None:
     """Rows as aligned text for a terminal: capture contents escaped (see escape.py), a cell cut
-    to ``width`` characters."""
+    to ``width`` characters (ending with an ellipsis); past ``limit`` rows, a line says how many
+    more there are."""
     out = out or sys.stdout
+    more = table.num_rows - limit if limit is not None and table.num_rows > limit else 0
+    if more:
+        table = table.slice(0, limit)
     names = [printable(n) for n in table.column_names]
-    rows = [[printable(_text(v))[:width] for v in r.values()] for r in table.to_pylist()]
+    rows = [[_cut(printable(_text(v)), width) for v in r.values()] for r in table.to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
     print(indent + "  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip(), file=out)
     print(indent + "  ".join("-" * w for w in widths), file=out)
     for r in rows:
         print(indent + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip(), file=out)
+    if more:
+        print(f"{indent}... {more} more rows", file=out)
 
 
 def _flat(table: pa.Table, raw: bool = False) -> pa.Table:
@@ -179,6 +192,7 @@ def _quantile(values: list[float], q: float) -> float | None:
 
 #: fewer timed exchanges than this in a group: no percentile is claimed (the audits' min_latency_n)
 MIN_LATENCY_N = 20
+SUMMARY_ROWS = 50  # rows of each summary table shown; a line counts the rest
 
 
 def summary(table: pa.Table, health: pa.Table, min_latency_n: int = MIN_LATENCY_N) -> dict[str, pa.Table]:
@@ -258,20 +272,32 @@ def _options(pairs: list[str] | None) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("spark-kafkawire")
+    except PackageNotFoundError:
+        ours = "(not installed)"
     ap = argparse.ArgumentParser(prog="kafkawire", description="Kafka traffic in pcap/pcapng captures, decoded.")
+    ap.add_argument("--version", action="version", version=f"kafkawire {ours}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def common(p):
         p.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
         p.add_argument("-o", "--option", action="append", metavar="NAME=VALUE",
-                       help="a reader option (ports, maxFrameBytes, mode, ...), repeatable")
+                       help="a reader option, repeatable: any of the README's Options table (rows, ports, "
+                            "maxFrameBytes, mode, tlsKeyLog, ...)")
+        p.add_argument("--tls-keylog", metavar="FILE",
+                       help="TLS key log(s), comma-separated: TLS connections are decrypted (option tlsKeyLog)")
         return p
 
     summ = common(sub.add_parser("summary", help="exchanges per api, client and broker; errors; capture health"))
     summ.add_argument("--min-latency-n", type=int, default=MIN_LATENCY_N,
                       help=f"timed exchanges a group needs for p50/p99 (default {MIN_LATENCY_N})")
+    summ.add_argument("--max-rows", type=int, default=SUMMARY_ROWS,
+                      help=f"rows of each table shown, the rest counted (default {SUMMARY_ROWS})")
     show = common(sub.add_parser("show", help="rows on the terminal"))
-    show.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
+    show.add_argument("--rows", choices=list(COLUMNS), help="row shape (default exchanges)")
     show.add_argument("--where", help="SQL condition on any column, e.g. \"api_name = 'Fetch' and latency_ms > 100\"")
     show.add_argument("--columns", help="comma-separated columns to show, or 'all' (a table shows a few by default)")
     show.add_argument("--limit", type=int, help="at most this many rows")
@@ -280,34 +306,77 @@ def _parser() -> argparse.ArgumentParser:
                       help="CSV cells exactly as decoded (by default a cell starting with = + - @ gets a leading ')")
     conv = common(sub.add_parser("convert", help="rows to a Parquet or CSV file"))
     conv.add_argument("--to", required=True, help="output file: .parquet or .csv")
-    conv.add_argument("--rows", default="exchanges", choices=list(COLUMNS), help="row shape")
+    conv.add_argument("--rows", choices=list(COLUMNS), help="row shape (default exchanges)")
     conv.add_argument("--raw-csv", action="store_true",
                       help="CSV cells exactly as decoded (by default a cell starting with = + - @ gets a leading ')")
     return ap
 
 
+def _shape(args, options: dict) -> str:
+    """The row shape: --rows or -o rows=, given once (a bad value fails in Options)."""
+    given = options.pop("rows", None)
+    if given is not None and args.rows is not None and given.lower() != args.rows:
+        raise ValueError(f"the row shape is given twice (--rows {args.rows}, -o rows={given}): give it once")
+    shape = args.rows or given or "exchanges"
+    Options.parse({"rows": shape})
+    return shape.lower()
+
+
+def _undecrypted(options: dict, table: pa.Table, shape: str) -> str | None:
+    """One line when TLS connections were not (wholly) decrypted: how many, and how to decrypt them."""
+    if shape == "connections":
+        rows = [r for r in table.select(["protocol", "tls_undecrypted_bytes", "tls_decrypted_bytes"]).to_pylist()
+                if r["protocol"] == "tls" and (r["tls_undecrypted_bytes"] or not r["tls_decrypted_bytes"])]
+        n, nbytes = len(rows), sum(r["tls_undecrypted_bytes"] or 0 for r in rows)
+    else:
+        n, nbytes = sum(1 for s in table.column("status").to_pylist() if s == "tls"), None
+    if not n:
+        return None
+    what = f"{n} TLS connections" + (f" ({nbytes} bytes)" if nbytes is not None else "") + " were not decrypted"
+    if options.get("tlsKeyLog"):
+        return f"{what}: their detail says why"
+    return f"{what}: --tls-keylog FILE decrypts them"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):  # output cut short (| head): end quietly, as Unix tools do
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
     try:
         options = _options(args.option)
+        if args.tls_keylog:
+            options["tlsKeyLog"] = args.tls_keylog
+        note = None
         if args.command == "summary":
+            if "rows" in options:
+                raise ValueError("summary reads exchanges and connections rows: -o rows is not taken")
+            if args.max_rows < 1:
+                raise ValueError(f"--max-rows {args.max_rows}: give 1 or more")
             table = read(args.captures, {**options, "rows": "exchanges"})
             health = read(args.captures, {**options, "rows": "connections"})
             for title, t in summary(table, health, args.min_latency_n).items():
                 print(f"\n{title}")
-                print_table(t)
+                print_table(t, limit=args.max_rows)
+            note = _undecrypted(options, health, "connections")
         elif args.command == "show":
-            table = read(args.captures, {**options, "rows": args.rows})
+            if args.limit is not None and args.limit < 0:
+                raise ValueError(f"--limit {args.limit}: give 0 or more")
+            shape = _shape(args, options)
+            table = read(args.captures, {**options, "rows": shape})
             columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
             if columns == ["all"]:
                 columns = None
             elif columns is None and args.format == "table":
-                columns = DEFAULT_COLUMNS[args.rows]
+                columns = DEFAULT_COLUMNS[shape]
             write(where(table, args.where, columns, args.limit), args.format, sys.stdout, args.raw_csv)
+            note = _undecrypted(options, table, shape)
         else:
             if not args.to.endswith((".parquet", ".csv")):
                 raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
-            table = read(args.captures, {**options, "rows": args.rows})
+            shape = _shape(args, options)
+            table = read(args.captures, {**options, "rows": shape})
             if args.to.endswith(".parquet"):
                 import pyarrow.parquet as pq
 
@@ -316,7 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 import pyarrow.csv as pacsv
 
                 pacsv.write_csv(_flat(table, args.raw_csv), args.to)
-            print(f"{table.num_rows} {args.rows} rows written to {args.to}", file=sys.stderr)
+            print(f"{table.num_rows} {shape} rows written to {args.to}", file=sys.stderr)
+        if note:
+            sys.stdout.flush()
+            print(f"kafkawire: {note}", file=sys.stderr)
     except (ValueError, CaptureError, StorageError, FileNotFoundError, OSError) as e:
         print(f"kafkawire: {printable(str(e).removeprefix('kafkawire: '))}", file=sys.stderr)
         return 1

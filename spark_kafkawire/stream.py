@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from typing import Iterator, Sequence
 
@@ -41,6 +42,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .exchanges import CAPTURE_CHANGED
 from .fs import local_path
+from .escape import printable
 from .reader import Options, _paths_option, iter_batches, list_files
 from .rowshapes import status_batch
 
@@ -87,7 +89,23 @@ def completed_files(paths: list[str], opts: Options, settle_s: float, now: float
             newest[key] = x
     now_ns = int((time.time() if now is None else now) * 1e9)
     writing = {v for v in newest.values() if now_ns - v[0] < settle_s * 1e9}
+    _say_waiting(writing, settle_s)
     return sorted(x for x in stamped if x not in writing)
+
+
+_said: list[frozenset] = [frozenset()]
+
+
+def _say_waiting(writing: set[Listed], settle_s: float) -> None:
+    """One line on stderr (Spark's log) when files wait to be complete, each time that set changes:
+    a query right after ``cp`` otherwise reads nothing and says nothing."""
+    names = frozenset(p for _m, p, _n in writing)
+    if names and names != _said[0]:
+        first = sorted(names)[0]
+        print(f"kafkawire stream: {len(names)} file(s) wait until unchanged for completeAfterSeconds ({settle_s:g} s)"
+              f" as the newest of their rotation series, e.g. {printable(first)}; files copied in whole can be read at "
+              "once with completeAfterSeconds=0", file=sys.stderr, flush=True)
+    _said[0] = names
 
 
 # -- offsets: the files read so far, by directory -----------------------------------------------------

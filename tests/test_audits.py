@@ -212,6 +212,15 @@ def test_security_flags_plain_logins_and_unauthenticated_clients(spark, tmp_path
     port = MANIFEST["stub-sasl.pcap"]["broker_ports"][0]
     (listener,) = [r for r in res["sasl_mechanisms"] if r["listener"].endswith(f":{port}")]
     assert set(listener["sasl_mechanisms"]) == {c["mechanism"] for c in sasl}
+    # logins counted apart: tshark's SaslAuthenticate answers per TCP stream, failed where any has an error
+    answers = defaultdict(set)
+    for stream, error in tshark_fields(SAMPLES / "stub-sasl.pcap", [port], ["tcp.stream", "kafka.error"],
+                                       "kafka.api_key == 36 && tcp.srcport == %d" % port):
+        answers[stream].add(error)
+    failed = sum(1 for errs in answers.values() if errs - {"0"})
+    assert (listener["authenticated"], listener["failed_logins"]) == (len(answers) - failed, failed)
+    assert failed == 59 and listener["login_attempts"] >= len(answers)
+    assert {c["client_id"] for c in sasl if not c["logged_in"]} == {"ck-plain-mallory"}
     # hand-made: on one listener a client logs in and another never does
     struct = __import__("struct")
     login = Conversation(client=("10.7.0.1", 40001), broker=("10.7.0.9", 9092)).handshake()
@@ -280,7 +289,8 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     assert list((out / "upgrade_readiness" / "upgrade_readiness").glob("capture_date=*/*.parquet"))
     # a capture of current clients only, with PLAIN allowed: every policy holds
     config = tmp_path / "policy.json"
-    config.write_text(json.dumps({"allow_plain_without_tls": True, "max_p99_ms": {"Produce": 60000}}))
+    config.write_text(json.dumps({"allow_plain_without_tls": True, "max_p99_ms": {"Produce": 60000},
+                                  "min_latency_n": 1}))
     ok = _job(SAMPLES / "tansu-confluent-codecs.pcap", "--out", tmp_path / "ok", "--config", config,
               "--audits", "upgrade_readiness,errors,latency,security,capture_health")
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
@@ -315,13 +325,15 @@ def test_incremental_runs_read_only_new_files(spark, tmp_path):
     # a third file arrives; the newest (cap.pcap2, just written) counts as complete only with a 0 s wait
     shutil.copy(SAMPLES / names[2], d / "cap.pcap2")
     waiting = _job(*args[:-2], "--complete-after-seconds", "3600")
-    assert waiting.returncode in (0, 2) and count() == n_first  # still being written, as far as we know
+    # still being written, as far as we know: nothing new, said in one line, no verdicts (exit 3)
+    assert waiting.returncode == 3 and count() == n_first and "nothing new in" in waiting.stdout
+    assert "[ok]" not in waiting.stdout and "[FAIL]" not in waiting.stdout
     second = _job(*args, "--complete-after-seconds", "0")
     assert second.returncode in (0, 2), second.stderr[-3000:]
     third = spark.read.format("kafkawire").load(str(d / "cap.pcap2")).count()
     assert count() == n_first + third == spark.read.format("kafkawire").load(str(d)).count()
     again = _job(*args, "--complete-after-seconds", "0")
-    assert again.returncode in (0, 2) and count() == n_first + third  # nothing new: nothing added
+    assert again.returncode == 3 and count() == n_first + third  # nothing new: nothing added, no verdicts
     # a file from another capture host arrives late, with an older modification time (cp -p): read
     late = d / "hostB.pcap"
     shutil.copy(SAMPLES / "tansu-aiokafka-any.pcap", late)
@@ -557,13 +569,11 @@ def _one_produce(path: Path, produce: bool) -> Path:
     if not produce:
         return damage.not_kafka(path)
     conv = Conversation().handshake()
-    packets = []
-    packets += conv.send("client", request(18, 3, 1, body=kio_body(18, 3, True)))
-    packets += conv.send("broker", response(1, 18, 3, kio_body(18, 3, False)))
-    packets += conv.send("client", request(0, 9, 2, body=kio_body(0, 9, True)))
-    packets += conv.send("broker", response(2, 0, 9, kio_body(0, 9, False)))
-    packets += conv.fin()
-    write_pcap(path, packets)
+    conv.send("c", request(18, 3, 1, body=kio_body(18, 3, True)))
+    conv.send("b", response(1, 18, 3, kio_body(18, 3, False)))
+    conv.send("c", request(0, 9, 2, body=kio_body(0, 9, True)))
+    conv.send("b", response(2, 0, 9, kio_body(0, 9, False)))
+    write_pcap(path, conv.fin().packets)
     return path
 
 
@@ -579,13 +589,23 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
     tls = ROOT / "tests" / "tls"
     info = _json.loads((tls / "manifest.json").read_text())["tls13-aes256gcm"]
     pcap, keylog = tls / "tls13-aes256gcm.pcap", tls / "tls13-aes256gcm.keylog"
+    # what cannot be read without the key log, counted from the packets: the protected records
+    # (content type 23) of each TLS connection's two streams; the hellos and change_cipher_spec
+    # records are in clear
     packets, _lt = damage.read(pcap)
-    tls_bytes, tls_conns = 0, set()
+    streams: dict = {}
     for _ts, buf in packets:
         seg = tlsmutate._segment(buf)
         if seg and info["tls_port"] in (seg[1], seg[3]):
-            tls_bytes += len(seg[6])
-            tls_conns.add(seg[1] if seg[3] == info["tls_port"] else seg[3])
+            streams.setdefault((seg[1], seg[3]), bytearray()).extend(seg[6])
+    tls_conns = {a if b == info["tls_port"] else b for a, b in streams}
+    tls_bytes = 0
+    for data in streams.values():
+        at = 0
+        while at + 5 <= len(data):
+            n = 5 + int.from_bytes(data[at + 3:at + 5], "big")
+            tls_bytes += n if data[at] == 23 else 0
+            at += n
     r = _job(pcap, "--out", tmp_path / "a", "--audits", "upgrade_readiness")
     assert r.returncode == 3, r.stdout + r.stderr[-2000:]
     assert f"[inconclusive] no client sends a version Kafka 4.0 rejects: {len(tls_conns)} TLS connections " \

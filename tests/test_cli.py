@@ -115,7 +115,7 @@ def test_summary_counts_version_negotiation_apart_and_claims_no_percentile_from_
     at least 20 exchanges were timed (--min-latency-n)."""
     negotiated, other = _tshark_apiversions_answers()
     assert negotiated > 0
-    out = run("summary", SAMPLES).stdout
+    out = run("summary", SAMPLES, "--max-rows", "1000").stdout
     table = text_table(out, "exchanges by api, client and broker")
     head, rows = table[0], [dict(zip(table[0], r)) for r in table[1:]]
     assert head[-1] == "negotiated"
@@ -123,8 +123,73 @@ def test_summary_counts_version_negotiation_apart_and_claims_no_percentile_from_
     assert sum(int(r["negotiated"]) for r in api) == negotiated
     assert sum(int(r["errors"]) for r in api) == other
     assert all((r["p50_ms"] == "") == (int(r["timed"]) < 20) for r in rows)
-    few = text_table(run("summary", SAMPLES, "--min-latency-n", "1").stdout, "exchanges by api, client and broker")
+    few = text_table(run("summary", SAMPLES, "--min-latency-n", "1", "--max-rows", "1000").stdout, "exchanges by api, client and broker")
     assert all(r[head.index("p50_ms")] for r in few[1:] if int(r[head.index("timed")]) >= 1)
     health = text_table(out, "capture health")
     assert health[0][-2:] == ["damaged_exchanges", "file_damage"]
     assert all(r[-2] == "0" and r[-1] == "none" for r in health[1:])  # clean samples: 0, not blank
+
+
+# -- the command line as a user types it -----------------------------------------------------------
+TLS_DIR = Path(__file__).parent / "tls"
+
+
+def _syns(pcap: Path, port: int) -> int:
+    """Connections to ``port`` (their SYNs), counted with dpkt."""
+    import dpkt
+
+    n = 0
+    with open(pcap, "rb") as f:
+        for _ts, buf in dpkt.pcap.Reader(f):
+            tcp = dpkt.ethernet.Ethernet(buf).data.data
+            if isinstance(tcp, dpkt.tcp.TCP) and tcp.dport == port and tcp.flags & dpkt.tcp.TH_SYN and \
+                    not tcp.flags & dpkt.tcp.TH_ACK:
+                n += 1
+    return n
+
+
+def test_the_row_shape_is_chosen_once_and_checked():
+    bad = run("show", SAMPLES, "-o", "rows=bogus", check=False)
+    assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    assert "rows" in bad.stderr and "bogus" in bad.stderr
+    conns = run("show", CAPTURE, "-o", "rows=connections").stdout.splitlines()
+    assert conns[0].split()[:2] == ["first_time", "client_ip"]
+    assert len(conns) - 2 == sum(_syns(CAPTURE, p) for p in PORTS)
+    twice = run("show", CAPTURE, "--rows", "messages", "-o", "rows=connections", check=False)
+    assert twice.returncode == 1 and "given twice" in twice.stderr
+    assert run("summary", CAPTURE, "-o", "rows=messages", check=False).returncode == 1
+    neg = run("show", CAPTURE, "--limit", "-5", check=False)
+    assert neg.returncode == 1 and neg.stderr.strip() == "kafkawire: --limit -5: give 0 or more"
+
+
+def test_tls_not_decrypted_is_said_and_the_key_log_flag_decrypts():
+    info = json.loads((TLS_DIR / "manifest.json").read_text())["tls13-aes256gcm"]
+    pcap, keylog = TLS_DIR / "tls13-aes256gcm.pcap", TLS_DIR / "tls13-aes256gcm.keylog"
+    n = _syns(pcap, info["tls_port"])
+    for command in (("show", pcap), ("summary", pcap)):
+        r = run(*command)
+        assert r.stderr.strip().splitlines()[-1].startswith(f"kafkawire: {n} TLS connections") and \
+            r.stderr.strip().endswith("were not decrypted: --tls-keylog FILE decrypts them"), r.stderr
+        r = run(*command, "--tls-keylog", keylog)
+        assert "not decrypted" not in r.stderr
+    rows = [json.loads(ln) for ln in run("show", pcap, "--tls-keylog", keylog, "--format", "json").stdout.splitlines()]
+    assert sum(r["broker_port"] == info["tls_port"] and r["status"] == "complete" for r in rows) >= 10
+    assert "-o NAME=VALUE" in run("show", "--help").stdout and "tlsKeyLog" in run("show", "--help").stdout
+
+
+def test_cut_cells_end_with_an_ellipsis_and_summaries_count_what_they_leave_out():
+    out = run("show", CAPTURE, "--columns", "request", "--limit", "5").stdout.splitlines()[2:]
+    assert out and all(len(ln) <= 60 for ln in out) and any(ln.endswith("\u2026") for ln in out)
+    whole = run("summary", SAMPLES, "--max-rows", "1000").stdout
+    groups = whole.split("\nerrors\n")[0].strip().splitlines()[3:]  # title, header and rule first
+    cut = run("summary", SAMPLES, "--max-rows", "2").stdout
+    assert f"... {len(groups) - 2} more rows" in cut
+
+
+def test_a_closed_pipe_ends_quietly_and_the_version_is_known():
+    from importlib.metadata import version
+
+    r = subprocess.run(f"'{SCRIPT}' show '{SAMPLES}' --format json | head -1", shell=True, capture_output=True,
+                       text=True, timeout=300)
+    assert r.stderr == "" and len(r.stdout.splitlines()) == 1
+    assert run("--version").stdout.strip() == f"kafkawire {version('spark-kafkawire')}"

@@ -17,10 +17,11 @@ CASES += [(PUBLIC / n, (port,)) for n, (_, port) in sorted(PUBLIC_EXPECTED.items
 CASES += [(PUBLIC / "ndpi-kafka.pcap", (9092,)), (PUBLIC / "ndpi-kafka.pcapng", (9092,))]
 
 
-def tshark_fields(path, ports, fields):
-    """tshark's Kafka packets as rows of the given fields (multiple values joined by ';')."""
+def tshark_fields(path, ports, fields, display="kafka"):
+    """tshark's Kafka packets (or those the display filter keeps) as rows of the given fields
+    (multiple values joined by ';')."""
     assert shutil.which("tshark"), "tshark is required (make system-deps installs it)"
-    cmd = ["tshark", "-r", str(path), "-Y", "kafka", "-T", "fields", "-E", "separator=\t", "-E", "aggregator=;"]
+    cmd = ["tshark", "-r", str(path), "-Y", display, "-T", "fields", "-E", "separator=\t", "-E", "aggregator=;"]
     for p in ports:
         cmd += ["-d", f"tcp.port=={p},kafka"]
     for f in fields:

@@ -183,17 +183,29 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                 .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
                      F.max("client_id").alias("client_id"),
                      F.max(F.coalesce(sent, F.lit(False))).alias("credentials_sent"),
-                     F.array_sort(F.collect_set("api_name")).alias("apis")))
+                     F.array_sort(F.collect_set("api_name")).alias("apis"),
+                     # a login's outcome: SaslHandshake or SaslAuthenticate answered with an error
+                     # failed; SaslAuthenticate answered without one, or raw tokens (SaslHandshake v0)
+                     # followed by other Kafka requests, succeeded
+                     F.max(F.coalesce(F.col("api_key").isin(17, 36) & (F.col("error_code") != 0), F.lit(False)))
+                     .alias("login_failed"),
+                     F.max(F.coalesce((F.col("api_key") == 36) & (F.col("error_code") == 0), F.lit(False)))
+                     .alias("login_answered"),
+                     F.max(F.col("status") == "sasl_token").alias("raw_tokens"),
+                     F.max(F.coalesce(~F.col("api_key").isin(17, 18, 36), F.lit(False))).alias("other_requests")))
+    succeeded = ~F.col("login_failed") & (F.col("login_answered") | (F.col("raw_tokens") & F.col("other_requests")))
     mech = (per_conn.groupBy("capture_date", "listener")
             .agg(F.array_sort(F.collect_set("sasl_mechanism")).alias("sasl_mechanisms"),
                  F.count("*").alias("kafka_connections"),
-                 F.sum(F.when(F.col("sasl_mechanism").isNotNull(), 1).otherwise(0)).alias("authenticated"))
+                 F.sum(F.when(F.col("sasl_mechanism").isNotNull(), 1).otherwise(0)).alias("login_attempts"),
+                 F.sum(F.when(F.col("sasl_mechanism").isNotNull() & succeeded, 1).otherwise(0)).alias("authenticated"),
+                 F.sum(F.when(F.col("login_failed"), 1).otherwise(0)).alias("failed_logins"))
             .orderBy("listener"))
     conns = rows.connections.withColumn("listener", _listener()).withColumn("capture_date", F.to_date("first_time"))
     tls_conns = conns.where(F.col("protocol") == "tls")
     tls = tls_conns.groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections"))
-    mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(0, ["tls_connections", "kafka_connections",
-                                                                          "authenticated"])
+    mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(
+        0, ["tls_connections", "kafka_connections", "login_attempts", "authenticated", "failed_logins"])
     # a PLAIN login is readable on the wire where the connection is not TLS (a TLS connection is
     # decoded as Kafka too where its key log was given), once credentials were sent (a handshake the
     # broker never answered, with no token after it, is not)
