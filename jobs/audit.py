@@ -43,9 +43,27 @@ import argparse
 import json
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SHAPES = ("exchanges", "connections", "partitions")
+AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
+SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
+
+
+def _small(captures: list[str], options: dict) -> bool:
+    """Are the captures local files of SMALL_INPUT bytes or less in all?"""
+    import spark_kafkawire
+    from spark_kafkawire.fs import is_uri
+
+    if any(is_uri(c) and not c.startswith("file:") for c in captures):
+        return False
+    try:
+        files = spark_kafkawire.list_files(list(captures), spark_kafkawire.Options.parse(options).path_glob_filter)
+        return sum(os.path.getsize(f) for f in files) <= SMALL_INPUT
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return False
 
 
 def _config(path: str | None) -> dict:
@@ -129,34 +147,51 @@ def policy_from(args):
     return p
 
 
-def load_rows(spark, args, out: str, options: dict[str, str]):
+def load_rows(spark, args, out: str, options: dict[str, str], small: bool = False):
     """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
     and return the rows the audits read, and how many new rows were read (None: not counted)."""
     from spark_kafkawire.audits import Rows
 
     new: int | None = None
-    for shape in SHAPES:
-        target = f"{out}/rows/{shape}"
-        _say(args, f"reading the captures: {shape} rows")
-        if args.incremental:
+    _say(args, "reading the captures")
+    if args.incremental:
+        for shape in SHAPES:
             reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
                 .option("completeAfterSeconds", str(args.complete_after_seconds))
             if args.max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
-            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", target)
+            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", f"{out}/rows/{shape}")
                  .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
             q.awaitTermination()
             new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
-        else:
+    elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
+        import spark_kafkawire
+
+        frames = []
+        for shape in SHAPES:
+            df = spark.createDataFrame(spark_kafkawire.read_capture(args.captures, **{**options, "rows": shape}))
+            df.write.mode("overwrite").parquet(f"{out}/rows/{shape}")
+            _say(args, f"{shape} rows written")
+            frames.append(df)
+        return Rows(*frames), new
+    else:  # the three shapes are three Spark jobs: at once
+        def write(shape: str) -> None:
             spark.read.format("kafkawire").options(**options).option("rows", shape).load(args.captures) \
-                .write.mode("overwrite").parquet(target)
+                .write.mode("overwrite").parquet(f"{out}/rows/{shape}")
+            _say(args, f"{shape} rows written")
+
+        with ThreadPoolExecutor(len(SHAPES)) as pool:
+            list(pool.map(write, SHAPES))
     return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
 
 
+_T0 = time.monotonic()
+
+
 def _say(args, what: str) -> None:
-    """Progress on stderr (not with --quiet)."""
+    """Progress on stderr (not with --quiet), with the seconds since the job started."""
     if not args.quiet:
-        print(f"audit: {what}", file=sys.stderr, flush=True)
+        print(f"audit: [{time.monotonic() - _T0:5.1f} s] {what}", file=sys.stderr, flush=True)
 
 
 def _rows(spark, path: str, shape: str):
@@ -223,7 +258,7 @@ def main(argv: list[str]) -> int:
         out.release()
 
 
-def _session(args, out):
+def _session(args, out, small: bool = False):
     """The job's SparkSession. Unless --verbose, Spark's JVM and its Python workers write their
     stderr (start-up notes, a failed task's stack traces) to a log file of their own, named in the
     one line a failure prints, and removed after a run that succeeds."""
@@ -232,13 +267,13 @@ def _session(args, out):
     import spark_kafkawire
 
     if args.verbose:
-        return spark_kafkawire.spark_session("kafkawire-audit")
+        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
     log = tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False)
     out.spark_log = log.name
     saved = os.dup(2)
     os.dup2(log.fileno(), 2)  # the JVM started now inherits it; this process gets its own back
     try:
-        return spark_kafkawire.spark_session("kafkawire-audit")
+        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -248,16 +283,22 @@ def _session(args, out):
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     from pyspark.sql import functions as F
 
-    from spark_kafkawire.audits import AUDITS, exit_status, policies
+    from spark_kafkawire.audits import AUDITS, Rows, exit_status, policies
     from spark_kafkawire.audits.report import render
     from spark_kafkawire.escape import printable
 
     out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
-    spark = _session(args, out)
+    _say(args, "starting Spark")
+    small = _small(args.captures, options)
+    spark = _session(args, out, small)
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
-        spark.conf.set("spark.sql.shuffle.partitions", str(max(4, 2 * spark.sparkContext.defaultParallelism)))
-    rows, new = load_rows(spark, args, out.uri, options)
+        spark.conf.set("spark.sql.shuffle.partitions", "1" if small else
+                       str(max(4, 2 * spark.sparkContext.defaultParallelism)))
+    if small:  # a few thousand rows: compiling each query's code and re-planning its stages cost more than they win
+        spark.conf.set("spark.sql.codegen.wholeStage", "false")
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+    rows, new = load_rows(spark, args, out.uri, options, small)
     if args.incremental and not new:  # nothing new: no verdict on zero evidence
         spark.stop()
         out.finish({"captures": args.captures, "nothing_new": True, "verdicts": []})
@@ -265,15 +306,27 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         if getattr(out, "spark_log", None):
             os.unlink(out.spark_log)
         return 3
+    if small:  # the rows of a few small files: read once into memory
+        rows = Rows(*(df.cache() for df in (rows.exchanges, rows.connections, rows.partitions)))
     results: dict[str, dict[str, list[dict]]] = {}
-    for name in chosen:
-        _say(args, f"audit {name}")
-        audit = AUDITS[name]
+    _say(args, f"running {len(chosen)} audits")
+
+    def collect(name: str) -> list:
+        got = []
+        for table, df in AUDITS[name](rows, policy).items():
+            got.append((table, df.toArrow()))  # audit results are aggregates: small enough for the driver
+        _say(args, f"audit {name}: {', '.join(f'{t} ({a.num_rows} rows)' for t, a in got)}")
+        return got
+
+    # each table is a small Spark job whose time is mostly planning and scheduling: several at once
+    with ThreadPoolExecutor(AUDIT_THREADS) as pool:
+        tables = list(pool.map(collect, chosen))
+    for name, got in zip(chosen, tables):
         results[name] = {}
-        for table, df in audit(rows, policy).items():
-            got = df.toArrow()  # audit results are aggregates: small enough for the driver
-            out.write_table(got, f"{name}/{table}")  # the whole table replaced: it describes rows/
-            results[name][table] = got.slice(0, 10_000).to_pylist()
+        for table, arrow in got:
+            out.write_table(arrow, f"{name}/{table}")  # the whole table replaced: it describes rows/
+            results[name][table] = arrow.slice(0, 10_000).to_pylist()
+    _say(args, "judging the policies")
     verdicts = policies(results, policy)
     ex = rows.exchanges
     t = F.coalesce("request_time", "response_time")

@@ -20,10 +20,11 @@ def register(spark) -> None:
     spark.dataSource.register(KafkaWireDataSource)
 
 
-def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False):
+def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
+                  small_job: bool = False):
     """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered;
-    ``filter_pushdown=True``: filters on header and endpoint columns applied while decoding (see
-    session.spark_session)."""
+    ``filter_pushdown=True``: filters on header and endpoint columns applied while decoding;
+    ``small_job=True``: a driver JVM tuned for a short job (see session.spark_session)."""
     from .session import spark_session as make
 
-    return make(app_name, master, filter_pushdown=filter_pushdown)
+    return make(app_name, master, filter_pushdown=filter_pushdown, small_job=small_job)

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 
-def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False):
+#: a local driver JVM for a short job on small input: the quick JIT tier only (C2's compiler threads
+#: cost more on two cores than they win back in a job of a minute) and the serial collector
+SMALL_JOB_JVM = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
+                  small_job: bool = False):
     """Get or create a SparkSession whose Python workers run this interpreter.
 
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
@@ -18,6 +24,10 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     4.3) keeps one set of pushed filters per loaded DataFrame: a query that uses one loaded
     DataFrame twice with different filters (a self-join, a union) reads both with one filter set
     and gives wrong rows (docs/rows.md, Filters).
+
+    ``small_job=True`` (a local session only, as the audit job starts one for small captures): the
+    driver JVM uses the quick JIT tier and the serial collector (SMALL_JOB_JVM), which start and
+    finish a job of small queries sooner.
     """
     submitted = _submitted()
     if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
@@ -29,7 +39,8 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     if not submitted:
         log4j = Path(__file__).with_name("log4j2.properties")
         builder = (builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}" +
+                           (SMALL_JOB_JVM if small_job else "")))
     builder = (
         builder
         .config("spark.sql.session.timeZone", "UTC")

@@ -88,11 +88,12 @@ def lineage(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                      F.countDistinct(*CONN, "correlation_id").alias("requests"),
                      F.min("time").alias("first_seen"), F.max("time").alias("last_seen")))
 
-    producers = side((0,)).orderBy("topic", F.desc("bytes"), *CLIENT)
+    # (cached: the topics table is made from both, and each is a table of its own too)
+    producers = side((0,)).orderBy("topic", F.desc("bytes"), *CLIENT).cache()
     consumers = (_with_groups(side(FETCH_APIS), rows)
                  .select("capture_date", "topic", "group_id", "group_basis", *CLIENT, "client_software", "records",
                          "bytes", "requests", "first_seen", "last_seen")
-                 .orderBy("topic", "group_id", F.desc("bytes"), *CLIENT))
+                 .orderBy("topic", "group_id", F.desc("bytes"), *CLIENT)).cache()
     p = producers.groupBy("capture_date", "topic").agg(
         F.count("*").alias("producers"), F.sum("records").alias("records_produced"),
         F.sum("bytes").alias("bytes_produced"))
@@ -292,7 +293,7 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     out = (out.join(_client_software(ex), CLIENT, "left")
            .select("capture_date", *CLIENT, "client_software", "finding", "value", "threshold", "evidence",
                    "suggestion")
-           .orderBy(order, "client_id", "client_ip"))
+           .orderBy(order, "client_id", "client_ip")).cache()  # (the summary counts it: computed once)
     summary = (out.groupBy("capture_date", "finding").agg(F.countDistinct(*CLIENT).alias("clients"))
                .orderBy(order))
     return {"hygiene_summary": summary, "client_hygiene": out}
