@@ -243,9 +243,11 @@ class Decoder:
             guess.replay(d, sink)
 
     def _tls_client(self, st: ConnState, d: int) -> None:
-        """The side that sent a ClientHello is the client (where no SYN said so already)."""
+        """The side that sent a ClientHello (or whose records a trial found to be the client's) is
+        the client, where no SYN or frame said so already. (The connection's start_captured still
+        says whether its SYN was seen.)"""
         if st.client_dir is None and st.conn.client is None:
-            st.conn.client = d
+            self.roles.assign(st, d)
 
     def closed(self, conn: Connection) -> None:
         st: ConnState | None = conn.state  # type: ignore[assignment]

@@ -32,6 +32,7 @@ LABELS = frozenset({"CLIENT_RANDOM", "CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_
                     "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"})
 MAX_KEYLOG_BYTES = 256 << 20  # a key log larger than this is refused (about two million sessions)
 REMOTE_KEEP_S = 60  # a key log read from object storage is read again after this long
+MAX_HISTORY = 1 << 20  # sessions claimed remembered across the files of a process (see KeyLog.history)
 _TLS13 = ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0")
 
 
@@ -56,6 +57,10 @@ class KeyLog:
         self._order: list[bytes] | None = None  # TLS 1.3 sessions in the log's order (for trials)
         self._index: dict[bytes, int] | None = None
         self._anchor: int | None = None  # the earliest position in _order claimed so far
+        self._base: KeyLog | None = None  # the log a fork was made from
+        #: the sessions connections of the files read with this log claimed, in the order claimed:
+        #: the latest of them is where a rotated file's cut connections began
+        self.history: list[bytes] = []
 
     def __repr__(self) -> str:  # never the secrets
         return f"KeyLog({len(self)} sessions)"
@@ -85,6 +90,7 @@ class KeyLog:
         view = KeyLog()
         view._by_random = self._by_random
         view.given = self.given
+        view._base = self
         return view
 
     def secrets(self, client_random: bytes) -> dict[str, bytes] | None:
@@ -103,23 +109,32 @@ class KeyLog:
     def claim(self, client_random: bytes) -> None:
         """A connection of this file has this session (its handshake, or a trial that verified)."""
         self.claimed.add(client_random)
-        if self._order is not None and self._index is not None:
+        if self._index is not None:
             i = self._index.get(client_random)
             if i is not None and (self._anchor is None or i < self._anchor):
                 self._anchor = i
+        if self._base is not None and len(self._base.history) < MAX_HISTORY:
+            self._base.history.append(client_random)
 
     def trial_order(self) -> Iterator[bytes]:
         """The TLS 1.3 sessions no connection of this file claimed, most likely first: those just
         before the earliest session this file's handshakes claimed (the log is in time order, and a
         rotated file's cut connections began just before its first new ones), going back, then
-        those after it; without a claimed session, newest first."""
+        those after it. Without a claimed session in this file: from the latest session a file read
+        before with this log claimed (the file before it in the rotation), back; else newest first."""
+        had = self._index is not None
         order, index = self._positions()
-        if self._anchor is None:
+        if not had:  # the claims so far (made before the positions were known)
             for r in self.claimed:
                 i = index.get(r)
                 if i is not None and (self._anchor is None or i < self._anchor):
                     self._anchor = i
-        anchor = len(order) if self._anchor is None else self._anchor
+        anchor = self._anchor
+        if anchor is None and self._base is not None:
+            before = [index[r] for r in self._base.history if r in index]
+            anchor = max(before) + 1 if before else None
+        if anchor is None:
+            anchor = len(order)
         claimed = self.claimed
         for i in range(anchor - 1, -1, -1):
             if order[i] not in claimed:

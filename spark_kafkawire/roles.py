@@ -60,11 +60,15 @@ class Roles:
             role = self._from_frames(st, force)
             if role is None:
                 return False
+        self.assign(st, role)
+        return True
+
+    def assign(self, st: ConnState, role: int) -> None:
+        """The client's direction is ``role`` (frames showed it, or a TLS ClientHello or trial did)."""
         st.client_dir = role
         st.endpoints = _endpoints(st, role)
         conn = st.conn
         self.brokers.add(conn.b if role == 0 else conn.a)
-        return True
 
     @staticmethod
     def _from_frames(st: ConnState, force: bool) -> int | None:

@@ -635,3 +635,20 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
     again = _job(*args)
     assert again.returncode == 3 and again.stdout.strip() == \
         f"audit: nothing new in {d} since the checkpoint {tmp_path / 'ckpt'}: no verdicts", again.stdout
+
+
+def test_the_lag_legend_never_covers_the_lines():
+    """The consumer-lag plot's legend sits beside the axes: its box and the axes' box do not meet,
+    whatever the lines (it sat inside, over the data, where a group's line ran high at the start)."""
+    import datetime as dt
+
+    from spark_kafkawire.audits.report import lines_figure
+
+    t0 = dt.datetime(2026, 11, 21, 13, 52)
+    series = {f"group-{i}": {t0 + dt.timedelta(minutes=m): (100 - 10 * m) * (i + 1) for m in range(8)}
+              for i in range(4)}
+    fig = lines_figure("lag per minute", series, "records behind")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= box.x1 and not legend.overlaps(box)

@@ -18,3 +18,7 @@ def test_notebook_runs():
     assert "exchanges in 9 captures" in text and "Produce" in text and "Int16" in text
     assert "metrics" in text and "billing, shipping" in text  # lineage: the unread topic, a topic's groups
     assert "analytics" in text and " 50 " in text  # consumer lag: the paused consumer 50 records behind
+    # errors by the one rule: the failed logins are there; ApiVersions' version negotiation is not
+    (errors,) = [c for c in nb.cells if c.cell_type == "code" and "failed()" in c.source]
+    shown = "".join(str(o.get("data", {}).get("text/plain", "")) for o in errors.outputs)
+    assert "SASL_AUTHENTICATION_FAILED" in shown and "UNSUPPORTED_VERSION" not in shown

@@ -469,3 +469,32 @@ def test_a_bounded_mutation_campaign_over_the_tls_captures(tmp_path):
         tm.check_accounting(conns, out)
         path.unlink()
     assert set(kinds) == set(tm.MUTATIONS)
+
+
+def test_rotated_parts_find_their_sessions_first_in_a_large_key_log(tmp_path):
+    """A capture rotated into three parts, read in order with its key log followed by 1,000 TLS 1.3
+    sessions that belong to nothing here (as a broker's log of a busy day would be): a part's cut
+    connections are tried first with the sessions just before the last one a file read before
+    claimed, so within the default budget the parts together decrypt every byte the whole does."""
+    import os as _os
+
+    pcap = tm.TLS / "tls13-aes256gcm.pcap"
+    rnd = random.Random(7)
+    log = tmp_path / "busy.keylog"
+    extra = []
+    for _ in range(1000):
+        cr = bytes(rnd.randrange(256) for _ in range(32)).hex()
+        for label in ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"):
+            extra.append(f"{label} {cr} {bytes(rnd.randrange(256) for _ in range(48)).hex()}")
+    log.write_text(tm.keylog(pcap).read_text() + "\n".join(extra) + "\n")
+    packets, _lt = damage.read(pcap)
+    parts = damage.split(pcap, tmp_path / "parts", len(packets) // 3 + 1)
+    whole = read_capture(pcap, rows="connections", tlsKeyLog=str(tm.keylog(pcap))).to_pylist()
+    from spark_kafkawire import keylog
+
+    keylog._cache.clear()
+    with finishes_within(120, "three parts against a 1,000-session log"):
+        pieces = [r for p in parts for r in read_capture(p, rows="connections", tlsKeyLog=str(log)).to_pylist()]
+    assert any(not r["start_captured"] and r["protocol"] == "tls" for r in pieces)  # cut connections are there
+    assert sum(r["tls_decrypted_bytes"] or 0 for r in pieces) == sum(r["tls_decrypted_bytes"] or 0 for r in whole) > 0
+    assert _os.path.getsize(log) > 100_000

@@ -20,7 +20,7 @@ from .base import ex_time as _ex_time
 from .base import listener as _listener
 from .wire import client_hygiene, consumer_lag, lineage, wire_verdicts
 
-__all__ = ["AUDITS", "Policy", "Rows", "Verdict", "exit_status", "policies"]
+__all__ = ["AUDITS", "Policy", "Rows", "Verdict", "exit_status", "failed", "negotiated", "policies"]
 
 
 # -- upgrade readiness ---------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 
 # -- errors --------------------------------------------------------------------------------------
-def _negotiated() -> F.Column:
+def negotiated() -> F.Column:
     """An answer that is version negotiation (protocol.NEGOTIATION), not a failure."""
     cond = F.lit(False)
     for key, code in sorted(protocol.NEGOTIATION):
@@ -65,9 +65,10 @@ def _negotiated() -> F.Column:
     return F.coalesce(cond, F.lit(False))
 
 
-def _failed() -> F.Column:
-    """An errored exchange: an error code other than 0, and not version negotiation."""
-    return F.col("error_code").isNotNull() & (F.col("error_code") != 0) & ~_negotiated()
+def failed() -> F.Column:
+    """An errored exchange: an error code other than 0, and not version negotiation (the one rule
+    the audits, the notebook and ``kafkawire summary`` count errors by)."""
+    return F.col("error_code").isNotNull() & (F.col("error_code") != 0) & ~negotiated()
 
 
 def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -75,7 +76,7 @@ def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     overall rate. ApiVersions answered UNSUPPORTED_VERSION is version negotiation (the client asks
     again at a version the broker has): counted apart (``negotiated``), never as an error."""
     ex = _ex_time(rows.exchanges).where(F.col("api_key").isNotNull())
-    bad = ex.where(_failed())
+    bad = ex.where(failed())
     by = (bad.withColumn("hour", F.date_trunc("hour", "time"))
           .withColumn("topic", F.explode_outer("topics"))
           .groupBy("capture_date", "hour", "api_name", "error_name", "topic", "client_id", "client_ip",
@@ -87,8 +88,8 @@ def errors(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
            .orderBy(F.desc("exchanges")))
     rate = (ex.groupBy("capture_date")
             .agg(F.count("*").alias("exchanges"),
-                 F.sum(F.when(_failed(), 1).otherwise(0)).alias("errored"),
-                 F.sum(F.when(_negotiated(), 1).otherwise(0)).alias("negotiated"))
+                 F.sum(F.when(failed(), 1).otherwise(0)).alias("errored"),
+                 F.sum(F.when(negotiated(), 1).otherwise(0)).alias("negotiated"))
             .withColumn("error_rate", F.col("errored") / F.col("exchanges")))
     return {"errors_by_hour": by, "top_offenders": top, "error_rate": rate}
 
@@ -338,12 +339,12 @@ def exchange_summary(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     out = (ex.groupBy("capture_date", F.coalesce("api_name", F.lit("(request not captured)")).alias("api_name"),
                       "client_id")
            .agg(F.count("*").alias("exchanges"),
-                F.sum(F.when(_failed(), 1).otherwise(0)).alias("errors"),
+                F.sum(F.when(failed(), 1).otherwise(0)).alias("errors"),
                 n.alias("timed"),
                 F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.5), 3)).alias("p50_ms"),
                 F.when(n >= policy.min_latency_n, F.round(F.percentile("latency_ms", 0.99), 3)).alias("p99_ms"),
                 F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"),
-                F.sum(F.when(_negotiated(), 1).otherwise(0)).alias("negotiated"))
+                F.sum(F.when(negotiated(), 1).otherwise(0)).alias("negotiated"))
            .orderBy(F.desc("exchanges"), "api_name", "client_id"))
     return {"exchange_summary": out}
 

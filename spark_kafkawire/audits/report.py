@@ -200,6 +200,11 @@ def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, 
 
 def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) -> str:
     """One line per series (a consumer group) on a real time axis."""
+    return _svg(lines_figure(title, series, ylabel), title)
+
+
+def lines_figure(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str):
+    """The figure of :func:`lines`; its legend sits beside the plot, never over the data."""
     fig, ax = _figure()
     for name, points in series.items():
         keys = sorted(points)
@@ -211,8 +216,8 @@ def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) 
     ax.tick_params(labelsize=7)
     ax.set_ylim(bottom=0)
     if len(series) > 1:
-        ax.legend(fontsize=7, loc="upper left", frameon=False)
-    return _svg(fig, title)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+    return fig
 
 
 def _latency_plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
