@@ -458,9 +458,15 @@ def test_tables_describe_only_this_runs_rows_and_the_report_says_which_dates(spa
 # -- the report in a real browser -------------------------------------------------------------------
 METRICS = """<script>
 addEventListener('load', () => {
-  const figs = [...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect());
+  const svgs = [...document.querySelectorAll('figure svg')];
+  // a figure in a box that scrolls sideways (the lineage graph) must fit as that box does
+  const box = s => (s.closest('.scroll') || s).getBoundingClientRect();
+  // drawn size against natural size (the SVG's points at 96 px per inch): how large its 7-point text is
+  const scale = s => s.getBoundingClientRect().width / (s.viewBox.baseVal.width * 4 / 3);
+  const figs = svgs.map(box);
   const m = {width: innerWidth, scroll: document.documentElement.scrollWidth, figures: figs.length,
-             inside: figs.every(r => r.left >= 0 && r.right <= innerWidth + 1 && r.width > 50)};
+             inside: figs.every(r => r.left >= 0 && r.right <= innerWidth + 1 && r.width > 50),
+             lineage: svgs.filter(s => (s.getAttribute('aria-label') || '').startsWith('producers')).map(scale)};
   document.body.insertAdjacentHTML('beforeend', '<pre id="metrics">' + JSON.stringify(m) + '</pre>');
 });
 </script>"""
@@ -496,7 +502,7 @@ def test_report_reads_at_desktop_and_phone_widths(samples, tmp_path):
     results = {name: run(name, samples) for name in AUDITS}
     verdicts = policies(results, Policy())
     page = render(verdicts, {"captures": str(SAMPLES)}, results)
-    failing = sum(not v.ok for v in verdicts)
+    failing = sum(v.ok is False for v in verdicts)
     assert failing == 2 and f"2 policies of {len(verdicts)} fail." in page
     for title in ("time (UTC), one bar per minute", "time (UTC), one bar per hour", "records", "exchanges",
                   "latency (ms, bucket's upper bound)", "records produced per minute", "records fetched per minute"):
@@ -508,6 +514,8 @@ def test_report_reads_at_desktop_and_phone_widths(samples, tmp_path):
         m = _browser(path, width)
         assert m["figures"] >= 8 and m["inside"], m
         assert m["scroll"] <= m["width"], m  # nothing wider than the window
+        # the lineage graph's labels (7 pt) stay at 7.5 px or more: it scrolls sideways in its box instead
+        assert m["lineage"] and min(m["lineage"]) * 7 * 4 / 3 >= 7.5, m
 
 
 # -- verdicts rest on their evidence ---------------------------------------------------------------

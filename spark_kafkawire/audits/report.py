@@ -56,6 +56,7 @@ td.n{text-align:right;white-space:nowrap}td{min-width:4em}
 .ok{color:#176f2c}.fail{color:#b00020;font-weight:bold}.open{color:#8a5a00;font-weight:bold}.note{color:#666;font-size:.85em}
 figure{display:inline-block;margin:.3em 1em .3em 0;max-width:100%;vertical-align:top}
 figure svg{max-width:100%;height:auto}
+figure.wide{max-width:none}figure.wide svg{min-width:560px;max-width:100%}
 @media (max-width:40em){body{margin:.5em auto;padding:0 .5em}table{font-size:.75em}}
 """
 MAX_ROWS = 25
@@ -94,9 +95,11 @@ def _figure(width_in: float = 6.0, height_in: float = 2.6):
     return fig, fig.subplots()
 
 
-def _svg(fig, title: str) -> str:
+def _svg(fig, title: str, wide: bool = False) -> str:
     """A figure as inline SVG (text drawn as paths: nothing to escape, no font to fetch), scaled to
-    the page, its title for screen readers."""
+    the page, its title for screen readers. ``wide``: a figure whose labels must stay readable
+    (the lineage graph) is never drawn narrower than 560 pixels; on a narrower screen it scrolls
+    sideways in its own box, as a wide table does."""
     import io
 
     buf = io.StringIO()
@@ -104,6 +107,8 @@ def _svg(fig, title: str) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     svg = svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
+    if wide:
+        return f"<div class='scroll'><figure class='wide'>{svg}</figure></div>"
     return f"<figure>{svg}</figure>"
 
 
@@ -195,7 +200,7 @@ def flow(title: str, left: dict[tuple[str, str], float], right: dict[tuple[str, 
     ax.set_ylim(-0.02, 1.0 + 1.2 / tall)
     ax.axis("off")
     ax.set_title(title, fontsize=9)
-    return _svg(fig, title)
+    return _svg(fig, title, wide=True)
 
 
 def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) -> str:
