@@ -21,4 +21,5 @@ def test_notebook_runs():
     # errors by the one rule: the failed logins are there; ApiVersions' version negotiation is not
     (errors,) = [c for c in nb.cells if c.cell_type == "code" and "failed()" in c.source]
     shown = "".join(str(o.get("data", {}).get("text/plain", "")) for o in errors.outputs)
-    assert "SASL_AUTHENTICATION_FAILED" in shown and "UNSUPPORTED_VERSION" not in shown
+    # (every ApiVersions error of the samples is that negotiation: tests/test_cli.py counts them with tshark)
+    assert "SASL_AUTHENTICATION_FAILED" in shown and "ApiVersions" not in shown
