@@ -216,3 +216,18 @@ def test_an_offset_of_the_first_stream_version_counts_what_it_read(tmp_path):
     old = {"mtime_ns": os.stat(tmp_path / "cap.pcap1").st_mtime_ns, "path": str(tmp_path / "cap.pcap1")}
     _end, read, _ = _run(reader, old)
     assert read == ["cap.pcap2"]
+
+
+def test_files_that_wait_are_named_once_on_stderr(tmp_path, capsys):
+    """A query right after cp reads nothing: one line on stderr (Spark's log) says how many files
+    wait for completeAfterSeconds, names one, and how files copied whole are read at once; it is
+    not repeated while the same files wait."""
+    now = time.time()
+    _put(tmp_path, "cap.pcap", 3, now)
+    assert completed_files([str(tmp_path)], Options(), settle_s=60, now=now) == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kafkawire stream: 1 file(s) wait until unchanged for "
+                                               "completeAfterSeconds (60 s)")
+    assert str(tmp_path / "cap.pcap") in err[0] and "completeAfterSeconds=0" in err[0]
+    completed_files([str(tmp_path)], Options(), settle_s=60, now=now)
+    assert capsys.readouterr().err == ""
