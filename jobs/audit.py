@@ -169,10 +169,10 @@ def load_rows(spark, args, out: str, options: dict[str, str], small: bool = Fals
 
         frames = []
         for shape in SHAPES:
-            df = spark.createDataFrame(spark_kafkawire.read_capture(args.captures, **{**options, "rows": shape}))
-            df.write.mode("overwrite").parquet(f"{out}/rows/{shape}")
+            table = spark_kafkawire.read_capture(args.captures, **{**options, "rows": shape})
+            _write_rows(spark, table, f"{out}/rows/{shape}")
             _say(args, f"{shape} rows written")
-            frames.append(df)
+            frames.append(spark.createDataFrame(table))
         return Rows(*frames), new
     else:  # the three shapes are three Spark jobs: at once
         def write(shape: str) -> None:
@@ -183,6 +183,27 @@ def load_rows(spark, args, out: str, options: dict[str, str], small: bool = Fals
         with ThreadPoolExecutor(len(SHAPES)) as pool:
             list(pool.map(write, SHAPES))
     return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
+
+
+def _write_rows(spark, table, target: str) -> None:
+    """Rows decoded by the driver as Parquet at ``target`` (replaced whole): by pyarrow where it is a
+    local directory (one file, no Spark job), else by Spark."""
+    from spark_kafkawire.fs import local_path
+
+    local = local_path(target) if "://" not in target or target.startswith("file:") else None
+    if local is None:
+        spark.createDataFrame(table).write.mode("overwrite").parquet(target)
+        return
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    staged = f"{local}.tmp"
+    shutil.rmtree(staged, ignore_errors=True)
+    os.makedirs(staged)
+    pq.write_table(table, os.path.join(staged, "part-00000.parquet"))
+    shutil.rmtree(local, ignore_errors=True)
+    os.replace(staged, local)
 
 
 _T0 = time.monotonic()
@@ -350,13 +371,17 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
     window = f"{span['a']} to {span['b']} (UTC)" if span["a"] is not None else "no exchange times"
-    print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {window}")
-    for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
-        print(f"  [{v.status}] {printable(v.name)}: {printable(v.detail)}")
-    if "exchange_summary" in results:
-        print("\nexchange summary (busiest first):")
-        _print_table(results["exchange_summary"]["exchange_summary"][:25])
-    print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
+    try:
+        print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {window}")
+        for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
+            print(f"  [{v.status}] {printable(v.name)}: {printable(v.detail)}")
+        if "exchange_summary" in results:
+            print("\nexchange summary (busiest first):")
+            _print_table(results["exchange_summary"]["exchange_summary"][:25])
+        print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
+        sys.stdout.flush()
+    except BrokenPipeError:  # its reader stopped (| head): the run is complete all the same
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if getattr(out, "spark_log", None):
         os.unlink(out.spark_log)
     return exit_status(verdicts)
