@@ -200,8 +200,12 @@ def _write_rows(spark, table, target: str) -> None:
 
     staged = f"{local}.tmp"
     shutil.rmtree(staged, ignore_errors=True)
-    os.makedirs(staged)
-    pq.write_table(table, os.path.join(staged, "part-00000.parquet"))
+    try:
+        os.makedirs(staged)
+        pq.write_table(table, os.path.join(staged, "part-00000.parquet"))
+    except BaseException:  # a full disk, say: nothing half-written is left behind
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     shutil.rmtree(local, ignore_errors=True)
     os.replace(staged, local)
 

@@ -374,7 +374,8 @@ def small_fs(tmp_path):
 
 
 def _one_line(r) -> str:
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    """The one line a failed run says (besides its progress lines, "audit: [  1.2 s] ...")."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("audit: [")]
     assert len(lines) == 1, r.stderr[-3000:]
     return lines[0]
 
@@ -625,7 +626,8 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
     assert not r.stderr.strip() or all("Using incubator modules" in ln for ln in r.stderr.strip().splitlines())
     one = _job(_one_produce(tmp_path / "one.pcap", True), "--out", tmp_path / "c", "--audits", "upgrade_readiness")
     assert one.returncode == 0 and "[ok] no client sends a version Kafka 4.0 rejects" in one.stdout, one.stdout
-    assert "audit: audit upgrade_readiness" in one.stderr  # progress on stderr
+    assert re.search(r"^audit: \[ *[0-9.]+ s\] audit upgrade_readiness: upgrade_readiness \(0 rows\)$", one.stderr,
+                     re.M), one.stderr  # progress on stderr
     none = _job(_one_produce(tmp_path / "none.pcap", False), "--out", tmp_path / "d", "--audits", "upgrade_readiness")
     assert none.returncode == 3, none.stdout + none.stderr[-2000:]
     assert "[inconclusive] no client sends a version Kafka 4.0 rejects: 0 Kafka exchanges decoded (min_exchanges 1)" \
