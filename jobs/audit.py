@@ -355,12 +355,14 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     verdicts = policies(results, policy)
     ex = rows.exchanges
     t = F.coalesce("request_time", "response_time")
+    # one query: the span, the listeners and the dates (sets as small as the brokers and days)
+    listener = F.when(F.col("broker_ip").isNotNull(),
+                      F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")))
     span = ex.agg(F.min(t).alias("a"), F.max(t).alias("b"), F.count("*").alias("n"),
-                  F.countDistinct("capture_file").alias("files"),
-                  F.countDistinct("broker_ip", "broker_port").alias("brokers")).first()
-    listeners = sorted({f"{r.broker_ip}:{r.broker_port}" for r in ex.select("broker_ip", "broker_port").distinct()
-                        .where(F.col("broker_ip").isNotNull()).collect()})
-    dates = sorted(str(r[0]) for r in ex.select(F.to_date(t).alias("d")).distinct().where("d is not null").collect())
+                  F.countDistinct("capture_file").alias("files"), F.collect_set(listener).alias("listeners"),
+                  F.collect_set(F.to_date(t).cast("string")).alias("dates")).first()
+    listeners = sorted(span["listeners"] or [])
+    dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
     meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
             "time window (UTC)": window,
