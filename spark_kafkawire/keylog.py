@@ -143,10 +143,6 @@ class KeyLog:
             if order[i] not in claimed:
                 yield order[i]
 
-    def unclaimed(self) -> list[tuple[bytes, dict[str, bytes]]]:
-        """The TLS 1.3 sessions no connection claimed so far, in the log's order."""
-        return [(r, self.secrets(r) or {}) for r in self._positions()[0] if r not in self.claimed]
-
     @classmethod
     def read(cls, paths: str, endpoint: str | None = None) -> "KeyLog":
         """The key logs of a comma-separated list of files (local paths or URIs)."""

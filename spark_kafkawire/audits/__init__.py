@@ -250,17 +250,22 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 
 
+def _directions(what: str) -> F.Column:
+    """A per-direction count of the connection rows, client's and broker's added (nulls as 0)."""
+    return F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))
+
+
 # -- capture health ------------------------------------------------------------------------------
 def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Per file and connection: bytes lost, resyncs, skipped bytes, damage, unanswered requests:
     how far each other audit can be trusted."""
     c = rows.connections.withColumn("capture_date", F.to_date(F.coalesce("first_time", "last_time")))
-    both = lambda what: F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))  # noqa: E731
     conn = c.select("capture_date", "capture_file", "client_ip", "client_port", "broker_ip", "broker_port",
                     "protocol", "start_captured", "end_captured", "status",
-                    both("bytes").alias("bytes"), both("gap_bytes").alias("gap_bytes"), both("gaps").alias("gaps"),
-                    both("resyncs").alias("resyncs"), both("skipped_bytes").alias("skipped_bytes"),
-                    both("partial_frames").alias("partial_frames"))
+                    _directions("bytes").alias("bytes"), _directions("gap_bytes").alias("gap_bytes"),
+                    _directions("gaps").alias("gaps"), _directions("resyncs").alias("resyncs"),
+                    _directions("skipped_bytes").alias("skipped_bytes"),
+                    _directions("partial_frames").alias("partial_frames"))
     ex = _ex_time(rows.exchanges)
     per_file_ex = (ex.groupBy("capture_file")
                    .agg(F.sum(F.when(F.col("status") == "no_response", 1).otherwise(0)).alias("unanswered"),
@@ -291,10 +296,9 @@ def coverage(rows: Rows) -> DataFrame:
     connections; ``undecoded_fraction`` = (lost + skipped + undecrypted) / (bytes + lost), and
     ``plaintext_undecoded_fraction`` the same over the connections that are not TLS."""
     c = rows.connections.where(F.col("status") == "connection").withColumn("listener", _listener())
-    both = lambda what: F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))  # noqa: E731
     tls = F.col("protocol") == "tls"
-    lost = F.when(tls, both("tls_gap_bytes")).otherwise(both("gap_bytes"))
-    skipped = F.when(tls, F.lit(0)).otherwise(both("skipped_bytes"))
+    lost = F.when(tls, _directions("tls_gap_bytes")).otherwise(_directions("gap_bytes"))
+    skipped = F.when(tls, F.lit(0)).otherwise(_directions("skipped_bytes"))
     undecrypted = F.when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0)
     not_decrypted = tls & ((F.col("tls_undecrypted_bytes") > 0) | (F.coalesce("tls_decrypted_bytes", F.lit(0)) == 0))
     per = (c.groupBy("listener")
@@ -307,9 +311,9 @@ def coverage(rows: Rows) -> DataFrame:
                 F.sum(F.when(tls & F.col("tls_cert_subject").isNull() & (F.col("tls_version") != "TLS 1.2"), 1)
                       .otherwise(0)).alias("certificates_hidden"),
                 F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"),
-                F.sum(both("bytes")).alias("bytes"), F.sum(lost).alias("lost_bytes"),
+                F.sum(_directions("bytes")).alias("bytes"), F.sum(lost).alias("lost_bytes"),
                 F.sum(skipped).alias("skipped_bytes"), F.sum(undecrypted).alias("tls_undecrypted_bytes"),
-                F.sum(F.when(~tls, both("bytes")).otherwise(0)).alias("plaintext_bytes"),
+                F.sum(F.when(~tls, _directions("bytes")).otherwise(0)).alias("plaintext_bytes"),
                 F.sum(F.when(~tls, lost + skipped).otherwise(0)).alias("plaintext_undecoded_bytes"))
            .where((F.col("kafka_connections") > 0) | (F.col("tls_connections") > 0)))
     ex = (_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()).withColumn("listener", _listener())
