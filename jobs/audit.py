@@ -26,7 +26,7 @@ full: one line).
 While it runs it says on stderr what it is doing (--quiet: nothing).
 
 Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
-  target_release          no client sends a version this release rejects (default 4.0)
+  target_release          no client sends a version this release rejects (default 4.0; 3.0 ... 3.9, 4.0, 4.3)
   max_error_rate          errored exchanges / all exchanges, e.g. 0.01
   max_p99_ms              {api_name: ms}, e.g. {"Produce": 500}; --max-p99 Produce=500
   min_latency_n           fewer timed exchanges than this: no percentile is claimed (default 20)
@@ -133,9 +133,10 @@ def policy_from(args):
             raise ValueError(f"--max-p99 {item!r}: give API=MILLISECONDS, e.g. Produce=500") from None
     from spark_kafkawire import protocol
 
-    releases = sorted(protocol.release_minimums())
+    releases = list(protocol.releases())
     if p.target_release not in releases:
-        raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)}")
+        raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)} (the releases "
+                         "whose version tables spark_kafkawire/protocol/releases.tsv holds)")
     from spark_kafkawire.audits.wire import FINDINGS
 
     if isinstance(p.hygiene_fail_on, str) or not all(isinstance(f, str) for f in p.hygiene_fail_on):

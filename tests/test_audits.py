@@ -24,6 +24,7 @@ from conftest import ROOT, SAMPLES
 from pcapgen import Conversation, request, response, write_pcap
 from test_tshark import tshark_fields
 
+from spark_kafkawire import protocol
 from spark_kafkawire.audits import AUDITS, Policy, Rows
 
 MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
@@ -77,18 +78,26 @@ def test_upgrade_readiness_lists_exactly_what_tshark_saw_clients_send_that_40_re
         if cid:  # requests (responses carry no client id)
             for c, k, v in zip(cid.split(";"), keys.split(";"), vers.split(";")):
                 sent.add((c, int(k), int(v)))
-    got = run("upgrade_readiness", rows_of(spark, tmp_path, [SAMPLES / name]))["upgrade_readiness"]
-    for release in ("4.0", "4.3"):
+    rows = rows_of(spark, tmp_path, [SAMPLES / name])
+    by_release = {}
+    for release in ("4.0", "4.3"):  # only the release asked for is listed
+        got = by_release[release] = run("upgrade_readiness", rows, target_release=release)["upgrade_readiness"]
+        assert {r["release"] for r in got} == {release}
         expected = {s for s in sent if (s[1], s[2]) in _refused(release)}
         assert any(c == "kp-0.10.1" and k == 0 and v == 2 for c, k, v in expected)  # Produce v2, as the manifest says
-        assert {(r["client_id"], r["api_key"], r["api_version"]) for r in got if r["release"] == release} == expected
+        assert {(r["client_id"], r["api_key"], r["api_version"]) for r in got} == expected
+        assert {r["refusal"] for r in got} == {"removed"}  # no client there is newer than 4.0
+        assert all(r["exchanges"] >= 1 and r["first_seen"] <= r["last_seen"] for r in got)
     # the clients that sent only current versions are not there
-    assert {r["client_id"] for r in got} == {c for c, k, v in sent if (k, v) in _refused("4.0")}
-    assert all(r["exchanges"] >= 1 and r["first_seen"] <= r["last_seen"] for r in got)
-    # JoinGroup v0-1 are refused by 4.0.0 only; later releases list the rest again
-    for r in got:
-        if r["api_key"] == 11:
-            assert r["release"] == "4.0"
+    assert {r["client_id"] for r in by_release["4.0"]} == {c for c, k, v in sent if (k, v) in _refused("4.0")}
+    # JoinGroup v0-1 are refused by 4.0.0 only; later releases accept them again
+    assert not any(r["api_key"] == 11 for r in by_release["4.3"])
+    # an older target: what tshark saw sent above 3.0's newest version (ApiVersions is negotiation)
+    table = protocol.releases()["3.0"]
+    got = run("upgrade_readiness", rows, target_release="3.0")["upgrade_readiness"]
+    newer = {s for s in sent if s[1] != 18 and (s[1] not in table or s[2] > table[s[1]][1])}
+    assert newer and {(r["client_id"], r["api_key"], r["api_version"]) for r in got} == newer
+    assert {r["refusal"] for r in got} <= {"newer", "absent"}
 
 
 def test_clients_inventory_and_sasl_users_match_the_manifests(samples):
@@ -299,7 +308,7 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     bad = _job(SAMPLES, "--config", tmp_path / "bad.json", "--out", tmp_path / "bad")
     assert bad.returncode == 1 and "unknown key(s) max_p99" in bad.stderr
     # errors before Spark starts: exit 1, one line naming what is wrong
-    for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "3.9"], [SAMPLES, "--max-p99", "Produce"]):
+    for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "4.1"], [SAMPLES, "--target-release", "3.10"], [SAMPLES, "--max-p99", "Produce"]):
         e = _job(*bad, "--out", tmp_path / "bad")
         assert e.returncode == 1 and len(e.stderr.strip().splitlines()) == 1, e.stderr
 

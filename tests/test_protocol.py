@@ -102,3 +102,51 @@ def test_request_header_bytes_written_by_kio():
             assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (key, ver, 77, cid)
             assert h.header_version == (2 if cls is H2 else 1)
             assert h.body_offset == len(buf.getvalue())
+
+
+def _facts_ranges() -> dict[str, dict[int, tuple[int, int]]]:
+    """The facts sheet's 3.9.0 / 4.0.0 / 4.3.x columns as release -> key -> (low, high)."""
+    out: dict[str, dict[int, tuple[int, int]]] = {"3.9": {}, "4.0": {}, "4.3": {}}
+    for key, *cols in re.findall(r"^\|(\d+)\|[^|]+\|([^|]+)\|([^|]+)\|([^|]+)\|[^|]+\|$", FACTS.read_text(), re.M):
+        for release, text in zip(out, cols):
+            text = text.split(" (")[0].strip()
+            if text not in ("removed", "-"):
+                low, _, high = text.partition("-")
+                out[release][int(key)] = (int(low), int(high or low))
+    return out
+
+
+def test_release_tables_match_the_facts_sheet_and_kio():
+    """releases.tsv: 3.9 was generated from the release branch's schemas, the facts sheet's column
+    transcribed from 3.9.0; 4.3 against kio 0.6.5 (generated from the 4.3 schemas) as well."""
+    rel = protocol.releases()
+    assert list(rel) == ["3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "3.9", "4.0", "4.3"]
+    facts = _facts_ranges()
+    for release, table in facts.items():
+        assert rel[release] == table, release
+    kio = {}
+    for key, name in api_key_map.items():
+        versions = sorted(schema_name_map[name])
+        kio[key] = (versions[0], versions[-1])
+    # kio keeps Produce v0-2 out like 4.3 does; keys it has and 4.3 lacks would show here
+    assert {k: v for k, v in kio.items() if k in rel["4.3"]} == {k: rel["4.3"][k] for k in kio if k in rel["4.3"]}
+    assert set(rel["4.3"]) <= set(kio)
+
+
+def test_release_tables_only_grow_at_the_top_and_the_decoder_knows_every_version():
+    """A later release never drops a key's newest version (4.0 raised lowest versions, KIP-896), and
+    every version a release accepts is one the decoder has a schema for."""
+    rel = protocol.releases()
+    names = list(rel)
+    for older, newer in zip(names, names[1:]):
+        for key, (_, high) in rel[older].items():
+            if key in rel[newer]:
+                assert rel[newer][key][1] >= high or (newer == "4.3" and key in (76, 77, 78, 79)), (older, newer, key)
+            else:
+                assert newer == "4.0" and key in (4, 5, 6, 7), (older, newer, key)  # only 4.0 removed keys
+    for release, table in rel.items():
+        for key, (low, high) in table.items():
+            api = protocol.api(key)
+            assert api is not None and all(api.has_version(v) for v in range(low, high + 1)), (release, key)
+    # what 3.0 lacks that 3.9 has: the APIs added in between (KRaft, KIP-848 groups, telemetry, ...)
+    assert {68, 71, 75} <= set(rel["3.9"]) - set(rel["3.0"])

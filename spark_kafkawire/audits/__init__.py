@@ -25,11 +25,12 @@ __all__ = ["AUDITS", "Policy", "Rows", "Verdict", "exit_status", "failed", "nego
 
 # -- upgrade readiness ---------------------------------------------------------------------------
 def upgrade_readiness(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
-    """For each release from 4.0 on, every client (id, address, software) and (api, version) it
-    sent that the release no longer accepts, with exchange counts and first/last seen."""
-    hit = refused(_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()))
+    """For the target release (policy ``target_release``), every client (id, address, software) and
+    (api, version) it sent that the release does not accept, why (``refusal``: removed, newer,
+    absent), with exchange counts and first/last seen."""
+    hit = refused(_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()), policy.target_release)
     keys = ["release", "capture_date", "client_id", "client_ip", "client_software_name", "client_software_version",
-            "api_key", "api_name", "api_version"]
+            "api_key", "api_name", "api_version", "refusal"]
     out = (hit.groupBy(*keys)
            .agg(F.count("*").alias("exchanges"), F.min("time").alias("first_seen"), F.max("time").alias("last_seen"))
            .orderBy("release", "client_id", "client_ip", "api_key", "api_version"))
@@ -375,7 +376,8 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
     out = []
     if "upgrade_readiness" in results:
         up = [r for r in results["upgrade_readiness"]["upgrade_readiness"] if r["release"] == policy.target_release]
-        who = sorted({f"{r['client_id']}@{r['client_ip']}: {r['api_name']} v{r['api_version']}" for r in up})
+        who = sorted({f"{r['client_id']}@{r['client_ip']}: {r['api_name']} v{r['api_version']} ({r['refusal']})"
+                      for r in up})
         out.append(Verdict(f"no client sends a version Kafka {policy.target_release} rejects", not up,
                            "; ".join(who[:20]) + (f" and {len(who) - 20} more" if len(who) > 20 else "") if up
                            else "none seen"))

@@ -104,11 +104,18 @@ def listener() -> F.Column:
 
 
 def refused(ex: DataFrame, release: str | None = None) -> DataFrame:
-    """The exchanges at an (api, version) a release from 4.0 on no longer accepts, with that
-    ``release`` (one row per release that refuses it; only ``release`` when given)."""
-    mins = protocol.release_minimums()
-    gone = [(rel, key, low) for rel, by_key in sorted(mins.items()) if release in (None, rel)
-            for key, low in by_key.items()]
-    table = ex.sparkSession.createDataFrame(gone, "release string, api_key smallint, min_version smallint")
-    return (ex.where(F.col("api_version").isNotNull()).join(F.broadcast(table), "api_key")
-            .where((F.col("min_version") < 0) | (F.col("api_version") < F.col("min_version"))))
+    """The exchanges at an (api, version) a Kafka release does not accept, with that ``release``
+    (one row per release that refuses it; only ``release`` when given) and ``refusal``: ``removed``
+    (below the release's lowest version), ``newer`` (above its highest) or ``absent`` (an api the
+    release does not have). ApiVersions above the highest is negotiation (the broker answers it with
+    its ranges, KIP-511), not a refusal."""
+    table_rows = [(rel, key, *by_key.get(key, (-1, -1))) for rel, by_key in protocol.releases().items()
+                  if release in (None, rel) for key in protocol.API_NAMES]
+    table = ex.sparkSession.createDataFrame(
+        table_rows, "release string, api_key smallint, min_version smallint, max_version smallint")
+    v = F.col("api_version")
+    refusal = (F.when(F.col("min_version") < 0, F.lit("absent"))
+               .when(v < F.col("min_version"), F.lit("removed"))
+               .when((v > F.col("max_version")) & (F.col("api_key") != protocol.API_VERSIONS_KEY), F.lit("newer")))
+    return (ex.where(v.isNotNull()).join(F.broadcast(table), "api_key")
+            .withColumn("refusal", refusal).where(F.col("refusal").isNotNull()))

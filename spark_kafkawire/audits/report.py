@@ -13,9 +13,10 @@ from . import HIST_EDGES_MS, Verdict
 INTRO = {
     "exchange_summary": "Per API and client: exchanges, errors, latency percentiles (only where at least "
                         "the minimum number of exchanges were timed) and requests left unanswered.",
-    "upgrade_readiness": "Every client that sent an (API, version) a Kafka release from 4.0 on no longer accepts "
-                         "(KIP-896 removed them in 4.0). Brokers still advertise old minimums in ApiVersions, so "
-                         "this shows only in what clients actually send.",
+    "upgrade_readiness": "Every client that sent an (API, version) the target release does not accept: removed "
+                         "(below its lowest version; KIP-896 removed many in 4.0), newer (above its highest) or "
+                         "absent (an API it does not have). Brokers still advertise old minimums in ApiVersions, "
+                         "so this shows only in what clients actually send.",
     "clients": "Every client id and address: software (from ApiVersions v3+), APIs and versions used, SASL login "
                "(mechanism and user, never the secret), traffic, first and last seen.",
     "errors": "Exchanges whose response carries an error code, by hour, API, error, topic, client and broker; "

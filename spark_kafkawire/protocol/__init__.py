@@ -91,13 +91,13 @@ def response_header_version(key: int, version: int) -> int | None:
     return 1 if a.is_flexible(version) else 0
 
 
-def release_minimums() -> dict[str, dict[int, int]]:
-    """releases.tsv: for each Kafka release from 4.0 on, api key -> lowest version it accepts
-    (-1: the key is gone). Keys not listed accept every version from v0."""
+def releases() -> dict[str, dict[int, tuple[int, int]]]:
+    """releases.tsv: for each Kafka release, api key -> (lowest, highest) request version it
+    accepts. A key a release does not list, it does not have."""
     text = resources.files(__package__).joinpath("releases.tsv").read_text()
-    out: dict[str, dict[int, int]] = {}
+    out: dict[str, dict[int, tuple[int, int]]] = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
-            rel, key, low = line.split("\t")
-            out.setdefault(rel, {})[int(key)] = int(low)
-    return out
+            rel, key, low, high = line.split("\t")
+            out.setdefault(rel, {})[int(key)] = (int(low), int(high))
+    return dict(sorted(out.items(), key=lambda kv: tuple(int(p) for p in kv[0].split("."))))

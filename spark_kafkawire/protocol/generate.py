@@ -8,6 +8,9 @@ Fetch v0-3, ..., keys 4-7). This script reads the dataclasses of one kio install
 their wire layout as plain data (``dump``), and merges two dumps, the newer winning for the
 (api key, version) pairs both have (``merge``). Nothing here runs when captures are decoded.
 
+releases.tsv's rows for a release come from a clone of apache/kafka (``releases GIT_DIR
+3.0=3.0.0 ...``): each *Request.json's validVersions at the release's tag.
+
 Layout of messages.json:
   structs:  list of structs; a struct is a list of fields [name, type, flags, tag, sub]
             name   Kafka's field name (PascalCase)
@@ -145,8 +148,35 @@ def write(merged: dict, folder: str) -> None:
             f.write(f"{code}\t{name}\n")
 
 
+def release_ranges(git_dir: str, rev: str) -> dict[int, tuple[int, int]]:
+    """api key -> (lowest, highest) request version in Kafka's message schemas at ``rev`` of a
+    clone of apache/kafka (validVersions of each *Request.json, as Kafka's ApiVersions takes them)."""
+    import subprocess
+
+    folder = "clients/src/main/resources/common/message/"
+    names = subprocess.run(["git", "--git-dir", git_dir, "ls-tree", "--name-only", rev, folder],
+                           check=True, capture_output=True, text=True).stdout.split()
+    out: dict[int, tuple[int, int]] = {}
+    for name in names:
+        if not name.endswith("Request.json"):
+            continue
+        text = subprocess.run(["git", "--git-dir", git_dir, "show", f"{rev}:{name}"],
+                              check=True, capture_output=True, text=True).stdout
+        key = re.search(r'"apiKey"\s*:\s*(\d+)', text)
+        valid = re.search(r'"validVersions"\s*:\s*"(\d+)(?:-(\d+))?"', text)
+        if key and valid and re.search(r'"type"\s*:\s*"request"', text):
+            low = int(valid.group(1))
+            out[int(key.group(1))] = (low, int(valid.group(2) or low))
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "dump":
+    if sys.argv[1] == "releases":  # releases GIT_DIR RELEASE=REV ...: rows of releases.tsv
+        for arg in sys.argv[3:]:
+            release, _, rev = arg.partition("=")
+            for key, (low, high) in sorted(release_ranges(sys.argv[2], rev).items()):
+                print(f"{release}\t{key}\t{low}\t{high}")
+    elif sys.argv[1] == "dump":
         json.dump(dump(), sys.stdout)
     elif sys.argv[1] == "merge":
         dumps = []
