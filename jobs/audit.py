@@ -323,6 +323,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
                        str(max(4, 2 * spark.sparkContext.defaultParallelism)))
     if small:  # a few thousand rows: compiling each query's code and re-planning its stages cost more than they win
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
+        spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         spark.conf.set("spark.sql.adaptive.enabled", "false")
     rows, new = load_rows(spark, args, out.uri, options, small)
     if args.incremental and not new:  # nothing new: no verdict on zero evidence

@@ -253,7 +253,7 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 def _directions(what: str) -> F.Column:
     """A per-direction count of the connection rows, client's and broker's added (nulls as 0)."""
-    return F.coalesce(F.col(f"client_{what}"), F.lit(0)) + F.coalesce(F.col(f"broker_{what}"), F.lit(0))
+    return F.expr(f"coalesce(client_{what}, 0) + coalesce(broker_{what}, 0)")  # one call to Spark, not eight
 
 
 # -- capture health ------------------------------------------------------------------------------

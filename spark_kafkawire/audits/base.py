@@ -94,28 +94,33 @@ def exit_status(verdicts: list[Verdict]) -> int:
 
 def ex_time(ex: DataFrame) -> DataFrame:
     """Exchange rows with ``time`` (request time, else response time) and ``capture_date``."""
-    t = F.coalesce("request_time", "response_time")
-    return ex.withColumn("time", t).withColumn("capture_date", F.to_date(t))
+    return ex.withColumns({"time": F.expr("coalesce(request_time, response_time)"),
+                           "capture_date": F.expr("to_date(coalesce(request_time, response_time))")})
 
 
 def listener() -> F.Column:
     """``broker_ip:broker_port``."""
-    return F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
+    return F.expr("concat_ws(':', broker_ip, cast(broker_port as string))")
 
 
-def refused(ex: DataFrame, release: str | None = None) -> DataFrame:
-    """The exchanges at an (api, version) a Kafka release does not accept, with that ``release``
-    (one row per release that refuses it; only ``release`` when given) and ``refusal``: ``removed``
-    (below the release's lowest version), ``newer`` (above its highest) or ``absent`` (an api the
-    release does not have). ApiVersions above the highest is negotiation (the broker answers it with
-    its ranges, KIP-511), not a refusal."""
-    table_rows = [(rel, key, *by_key.get(key, (-1, -1))) for rel, by_key in protocol.releases().items()
-                  if release in (None, rel) for key in protocol.API_NAMES]
-    table = ex.sparkSession.createDataFrame(
-        table_rows, "release string, api_key smallint, min_version smallint, max_version smallint")
-    v = F.col("api_version")
-    refusal = (F.when(F.col("min_version") < 0, F.lit("absent"))
-               .when(v < F.col("min_version"), F.lit("removed"))
-               .when((v > F.col("max_version")) & (F.col("api_key") != protocol.API_VERSIONS_KEY), F.lit("newer")))
-    return (ex.where(v.isNotNull()).join(F.broadcast(table), "api_key")
-            .withColumn("refusal", refusal).where(F.col("refusal").isNotNull()))
+def refused(ex: DataFrame, release: str) -> DataFrame:
+    """The exchanges at an (api, version) Kafka ``release`` does not accept, with ``release`` and
+    ``refusal``: ``removed`` (below the release's lowest version), ``newer`` (above its highest) or
+    ``absent`` (an api the release does not have). ApiVersions above the highest is negotiation (the
+    broker answers it with its ranges, KIP-511), not a refusal; an api key no release defines is
+    left to the ``unknown_api`` status. The release's table is an expression (a map literal of
+    about a hundred keys), not a join: no extra Spark job for it."""
+    table = protocol.releases()[release]
+    known = sorted(protocol.API_NAMES)
+
+    def bound(i: int) -> F.Column:  # one SQL map literal: one call to Spark, not two hundred
+        pairs = ", ".join(f"{k}, {table.get(k, (-1, -1))[i]}" for k in known)
+        return F.expr(f"try_element_at(map({pairs}), cast(api_key as int))")
+
+    low, high, v = bound(0), bound(1), F.col("api_version")
+    refusal = (F.when(low < 0, F.lit("absent"))
+               .when(v < low, F.lit("removed"))
+               .when((v > high) & (F.col("api_key") != protocol.API_VERSIONS_KEY), F.lit("newer")))
+    return (ex.where(v.isNotNull() & F.col("api_key").isNotNull())
+            .withColumn("refusal", refusal).where(F.col("refusal").isNotNull())
+            .withColumn("release", F.lit(release)))
