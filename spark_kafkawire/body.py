@@ -21,6 +21,7 @@ from struct import Struct
 from struct import error as struct_error
 from typing import Final, NamedTuple
 
+from . import protocol
 from .compiled import native
 from .wiretypes import Bytes
 from . import records as rec
@@ -34,9 +35,9 @@ ERROR_CODE: Final = 4
 #: signatures), delegation-token HMACs, SCRAM salts and salted passwords, and Envelope's wrapped
 #: request. Their values never leave the decoder; only a length (and a SASL user name) remain.
 SECRET_FIELDS: Final = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
-API_VERSIONS: Final = 18
-SASL_HANDSHAKE: Final = 17
-UNSUPPORTED_VERSION: Final = 35
+API_VERSIONS: Final = protocol.API_VERSIONS_KEY
+SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
+UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
 #: decode with the readers codegen.py generates from the same layouts (False: interpret only). Where
 #: this module runs compiled (compiled.py), its interpreter is faster than the generated readers,
 #: which are interpreted Python: it reads every body itself.
@@ -74,7 +75,7 @@ HL_TOPIC_ID: Final = 4
 HL_TOPIC_NAMES: Final = 5
 HL_PARTITIONS: Final = 6
 HL_RECORDS: Final = 7
-ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
+ZERO_UUID: Final = protocol.ZERO_UUID
 
 
 def _headline_kind(name: str, typ: str, array: bool) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import protocol
 from .body import redact
 from .frames import Frame, Framer
 from .headers import RequestHeader, looks_like_request
@@ -15,8 +16,8 @@ from .tls import TlsGuess, TlsSession
 if TYPE_CHECKING:
     from .body import Facts
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+SASL_HANDSHAKE = protocol.SASL_HANDSHAKE_KEY
+SASL_AUTHENTICATE = protocol.SASL_AUTHENTICATE_KEY
 
 
 class Request:

@@ -18,13 +18,14 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING, Final
 
+from . import protocol
 from . import records as rec
-from .partitions import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
+from .protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
 
 if TYPE_CHECKING:
     from .body import Facts
 
-ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
+ZERO_UUID: Final = protocol.ZERO_UUID
 
 
 def _load_errors() -> dict[int, str]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Final
 
+from . import protocol
 from . import records as rec
 
 #: api keys whose exchanges give rows=partitions rows
-PARTITION_APIS: Final = frozenset({0, 1, 2, 8, 9, 21, 23, 28, 78})
-RECORDS_IN_REQUEST: Final = frozenset({0})  # Produce
-RECORDS_IN_RESPONSE: Final = frozenset({1, 78})  # Fetch, ShareFetch
+PARTITION_APIS: Final = protocol.PARTITION_APIS
+RECORDS_IN_REQUEST: Final = protocol.RECORDS_IN_REQUEST
+RECORDS_IN_RESPONSE: Final = protocol.RECORDS_IN_RESPONSE
 _SKIP: Final = frozenset({"ForgottenTopicsData"})  # Fetch sessions: partitions the client stops fetching
 _NAMES: Final = ("Name", "Topic", "TopicName")
 _INDEXES: Final = ("PartitionIndex", "Index", "Partition")

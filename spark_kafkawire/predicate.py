@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from . import columns
+from . import columns, protocol
 
 
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not null")
@@ -33,7 +33,7 @@ OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not null")
 EARLY = ("api_key", "api_name", "api_version", "client_id", "client_ip", "client_port", "broker_ip", "broker_port",
          "request_time")
 PUSHABLE = EARLY + ("capture_file", "status")
-API_VERSIONS = 18
+API_VERSIONS = protocol.API_VERSIONS_KEY
 
 
 class Condition:

@@ -4,6 +4,7 @@ table in protocol-facts.md, and the payload bytes a damaged copy lost."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -21,7 +22,7 @@ import pytest
 import damage
 import tlsmutate
 from conftest import ROOT, SAMPLES
-from pcapgen import Conversation, request, response, write_pcap
+from pcapgen import Conversation, produce_request, request, response, write_pcap
 from test_tshark import tshark_fields
 
 from spark_kafkawire import protocol
@@ -189,6 +190,38 @@ def test_throughput_records_equal_the_producers_delivery_reports(samples):
     assert len(with_codec) == 5
     for c in with_codec:
         assert (c["client_id"], c["compression"]) in codecs
+
+
+def test_throughput_counts_share_fetch_records_as_fetched(spark, tmp_path):
+    """Records a ShareFetch response (KIP-932, api key 78) hands to a share consumer are fetched
+    records, as Fetch's are: the batch built here holds 3 records, the Produce request's 2."""
+    import uuid
+
+    from kio.schema.errors import ErrorCode
+    from kio.schema.share_fetch.v1 import response as sf
+    from kiogen import write
+    from test_records import _record, batch
+
+    tid = uuid.UUID(int=7)
+    three = batch([_record(i, b"k", b"v") for i in range(3)], base=40)
+    body = write(sf.ShareFetchResponse(
+        throttle_time=dt.timedelta(0), error_code=ErrorCode.none, acquisition_lock_timeout=dt.timedelta(seconds=30),
+        responses=(sf.ShareFetchableTopicResponse(topic_id=tid, partitions=(sf.PartitionData(
+            partition_index=0, error_code=ErrorCode.none, acknowledge_error_code=0,
+            current_leader=sf.LeaderIdAndEpoch(leader_id=1, leader_epoch=0), records=three,
+            acquired_records=(sf.AcquiredRecords(first_offset=40, last_offset=42, delivery_count=1),)),)),),
+        node_endpoints=()))
+    conv = Conversation().handshake()
+    conv.send("c", produce_request(9, 1, "producer", batch([_record(i, b"k", b"v") for i in range(2)])))
+    conv.send("b", response(1, 0, 9))
+    conv.send("c", request(78, 1, 2, client_id="share-consumer"))
+    conv.send("b", response(2, 78, 1, body))
+    write_pcap(tmp_path / "share.pcap", conv.fin().packets)
+    got = run("throughput", rows_of(spark, tmp_path, [tmp_path / "share.pcap"]))["throughput"]
+    by = Counter()
+    for r in got:
+        by[(r["direction"], r["client_id"])] += r["records"]
+    assert by == {("produce", "producer"): 2, ("fetch", "share-consumer"): 3}
 
 
 def test_groups_show_each_manifest_group_joining(samples):

@@ -150,3 +150,25 @@ def test_release_tables_only_grow_at_the_top_and_the_decoder_knows_every_version
             assert api is not None and all(api.has_version(v) for v in range(low, high + 1)), (release, key)
     # what 3.0 lacks that 3.9 has: the APIs added in between (KRaft, KIP-848 groups, telemetry, ...)
     assert {68, 71, 75} <= set(rel["3.9"]) - set(rel["3.0"])
+
+
+#: (api key, kind, version) apis.tsv names and messages.json has no layout for yet: the 4.4 line's
+#: TxnOffsetCommit v6 and the StreamsGroup* v1 responses (kafka-4.4.json's notes); their bodies
+#: come out with status undecoded, never a guess
+NOT_TRANSCRIBED = {(28, "request", 6), (28, "response", 6), (88, "response", 1), (89, "response", 1)}
+
+
+def test_apis_tsv_version_ranges_and_flexible_versions_agree_with_messages_json():
+    """apis.tsv (header rules) and messages.json (body layouts) state versions twice: the same."""
+    import json
+    from importlib import resources
+
+    messages = json.loads(resources.files(protocol).joinpath("messages.json").read_text())["messages"]
+    assert set(map(int, messages)) == set(protocol.API_NAMES)
+    for key in protocol.API_NAMES:
+        api = protocol.api(key)
+        for kind in ("request", "response"):
+            have = {int(v): flexible for v, (_, flexible) in messages[str(key)][kind].items()}
+            named = {v for v in range(api.min_version, api.max_version + 1) if (key, kind, v) not in NOT_TRANSCRIBED}
+            assert set(have) == named, (key, kind)
+            assert all(bool(f) == api.is_flexible(v) for v, f in have.items()), (key, kind)

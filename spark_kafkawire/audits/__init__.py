@@ -15,6 +15,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
+from ..protocol import GROUP_MEMBERSHIP_APIS, KEY, PRODUCE_KEY, RECORDS_IN_RESPONSE
+from ..protocol import SASL_APIS as SASL
 from .base import Policy, Rows, Verdict, exit_status, refused
 from .base import ex_time as _ex_time
 from .base import listener as _listener
@@ -130,42 +132,46 @@ def latency(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 # -- throughput ----------------------------------------------------------------------------------
 def throughput(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
-    """Produce and Fetch records and bytes per topic, client and minute; codecs per client."""
-    p = rows.partitions.where(F.col("api_key").isin(0, 1) & F.col("record_count").isNotNull())
+    """Produce and Fetch (and ShareFetch) records and bytes per topic, client and minute; codecs per
+    client. Direction ``produce`` is records in requests, ``fetch`` records in responses."""
+    carrying = (PRODUCE_KEY, *sorted(RECORDS_IN_RESPONSE))
+    p = rows.partitions.where(F.col("api_key").isin(*carrying) & F.col("record_count").isNotNull())
     t = F.coalesce("request_time", "response_time")
     out = (p.withColumn("minute", F.date_trunc("minute", t)).withColumn("capture_date", F.to_date(t))
-           .withColumn("direction", F.when(F.col("api_key") == 0, "produce").otherwise("fetch"))
+           .withColumn("direction", F.when(F.col("api_key") == PRODUCE_KEY, "produce").otherwise("fetch"))
            .groupBy("capture_date", "minute", "direction", "topic", "client_id")
            .agg(F.sum("record_count").alias("records"), F.sum("record_bytes").alias("bytes"))
            .orderBy("minute", "direction", "topic", "client_id"))
-    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(0, 1))
-    body = F.when(F.col("api_key") == 0, F.col("request")).otherwise(F.col("response"))
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(*carrying))
+    body = F.when(F.col("api_key") == PRODUCE_KEY, F.col("request")).otherwise(F.col("response"))
     codecs = (ex.withColumn("codec", F.explode(F.regexp_extract_all(body, F.lit('"Codec":"([a-z0-9]+)"'), F.lit(1))))
-              .withColumn("direction", F.when(F.col("api_key") == 0, "produce").otherwise("fetch"))
+              .withColumn("direction", F.when(F.col("api_key") == PRODUCE_KEY, "produce").otherwise("fetch"))
               .groupBy("capture_date", "direction", "client_id", "codec").agg(F.count("*").alias("batches"))
               .orderBy("direction", "client_id", "codec"))
     return {"throughput": out, "codecs": codecs}
 
 
 # -- consumer groups -----------------------------------------------------------------------------
-GROUP_APIS = {11: "JoinGroup", 14: "SyncGroup", 13: "LeaveGroup", 12: "Heartbeat"}
+#: the group_churn columns, in order
+MEMBERSHIP: list[str] = [protocol.API_NAMES[k] for k in GROUP_MEMBERSHIP_APIS]
 
 
 def groups(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Consumer-group churn: Join/Sync/Leave/Heartbeat per group and member, rebalances (new
     generations) per hour, heartbeat errors."""
-    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(*GROUP_APIS) & F.col("group_id").isNotNull())
+    ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(*GROUP_MEMBERSHIP_APIS) & F.col("group_id").isNotNull())
     churn = (ex.groupBy("capture_date", "group_id", "member_id")
-             .pivot("api_name", list(GROUP_APIS.values())).agg(F.count(F.lit(1)))
-             .na.fill(0, list(GROUP_APIS.values()))
+             .pivot("api_name", list[bool | float | int | str](MEMBERSHIP)).agg(F.count(F.lit(1)))
+             .na.fill(0, MEMBERSHIP)
              .orderBy("group_id", "member_id"))
     gen = F.get_json_object("response", "$.GenerationId").cast("int")
-    rebal = (ex.where((F.col("api_key") == 11) & gen.isNotNull() & (gen >= 0))
+    rebal = (ex.where((F.col("api_key") == KEY["JoinGroup"]) & gen.isNotNull() & (gen >= 0))
              .withColumn("hour", F.date_trunc("hour", "time"))
              .groupBy("capture_date", "group_id", "hour")
              .agg(F.countDistinct(gen).alias("rebalances"), F.count("*").alias("join_groups"))
              .orderBy("group_id", "hour"))
-    hb = (ex.where(F.col("api_key").isin(11, 12, 14) & F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+    hb = (ex.where(F.col("api_key").isin(KEY["JoinGroup"], KEY["Heartbeat"], KEY["SyncGroup"])
+                 & F.col("error_code").isNotNull() & (F.col("error_code") != 0))
           .groupBy("capture_date", "group_id", "api_name", "error_name").agg(F.count("*").alias("exchanges"))
           .orderBy("group_id", F.desc("exchanges")))
     return {"group_churn": churn, "rebalances": rebal, "group_errors": hb}
@@ -180,7 +186,7 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
           .withColumn("listener", _listener()))
     conn_keys = ["capture_file", "client_ip", "client_port", "listener"]
     # credentials on the wire: a SaslAuthenticate request, or a raw token after SaslHandshake v0
-    sent = (F.col("api_key") == 36) | (F.col("status") == "sasl_token")
+    sent = (F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) | (F.col("status") == "sasl_token")
     per_conn = (ex.groupBy("capture_date", *conn_keys)
                 .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
                      F.max("client_id").alias("client_id"),
@@ -189,12 +195,14 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                      # a login's outcome: SaslHandshake or SaslAuthenticate answered with an error
                      # failed; SaslAuthenticate answered without one, or raw tokens (SaslHandshake v0)
                      # followed by other Kafka requests, succeeded
-                     F.max(F.coalesce(F.col("api_key").isin(17, 36) & (F.col("error_code") != 0), F.lit(False)))
+                     F.max(F.coalesce(F.col("api_key").isin(*SASL) & (F.col("error_code") != 0), F.lit(False)))
                      .alias("login_failed"),
-                     F.max(F.coalesce((F.col("api_key") == 36) & (F.col("error_code") == 0), F.lit(False)))
+                     F.max(F.coalesce((F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) & (F.col("error_code") == 0),
+                                      F.lit(False)))
                      .alias("login_answered"),
                      F.max(F.col("status") == "sasl_token").alias("raw_tokens"),
-                     F.max(F.coalesce(~F.col("api_key").isin(17, 18, 36), F.lit(False))).alias("other_requests")))
+                     F.max(F.coalesce(~F.col("api_key").isin(*SASL, protocol.API_VERSIONS_KEY), F.lit(False)))
+                     .alias("other_requests")))
     succeeded = ~F.col("login_failed") & (F.col("login_answered") | (F.col("raw_tokens") & F.col("other_requests")))
     mech = (per_conn.groupBy("capture_date", "listener")
             .agg(F.array_sort(F.collect_set("sasl_mechanism")).alias("sasl_mechanisms"),

@@ -14,14 +14,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..protocol import API_VERSIONS_KEY, GROUP_ID_APIS, KEY, PRODUCE_KEY, RECORDS_IN_RESPONSE
 from .base import Policy, Rows, Verdict, ex_time, refused
 
 CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]
 CLIENT = ["client_id", "client_ip"]
-#: requests whose GroupId ties the client that sends them to a group
-GROUP_APIS = (8, 9, 11, 12, 13, 14, 28, 68, 76)
-#: responses that carry records to a consumer: Fetch, ShareFetch
-FETCH_APIS = (1, 78)
 #: the findings of client_hygiene, in report order, with what to change
 FINDINGS = {
     "small_batches": "linger.ms of 5-100 (and batch.size) so that requests carry batches, not single records",
@@ -63,9 +60,10 @@ def _with_groups(df: DataFrame, rows: Rows) -> DataFrame:
     """``df`` (with client_id, client_ip, topic) with ``group_id`` and ``group_basis``: the groups
     whose offsets of that topic the client committed, else the groups the client is a member of
     (one row per group), else null."""
-    ex = rows.exchanges.where(F.col("api_key").isin(*GROUP_APIS) & F.col("group_id").isNotNull())
+    ex = rows.exchanges.where(F.col("api_key").isin(*GROUP_ID_APIS) & F.col("group_id").isNotNull())
     members = ex.select(*CLIENT, "group_id").distinct()
-    committed = (rows.partitions.where(F.col("api_key").isin(8, 28) & F.col("group_id").isNotNull())
+    committed = (rows.partitions.where(F.col("api_key").isin(KEY["OffsetCommit"], KEY["TxnOffsetCommit"])
+                                         & F.col("group_id").isNotNull())
                  .select(*CLIENT, "topic", "group_id").distinct())
     by_topic = df.join(committed, [*CLIENT, "topic"], "left")
     known = by_topic.where(F.col("group_id").isNotNull()).withColumn("group_basis", F.lit("offsets committed"))
@@ -89,8 +87,8 @@ def lineage(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                      F.min("time").alias("first_seen"), F.max("time").alias("last_seen")))
 
     # (cached: the topics table is made from both, and each is a table of its own too)
-    producers = side((0,)).orderBy("topic", F.desc("bytes"), *CLIENT).cache()
-    consumers = (_with_groups(side(FETCH_APIS), rows)
+    producers = side((PRODUCE_KEY,)).orderBy("topic", F.desc("bytes"), *CLIENT).cache()
+    consumers = (_with_groups(side(tuple(RECORDS_IN_RESPONSE)), rows)
                  .select("capture_date", "topic", "group_id", "group_basis", *CLIENT, "client_software", "records",
                          "bytes", "requests", "first_seen", "last_seen")
                  .orderBy("topic", "group_id", F.desc("bytes"), *CLIENT)).cache()
@@ -119,12 +117,14 @@ def lag_samples(rows: Rows) -> DataFrame:
     minus fetch offset, in records) and ``time_lag_ms``: how long ago the record at the consumer's
     position was appended, where a Produce request of this capture shows it (0 when caught up)."""
     t = F.coalesce("response_time", "request_time")
-    fetch = (rows.partitions.where((F.col("api_key") == 1) & (F.col("offset") >= 0) & (F.col("high_watermark") >= 0)
+    fetch = (rows.partitions.where((F.col("api_key") == KEY["Fetch"]) & (F.col("offset") >= 0)
+                                   & (F.col("high_watermark") >= 0)
                                    & (F.coalesce(F.col("error_code"), F.lit(0)) == 0))
              .select(F.col("topic"), F.col("partition"), F.col("offset").alias("fetch_offset"),
                      "high_watermark", "last_stable_offset", F.col("record_count").alias("records_returned"),
                      t.alias("time"), *CONN, "client_id", "correlation_id"))
-    appended = (rows.partitions.where((F.col("api_key") == 0) & (F.col("offset") >= 0) & (F.col("record_count") > 0)
+    appended = (rows.partitions.where((F.col("api_key") == PRODUCE_KEY) & (F.col("offset") >= 0)
+                                      & (F.col("record_count") > 0)
                                       & (F.coalesce(F.col("error_code"), F.lit(0)) == 0))
                 .select("topic", "partition", F.col("offset").alias("at"),
                         F.struct((F.col("offset") + F.col("record_count")).alias("end"),
@@ -195,7 +195,7 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     threshold (a policy key) and the setting to change; a count of clients per finding."""
     ex = (ex_time(rows.exchanges).where(F.col("api_key").isNotNull() & F.col("client_id").isNotNull())
           .withColumn("minute", F.date_trunc("minute", "time")))
-    produce = ex.where(F.col("api_key") == 0)
+    produce = ex.where(F.col("api_key") == PRODUCE_KEY)
     found = []
 
     # small batches: many Produce requests of a record or two
@@ -224,7 +224,8 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
         p.where(F.col("acks0") > 0), "acks0", F.col("acks0"), 0,
         F.format_string("%d of %d Produce requests with acks=0", "acks0", "requests")))
     # no idempotence: producer id -1 in every batch to a broker that offers InitProducerId
-    offers = (ex.where((F.col("api_key") == 18) & F.col("response").contains('"ApiKey":22,'))
+    init_pid = f'"ApiKey":{KEY["InitProducerId"]},'
+    offers = (ex.where((F.col("api_key") == API_VERSIONS_KEY) & F.col("response").contains(init_pid))
               .select("broker_ip", "broker_port").distinct())
     pids = F.regexp_extract_all(F.col("request"), F.lit('"ProducerId":(-?[0-9]+)'), F.lit(1))
     idem = (produce.where(F.coalesce(F.col("acks"), F.lit(-1)) != 0).join(offers, ["broker_ip", "broker_port"])
@@ -235,19 +236,20 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
         F.format_string("all %d record batches without a producer id (the broker offers InitProducerId)",
                         "batches")))
     # metadata storm, commit storm: requests per minute
-    md = _per_minute_max(ex, (3,), "per_minute")
+    md = _per_minute_max(ex, (KEY["Metadata"],), "per_minute")
     found.append(_finding(
         md.where(F.col("per_minute") > policy.max_metadata_per_minute), "metadata_storm", F.col("per_minute"),
         policy.max_metadata_per_minute,
         F.format_string("%d Metadata requests in its busiest minute (%d in all)", "per_minute", "total")))
-    oc = _per_minute_max(ex, (8,), "per_minute")
+    oc = _per_minute_max(ex, (KEY["OffsetCommit"],), "per_minute")
     found.append(_finding(
         oc.where(F.col("per_minute") > policy.max_commits_per_minute), "commit_storm", F.col("per_minute"),
         policy.max_commits_per_minute,
         F.format_string("%d OffsetCommit requests in its busiest minute (%d in all)", "per_minute", "total")))
     # connection churn: connections opened per minute, and ApiVersions per connection
     conns = (ex.groupBy(*CONN).agg(F.min("time").alias("opened"), F.first("client_id").alias("client_id"),
-                                   F.sum(F.when(F.col("api_key") == 18, 1).otherwise(0)).alias("api_versions"))
+                                   F.sum(F.when(F.col("api_key") == API_VERSIONS_KEY, 1).otherwise(0))
+                                   .alias("api_versions"))
              .withColumn("capture_date", F.to_date("opened")).withColumn("minute", F.date_trunc("minute", "opened")))
     ch = (conns.groupBy("capture_date", *CLIENT, "minute")
           .agg(F.count("*").alias("n"), F.sum("api_versions").alias("av")).groupBy("capture_date", *CLIENT)
@@ -259,7 +261,7 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                         "per_minute", "total", F.col("av") / F.col("total"))))
     # empty fetches with a short wait
     wait = F.get_json_object("request", "$.MaxWaitMs").cast("double")
-    f = (ex.where((F.col("api_key") == 1) & (F.col("status") == "complete")).groupBy("capture_date", *CLIENT)
+    f = (ex.where((F.col("api_key") == KEY["Fetch"]) & (F.col("status") == "complete")).groupBy("capture_date", *CLIENT)
          .agg(F.count("*").alias("fetches"),
               F.sum(F.when(F.coalesce("record_count", F.lit(0)) == 0, 1).otherwise(0)).alias("empty"),
               F.percentile(wait, 0.5).alias("wait")))

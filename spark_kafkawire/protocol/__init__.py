@@ -14,19 +14,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
-UNSUPPORTED_VERSION = 35
-#: (api_key, error_code) answers that are version negotiation, not failures: a broker answers an
-#: ApiVersions request of a version it does not know with UNSUPPORTED_VERSION and the versions it
-#: has, and the client asks again at one of them (KIP-511). Counted apart from errors.
-NEGOTIATION = frozenset({(API_VERSIONS_KEY, UNSUPPORTED_VERSION)})
-
-
-def is_negotiation(api_key: int | None, error_code: int | None) -> bool:
-    return (api_key, error_code) in NEGOTIATION
-
-
 @dataclass(frozen=True, slots=True)
 class Api:
     key: int
@@ -59,6 +46,41 @@ def _load() -> tuple[Api | None, ...]:
 APIS: tuple[Api | None, ...] = _load()
 #: api_key -> name, for building lookup columns
 API_NAMES: dict[int, str] = {a.key: a.name for a in APIS if a is not None}
+
+
+#: api key by Kafka's name (apis.tsv): ``KEY["Fetch"] == 1``. The rest of the package names api keys
+#: through this table and the sets below, never by number.
+KEY: dict[str, int] = {a.name: a.key for a in APIS if a is not None}
+API_VERSIONS_KEY = KEY["ApiVersions"]
+CONTROLLED_SHUTDOWN_KEY = KEY["ControlledShutdown"]
+SASL_HANDSHAKE_KEY = KEY["SaslHandshake"]
+SASL_AUTHENTICATE_KEY = KEY["SaslAuthenticate"]
+#: the requests of a SASL login
+SASL_APIS = (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY)
+PRODUCE_KEY = KEY["Produce"]
+#: requests that carry records (Produce) and responses that carry them to a consumer (Fetch, ShareFetch)
+RECORDS_IN_REQUEST = frozenset({PRODUCE_KEY})
+RECORDS_IN_RESPONSE = frozenset({KEY["Fetch"], KEY["ShareFetch"]})
+#: api keys whose bodies list (topic, partition) entries: the rows=partitions rows
+PARTITION_APIS = frozenset(KEY[n] for n in ("Produce", "Fetch", "ListOffsets", "OffsetCommit", "OffsetFetch",
+                                           "DeleteRecords", "OffsetForLeaderEpoch", "TxnOffsetCommit", "ShareFetch"))
+#: requests whose GroupId ties the client that sends them to a consumer group
+GROUP_ID_APIS = frozenset(KEY[n] for n in ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGroup",
+                                          "SyncGroup", "TxnOffsetCommit", "ConsumerGroupHeartbeat",
+                                          "ShareGroupHeartbeat"))
+#: the classic group protocol's membership requests (a member joins, syncs, beats, leaves)
+GROUP_MEMBERSHIP_APIS = (KEY["JoinGroup"], KEY["SyncGroup"], KEY["LeaveGroup"], KEY["Heartbeat"])
+#: the nil UUID: a topic id field that names no topic (Kafka's Uuid.ZERO_UUID)
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+UNSUPPORTED_VERSION = 35
+#: (api_key, error_code) answers that are version negotiation, not failures: a broker answers an
+#: ApiVersions request of a version it does not know with UNSUPPORTED_VERSION and the versions it
+#: has, and the client asks again at one of them (KIP-511). Counted apart from errors.
+NEGOTIATION = frozenset({(API_VERSIONS_KEY, UNSUPPORTED_VERSION)})
+
+
+def is_negotiation(api_key: int | None, error_code: int | None) -> bool:
+    return (api_key, error_code) in NEGOTIATION
 
 
 def api(key: int) -> Api | None:
