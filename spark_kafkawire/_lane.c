@@ -52,7 +52,7 @@
  * same fields as attributes. Without the extension cores.py gives pure Python classes with the same
  * fields (tests/test_lane.py checks the two lists are the same). Besides these fields the lane
  * only calls what Lane's constructor is given (Reassembler.feed), public methods (Framer.data and
- * Framer.frames, OrderedDict.move_to_end, the row builder's count and backlog) and makes the two
+ * Framer.cut, OrderedDict.move_to_end, the row builder's count and backlog) and makes the two
  * named tuples it is given (Segment, Frame).
  * Counters the lane moves on every packet are C integers (no int object made per packet); the
  * other fields are objects, exactly as Python stores them.

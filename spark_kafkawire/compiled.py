@@ -37,6 +37,17 @@ PURE = bool(os.environ.get("KAFKAWIRE_PURE_PYTHON"))
 _HERE = Path(__file__).resolve().parent
 
 
+def require(module: str, package: str):
+    """Import a dependency the decoder cannot do without (crc32c, the codecs, orjson), or fail
+    naming it: without it CRCs and records would silently go missing (a Spark executor whose Python
+    lacks it must fail its task, not give other data)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"kafkawire needs the Python package {package!r} (pip install {package}), which "
+                          f"{sys.executable} cannot import: {e}") from None
+
+
 def _load() -> ModuleType | None:
     if PURE:
         return None

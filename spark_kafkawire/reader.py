@@ -36,12 +36,12 @@ from .tls import TRIAL_BUDGET, TRIAL_TASK_BUDGET, TrialBudget
 from .topicids import TopicIds
 from .tcp import DEFAULT_MAX_CONNECTIONS, Reassembler
 
-#: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
-MAX_SHARES = 1024
+MAX_SHARES = 1024  # at most this many shares of one file (minPartitions' bound)
 TIME_ORDER_MARGIN_NS = 60 * 10**9  # packets may be this much out of time order (merged captures)
 DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
 #: shares of one file are not free (each reads all its packets): past 4 the time hardly falls
 DEFAULT_MIN_PARTITIONS = min(os.cpu_count() or 1, 4)
+#: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
 DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
 
 

@@ -20,24 +20,12 @@ with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
 
 from __future__ import annotations
 
-from .wiretypes import View
 import zlib
 from struct import Struct
 from typing import Final, Iterator, NamedTuple
 
-
-def require(module: str, package: str):
-    """Import a compiled dependency, or fail naming it: without it CRCs and records would silently
-    go missing (a Spark executor whose Python lacks it must fail its task, not give other data)."""
-    import importlib
-    import sys
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(f"kafkawire needs the Python package {package!r} (pip install {package}), which "
-                          f"{sys.executable} cannot import: {e}") from None
-
+from .compiled import require
+from .wiretypes import View
 
 _crc32c: Final = require("crc32c", "crc32c").crc32c
 cramjam: Final = require("cramjam", "cramjam")

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from . import columns, protocol
 from . import records as rec
+from .compiled import require
 from .connstate import Endpoints, Request, Response
 from .exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, UNDECODED, \
     UNKNOWN_API
@@ -337,7 +338,7 @@ def frame_status(direction: str | None, req: Request | None, resp: Response | No
     return COMPLETE, None
 
 
-_orjson = rec.require("orjson", "orjson")
+_orjson = require("orjson", "orjson")
 _ENCODE: Final = _orjson.dumps
 _KEYS: Final = _orjson.OPT_NON_STR_KEYS
 
