@@ -98,3 +98,47 @@ def test_a_documented_call_binds_to_the_code(doc, node):
         value = _literal(node.args[1]) if len(node.args) > 1 else None
         if key.lower() in _RULES and value is not None:
             Options.parse({key: value})
+
+
+ENDPOINTS = ["client_ip", "client_port", "broker_ip", "broker_port"]
+
+
+def _documented_columns(shape: str) -> list[tuple[str, str | None]]:
+    """docs/rows.md's column table of a row shape: (column, its type where the row names one type
+    per column or one for all). ``endpoints`` stands for the four endpoint columns; a row
+    ``client_*, broker_*`` for both directions of each backticked name in its description."""
+    text = (ROOT / "docs" / "rows.md").read_text()
+    start = text.index(f"`rows={shape}`")
+    end = text.index("\n\n", text.index("|---|", start))
+    out: list[tuple[str, str | None]] = []
+    for line in text[start:end].splitlines():
+        if not line.startswith("| ") or line.startswith("| column"):
+            continue
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        names = [n.strip() for n in cells[0].split(",")]
+        if names == ["client_*", "broker_*"]:
+            names = [f"{side}_{n}" for side in ("client", "broker") for n in re.findall(r"`([a-z_]+)`", cells[2])]
+        names = [c for n in names for c in (ENDPOINTS if n == "endpoints" else [n])]
+        types = [t.strip() for t in re.split(r",(?![^<]*>)", cells[1])] if cells[1] else []
+        if len(types) == len(names):
+            out += list(zip(names, types))
+        else:
+            out += [(n, types[0] if len(types) == 1 else None) for n in names]
+    return out
+
+
+@pytest.mark.parametrize("shape", ["exchanges", "partitions", "records", "connections"])
+def test_the_column_tables_in_rows_md_are_the_columns(shape):
+    """Every column of the shape is in its table, once, with its type; the table names no other."""
+    from spark_kafkawire.table import ddl
+
+    actual = {}
+    for part in re.split(r",(?![^<]*>)", ddl(shape)):
+        name, typ = part.strip().split(" ", 1)
+        actual[name.strip("`")] = typ.strip().lower()
+    documented = _documented_columns(shape)
+    names = [n for n, _ in documented]
+    assert sorted(names) == sorted(actual), (set(names) ^ set(actual))
+    for name, typ in documented:
+        if typ:
+            assert typ.replace(" ", "") == actual[name].replace(" ", ""), (name, typ, actual[name])
