@@ -128,8 +128,8 @@ class Field:
 
 class Facts:
     """What the headline columns need from a body, gathered while it is decoded, so that the
-    decoded value is never walked again. The rules are headline.py's (its walkers are the
-    reference the tests compare with):
+    decoded value is never walked again. The rules are headline.py's (walkers over decoded values by
+    the same rules, tests/headline_reference.py, are the reference the tests compare with):
 
     error          the top-level ErrorCode if non-zero, else the first non-zero ``*ErrorCode`` in
                    breadth-first order (the shallowest, and the first at that depth), else 0
@@ -183,9 +183,6 @@ class Schemas:
                     (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
                 return True
         return False
-
-    def has(self, api_key: int, version: int, request: bool) -> bool:
-        return (api_key, version, request) in self.messages
 
 
 _schemas: list[Schemas] = []
@@ -453,9 +450,10 @@ def _sealed(value, secrets: list[str]):
     return value
 
 
-def decode_body(api_key: int, version: int, request: bool, data: Bytes, pos: int,
-                opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int]:
-    """Decode the body that starts at data[pos]; returns (value, version used for it).
+def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, pos: int,
+                      opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
+    """Decode the body that starts at data[pos]; returns (value, version used for it, the
+    :class:`Facts` the headline columns take from it).
 
     Bytes left over after a complete body are kept as ``"_trailing_bytes"`` (base64), as Kafka's
     and kio's readers ignore them; some clients send them (librdkafka's Metadata v12 requests,
@@ -467,13 +465,6 @@ def decode_body(api_key: int, version: int, request: bool, data: Bytes, pos: int
 
     Raises KeyError when no schema is known, BodyError when the bytes do not fit the schema.
     """
-    value, version, _facts = decode_with_facts(api_key, version, request, data, pos, opts)
-    return value, version
-
-
-def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, pos: int,
-                      opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
-    """:func:`decode_body`, and the :class:`Facts` the headline columns take from the body."""
     s = schemas()
     if not request and api_key == API_VERSIONS and len(data) >= pos + 2 and \
             _I16.unpack_from(data, pos)[0] == UNSUPPORTED_VERSION:
@@ -508,13 +499,8 @@ def leading_field(api_key: int, version: int, request: bool, data: Bytes, pos: i
     """The value of top-level field ``name`` read by itself: the fields before it are read, nothing
     after (a Produce request's Acks without its records). None when the layout has no such field
     or the bytes do not hold it. A client sends the same leading bytes again and again (its
-    transactional id, its acks): a value is remembered by the bytes it was read from."""
-    return leading_field_span(api_key, version, request, data, pos, name)[0]
-
-
-def leading_field_span(api_key: int, version: int, request: bool, data: Bytes, pos: int, name: str):
-    """``leading_field``'s value and how many bytes from ``pos`` it was read from (through the
-    field itself; None when it was not found): the same bytes there give the same value."""
+    transactional id, its acks): a value is remembered by the bytes it was read from (through the
+    field itself)."""
     global _leading_count
     key = (api_key, version, request, name)
     seen = _LEADING.get(key)
@@ -522,11 +508,11 @@ def leading_field_span(api_key: int, version: int, request: bool, data: Bytes, p
         for n, values in seen.items():
             value = values.get(bytes(data[pos : pos + n]), _MISSING)  # data may be a bytearray
             if value is not _MISSING:
-                return value, n
+                return value
     s = schemas()
     used = _layout_version(s, api_key, version, request)
     if used is None:
-        return None, None
+        return None
     sid, flex = s.messages[(api_key, used, request)]
     reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
     start = pos
@@ -539,10 +525,10 @@ def leading_field_span(api_key: int, version: int, request: bool, data: Bytes, p
                     _leading_count = 0
                 _LEADING.setdefault(key, {}).setdefault(pos - start, {})[bytes(data[start:pos])] = value
                 _leading_count += 1
-                return value, pos - start
+                return value
     except (BodyError, struct_error, IndexError, ValueError):
         pass
-    return None, None
+    return None
 
 
 def _layout_version(s: Schemas, api_key: int, version: int, request: bool) -> int | None:

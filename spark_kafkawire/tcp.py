@@ -481,11 +481,6 @@ class Reassembler:
     def open_connections(self):
         return list(self.live)
 
-    def close(self) -> None:
-        """End of capture: flush every open connection."""
-        for _ in self.closing():
-            pass
-
     def closing(self) -> Iterator[None]:
         """End of capture: flush the open connections one at a time, pausing after each (its rows
         can be handed on before the next: there may be a hundred thousand of them)."""

@@ -11,7 +11,8 @@ from kio.static.constants import EntityType
 
 from kiogen import build, expected, write
 from spark_kafkawire import protocol
-from spark_kafkawire.body import BodyError, decode_body, schemas
+from spark_kafkawire.body import BodyError, schemas
+from stages import decode_body, flush
 
 TRIPLES = [(key, ver, et) for key, name in sorted(api_key_map.items())
            for ver in sorted(schema_name_map[name]) for et in ("request", "response")]
@@ -86,7 +87,7 @@ def test_every_version_has_a_schema():
     """Every (key, version, direction) of every Kafka release up to 4.3, and 4.4's, has schema data."""
     s = schemas()
     missing = {(a.key, v, kind) for a in protocol.APIS for v in range(a.min_version, a.max_version + 1)
-               for kind in (True, False) if not s.has(a.key, v, kind)}
+               for kind in (True, False) if (a.key, v, kind) not in s.messages}
     assert missing == NOT_TRANSCRIBED_4_4
 
 
@@ -219,7 +220,7 @@ def _sample_frames():
             seg = decode(p)
             if seg:
                 r.feed(seg)
-        r.close()
+        flush(r)
     return out
 
 

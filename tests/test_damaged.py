@@ -19,6 +19,7 @@ from spark_kafkawire.capture import CaptureReader, MalformedCaptureError
 from spark_kafkawire.exchanges import Decoder
 from spark_kafkawire.packets import decode
 from spark_kafkawire.tcp import Reassembler
+from stages import flush
 
 ETHERNET_SAMPLES = ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap",
                     "mock-kcat.pcap", "stub-sasl.pcap"]
@@ -93,7 +94,7 @@ def test_one_percent_dropped_every_intact_exchange_decodes(name, seed, tmp_path)
         if pkt.number in lost_numbers:
             off = (seg.seq - isn[k] - 1) & 0xFFFFFFFF
             holes[(seg.sport, seg.dport)].append((off, off + seg.wire_len))
-    reasm.close()
+    flush(reasm)
 
     def intact(sport, dport, off, size):
         return all(e <= off or s >= off + 4 + size for s, e in holes[(sport, dport)])

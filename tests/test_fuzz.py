@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from conftest import FINDINGS, SAMPLES
 from pcapgen import Conversation, request, write_pcap
 from spark_kafkawire import protocol, read_capture
-from spark_kafkawire.body import BodyError, decode_body, schemas
+from spark_kafkawire.body import BodyError, schemas
+from stages import decode_body
 from spark_kafkawire.capture import CaptureError
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"

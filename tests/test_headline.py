@@ -10,7 +10,7 @@ import pytest
 from conftest import SAMPLES
 from pcapgen import Conversation, request, response, write_pcap
 from spark_kafkawire import read_capture
-from spark_kafkawire.body import decode_body
+from stages import decode_body, flush
 from spark_kafkawire.headline import error_name
 
 MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
@@ -114,7 +114,7 @@ def test_topic_ids_resolved_from_metadata():
                  topics=(fmod.FetchTopic(topic_id=tid, partitions=()),), forgotten_topics_data=())
     got = decode_body(1, 13, True, write(fetch), 0)[0]
     assert got["Topics"][0]["TopicId"] == str(tid)
-    from spark_kafkawire.headline import headline, learn_topic_ids
+    from headline_reference import headline, learn_topic_ids
 
     ids: dict = {}
     learn_topic_ids(decode_body(3, 12, False, write(meta), 0)[0], ids)
@@ -124,12 +124,13 @@ def test_topic_ids_resolved_from_metadata():
 
 def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
     """The headline columns come from facts noted while each body is decoded (one pass); the
-    walkers over the decoded values (headline.headline) are the reference: every exchange of
+    walkers over the decoded values (tests/headline_reference.py) are the reference: every exchange of
     every sample and public capture must agree, column for column."""
     from conftest import PUBLIC
     from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.capture import CaptureReader
-    from spark_kafkawire.headline import headline, headline_from_facts
+    from headline_reference import headline
+    from spark_kafkawire.headline import headline_from_facts
     from spark_kafkawire.packets import decode
     from spark_kafkawire.tcp import Reassembler
 
@@ -158,6 +159,6 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
             seg = decode(pkt)
             if seg is not None:
                 reasm.feed(seg)
-        reasm.close()
+        flush(reasm)
         total += sink.pairs
     assert total > 600

@@ -244,7 +244,7 @@ def test_token_shapes_are_refused_as_header_and_field(value):
     whose client id has one is no header; a body string that has one makes the body undecoded."""
     import struct
 
-    from spark_kafkawire.body import decode_body
+    from stages import decode_body
     from spark_kafkawire.headers import HeaderError, parse_request_header
     from spark_kafkawire.sasl import token_shaped
 

@@ -7,6 +7,7 @@ import dpkt
 
 from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
 from spark_kafkawire.tcp import HalfStream
+from stages import flush
 
 
 class Rec:
@@ -202,7 +203,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
         reasm.feed(decode(pkt))
         most_live = max(most_live, len(reasm.live))
         most_table = max(most_table, len(reasm.table))
-    reasm.close()
+    flush(reasm)
     got = rows.flush().to_pylist()
     assert most_live == 1000 and most_table <= 2 * 1000
     assert len(got) == 5000
