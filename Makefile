@@ -89,12 +89,12 @@ test-pure:
 	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 bench: setup test-deps system-deps
-	$(PY) tests/bench.py
+	$(PY) tests/tools/bench.py
 
 # a long fuzzing campaign (not in CI): FUZZ_INPUTS mutated inputs over two processes
 FUZZ_INPUTS ?= 100000
 fuzz: setup test-deps
-	$(PY) tests/fuzz_campaign.py $(FUZZ_INPUTS)
+	$(PY) tests/tools/fuzz_campaign.py $(FUZZ_INPUTS)
 
 sample-pcaps: setup test-deps system-deps
 	$(PY) sample_pcaps/make_samples.py

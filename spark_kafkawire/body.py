@@ -129,7 +129,7 @@ class Field:
 class Facts:
     """What the headline columns need from a body, gathered while it is decoded, so that the
     decoded value is never walked again. The rules are headline.py's (walkers over decoded values by
-    the same rules, tests/headline_reference.py, are the reference the tests compare with):
+    the same rules, tests/tools/headline_reference.py, are the reference the tests compare with):
 
     error          the top-level ErrorCode if non-zero, else the first non-zero ``*ErrorCode`` in
                    breadth-first order (the shallowest, and the first at that depth), else 0

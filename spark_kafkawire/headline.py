@@ -45,7 +45,7 @@ def error_name(code: int | None) -> str | None:
 
 def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> dict:
     """The headline columns of an exchange (a request and a response: ``body``, ``facts``) from the
-    Facts its bodies' decoding gathered (one pass; tests/headline_reference.py walks the decoded
+    Facts its bodies' decoding gathered (one pass; tests/tools/headline_reference.py walks the decoded
     values by the same rules, the reference the tests compare with)."""
     rq: Facts | None = req.facts if req is not None and req.body is not None else None
     rs: Facts | None = resp.facts if resp is not None and resp.body is not None else None

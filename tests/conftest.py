@@ -10,7 +10,9 @@ SAMPLES = ROOT / "sample_pcaps"
 PUBLIC = ROOT.parent / "shared" / "public-captures"
 FINDINGS = ROOT.parent / "shared" / "fuzz-findings"  # hostile inputs found by attacks on the decoder
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the tests, and beside them the tools they and the make targets use (capture builders, damage,
+# the benchmark, the fuzz campaign, the headline reference)
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent / "tools")]
 
 SHARED = ROOT.parent / "shared"
 #: test modules by tier (see docs/testing.md); tests using the ``spark`` fixture are marked spark too

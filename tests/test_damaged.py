@@ -1,4 +1,4 @@
-"""Damaged, partial and hostile captures, made by tests/damage.py from the real sample captures.
+"""Damaged, partial and hostile captures, made by tests/tools/damage.py from the real sample captures.
 
 Expected results come from the undamaged source: reordered and duplicated segments change
 nothing; rotated parts together keep at least 95% of the exchanges; with 1% of the segments

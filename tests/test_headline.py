@@ -124,7 +124,7 @@ def test_topic_ids_resolved_from_metadata():
 
 def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
     """The headline columns come from facts noted while each body is decoded (one pass); the
-    walkers over the decoded values (tests/headline_reference.py) are the reference: every exchange of
+    walkers over the decoded values (tests/tools/headline_reference.py) are the reference: every exchange of
     every sample and public capture must agree, column for column."""
     from conftest import PUBLIC
     from spark_kafkawire.exchanges import Decoder

@@ -1,7 +1,7 @@
 """The TLS stage under damage and attack (../shared/fuzz-findings/round4/, and the mutations that
 found them): a read always finishes, nothing escapes, no frame lands on a connection it does not
 belong to, and every captured byte of a TLS connection is counted once, checked against the bytes
-dpkt counts from the packets (tests/tlsmutate.py)."""
+dpkt counts from the packets (tests/tools/tlsmutate.py)."""
 
 from __future__ import annotations
 

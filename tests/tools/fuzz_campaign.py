@@ -3,7 +3,7 @@
 The mutators of tests/test_fuzz.py, driven by seeded random numbers instead of hypothesis, spread
 over two processes: bodies of every layout, arbitrary connection streams, and mutated captures
 (pcap bytes, pcapng timestamps and interface options, gzip streams), each decoded in one row shape
-in turn, and the TLS captures attacked as tests/tlsmutate.py does (each byte counted once is checked
+in turn, and the TLS captures attacked as tests/tools/tlsmutate.py does (each byte counted once is checked
 too). An input that raises anything but the documented CaptureError is written to
 tests/fuzz_corpus/<kind>/ (replayed by the tests from then on) and counted; the summary says how
 many inputs of each kind ran and failed.
@@ -20,7 +20,7 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
 KINDS = ("body", "stream", "pcap", "pcapng", "gzip", "tls")
 

@@ -1,6 +1,6 @@
 """Damage real sample captures on purpose, the ways production captures are damaged.
 
-    python tests/damage.py SOURCE.pcap OUTDIR
+    python tests/tools/damage.py SOURCE.pcap OUTDIR
 
 writes, next to each other: segments reordered, segments duplicated, 1% of data segments dropped,
 the file split in parts of N packets (rotation, as ``editcap -c``), cut at arbitrary bytes (a

@@ -16,7 +16,7 @@ import dpkt
 
 import damage
 
-TLS = Path(__file__).parent / "tls"
+TLS = Path(__file__).resolve().parents[1] / "tls"
 CAPTURES = sorted(TLS.glob("*.pcap"))
 MUTATIONS = ("drop", "truncate", "swap", "flip", "splice", "garbage", "header")
 

@@ -1,6 +1,6 @@
 """The benchmark's capture: real clients against a real broker, captured by tcpdump.
 
-    python tests/benchcapture.py OUT.pcap [SCALE]       (needs root: network namespaces, tcpdump)
+    python tests/tools/benchcapture.py OUT.pcap [SCALE]       (needs root: network namespaces, tcpdump)
 
 A Tansu broker and confluent-kafka clients in two network namespaces joined by a veth pair with
 segmentation offloads off, so segments are MTU-sized as on a real network. The traffic:
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "sample_pcaps"))
+sys.path.insert(0, str(HERE.parents[1] / "sample_pcaps"))
 from make_samples import capture, remove_namespaces, tansu, veth_pair  # noqa: E402  (as the samples are made)
 
 NS_B, NS_C = "kwb-broker", "kwb-client"

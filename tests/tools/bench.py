@@ -2,7 +2,7 @@
 
     make bench          (needs root once, to capture the benchmark's traffic)
 
-The input is made by tests/benchcapture.py from real clients and a real broker (about 160 MB,
+The input is made by tests/tools/benchcapture.py from real clients and a real broker (about 160 MB,
 MTU-sized segments, Produce and Fetch in every codec, consumer-group and metadata traffic) and
 kept in out/bench/. Every timing is the best of three fresh processes. Printed:
 
@@ -11,7 +11,7 @@ kept in out/bench/. Every timing is the best of three fresh processes. Printed:
 - per-core speed: tshark -T fields with the kafka dissector (api key and version, correlation id,
   client id) against read_capture for rows=exchanges (every column, every body decoded, every
   CRC checked), rows=messages and rows=connections; the ratio is tshark's time over ours;
-- frames many and small: the frame-dense capture (tests/benchcapture.py, build_dense) read by
+- frames many and small: the frame-dense capture (tests/tools/benchcapture.py, build_dense) read by
   tshark -T fields and by read_capture (rows=exchanges, compiled lane and pure Python), and by
   read_capture with a filter no exchange passes (what reading, reassembly and framing cost alone);
 - filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
@@ -45,10 +45,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench"
 PAIRS = 5  # alternating runs of one file whole and in shares
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests" / "tools"), str(ROOT / "tests")]
 
 
 def _made(name: str, build: str, what: str) -> tuple[Path, int]:
@@ -371,7 +371,7 @@ def hostile(path: Path) -> None:
 def audit_job() -> None:
     """The audit job (make demo's, and on one small file) against a trivial Spark job started the
     same way (spark_session for a small job, then spark.range(1).count()), whole processes, in turn."""
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     samples = root / "sample_pcaps"
     out = root / "out" / "bench" / "audit"
     trivial = [sys.executable, "-c", "import spark_kafkawire as k; s = k.spark_session('trivial', small_job=True); "
