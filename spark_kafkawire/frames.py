@@ -283,59 +283,13 @@ class Framer(FramerCore):
         self.scan += data
 
     def _find_boundary(self, final: bool = False) -> None:
-        """Look for a frame start in the held bytes. ``final``: no more bytes will follow (a gap or
-        the end): a candidate with a plausible header is taken without the chaining check."""
+        """Look for a frame start in the held bytes (find_boundary), then frame from it. ``final``:
+        no more bytes will follow (a gap or the end): a candidate with a plausible header is taken
+        without the chaining check."""
         scan = self.scan
         n = len(scan)
-        i = self.scan_from
-        top = self.max_frame >> 24
-        plausible = self.plausible
-        max_frame = self.max_frame
-        found = None
-        starts = None
-        while i + 8 <= n:
-            if scan[i] > top:
-                i += 1
-                continue
-            if not scan[i]:  # a run of zeros holds no size field until its last three bytes
-                m = _NONZERO.search(scan, i)
-                j = m.start() if m else n
-                if j - i > 3:
-                    i = j - 3
-                    self.at_start = False
-                    if i + 8 > n:
-                        break
-            size = _I32.unpack_from(scan, i)[0]
-            at_start = self.at_start and i == 0
-            head = bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)])
-            ok = MIN_FRAME <= size <= max_frame and plausible(head, not at_start)
-            if ok == ALIGNED_ONLY and not at_start:
-                if starts is None:
-                    starts = {m[0] for m in self.scan_marks}
-                if i not in starts:
-                    ok = False
-            if not ok:
-                self.at_start = False
-                i += 1
-                continue
-            end = i + 4 + size
-            if at_start or end == n or (end > n and size > SCAN_WINDOW and ok == 1):
-                found = i
-                break
-            if end > n or end + 8 > n:
-                if final and ok == 1:
-                    found = i
-                    break
-                if final:
-                    i += 1
-                    continue
-                break  # wait for the bytes that confirm or refute it
-            nsize = _I32.unpack_from(scan, end)[0]
-            if MIN_FRAME <= nsize <= max_frame and \
-                    plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
-                found = i
-                break
-            i += 1
+        found, i, self.at_start = find_boundary(scan, self.scan_from, self.at_start, self.scan_marks,
+                                                self.max_frame, self.plausible, final)
         synced_at_start = self.at_start and found == 0
         if found is not None or i > 0:
             self.at_start = False
@@ -403,3 +357,59 @@ class Framer(FramerCore):
             self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, size, b[4:], False))
             self.buf.clear()
             self.target = 4
+
+
+def find_boundary(scan: bytearray, i: int, at_start: bool, marks: list, max_frame: int,
+                  plausible: Callable[[bytes, bool], int], final: bool) -> tuple[int | None, int, bool]:
+    """Where a frame starts in ``scan`` (bytes held while out of sync), searching from offset ``i``:
+    a size field in bounds whose header is plausible (``plausible(head, mid_stream)``: 0 no, 1 yes,
+    ALIGNED_ONLY only where a segment starts, ``marks`` giving the segments' offsets), confirmed by
+    the frame after it (or taken as is at the stream's start, where it ends exactly at the held
+    bytes' end, where it is larger than the scan window, or when ``final``: no more bytes come).
+    ``at_start``: scan[0] is the stream's first byte. Returns (the frame's offset or None, the
+    offset the search stopped at: before it every offset is ruled out, and whether scan[0] still
+    counts as the stream's start). Stateless, as the frame-boundary search of other Kafka parsers."""
+    n = len(scan)
+    top = max_frame >> 24
+    starts = None
+    while i + 8 <= n:
+        if scan[i] > top:
+            i += 1
+            continue
+        if not scan[i]:  # a run of zeros holds no size field until its last three bytes
+            m = _NONZERO.search(scan, i)
+            j = m.start() if m else n
+            if j - i > 3:
+                i = j - 3
+                at_start = False
+                if i + 8 > n:
+                    break
+        size = _I32.unpack_from(scan, i)[0]
+        first = at_start and i == 0
+        head = bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)])
+        ok = MIN_FRAME <= size <= max_frame and plausible(head, not first)
+        if ok == ALIGNED_ONLY and not first:
+            if starts is None:
+                starts = {m[0] for m in marks}
+            if i not in starts:
+                ok = False
+        if not ok:
+            at_start = False
+            i += 1
+            continue
+        end = i + 4 + size
+        if first or end == n or (end > n and size > SCAN_WINDOW and ok == 1):
+            return i, i, at_start
+        if end > n or end + 8 > n:
+            if final and ok == 1:
+                return i, i, at_start
+            if final:
+                i += 1
+                continue
+            break  # wait for the bytes that confirm or refute it
+        nsize = _I32.unpack_from(scan, end)[0]
+        if MIN_FRAME <= nsize <= max_frame and \
+                plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
+            return i, i, at_start
+        i += 1
+    return None, i, at_start

@@ -231,3 +231,27 @@ def test_framer_takes_a_whole_frame_chunk_from_a_stream_seen_from_its_middle():
     f.data(junk, 10, 1)
     f.end()
     assert frames == [] and f.acct.skipped_bytes == len(junk) and f.acct.frames == 0
+
+
+def test_find_boundary_is_a_function_of_the_held_bytes():
+    """The frame-boundary search alone: garbage, then two frames (sizes from the bytes built here).
+    The first frame is found where it starts, chained to the second; a candidate whose next frame
+    is not there yet is waited for, unless no more bytes will come."""
+    from spark_kafkawire.frames import find_boundary
+
+    def plausible(head: bytes, strict: bool) -> int:  # a header of api key 18 (ApiVersions), version 3
+        return int(head[:4] == b"\x00\x12\x00\x03")
+
+    one = request(18, 3, 1)
+    two = request(18, 3, 2)
+    garbage = b"\xff\x01\x02"
+    scan = bytearray(garbage + one + two)
+    assert find_boundary(scan, 0, False, [], 1 << 20, plausible, False)[0] == len(garbage)
+    # only the first frame held: its successor cannot confirm it yet, so the search waits there
+    held = bytearray(garbage + one + b"\x00")
+    found, stopped, _ = find_boundary(held, 0, False, [], 1 << 20, plausible, False)
+    assert found is None and stopped == len(garbage)
+    # no more bytes will come: a plausible candidate is taken
+    assert find_boundary(held, 0, False, [], 1 << 20, plausible, True)[0] == len(garbage)
+    # nothing plausible: every offset but the last few is ruled out
+    assert find_boundary(bytearray(b"\xff" * 40), 0, False, [], 1 << 20, plausible, False)[:2] == (None, 33)
