@@ -246,29 +246,9 @@ class _Reader:
                 raise BodyError(f"{f.name} runs past the end", pos)
             return f.fixed.unpack_from(buf, pos)[0], pos + f.size  # type: ignore[union-attr]
         if kind == K_STRING:
-            n, pos = self.length(pos, False)
-            if n < 0:
-                return None, pos
-            if pos + n > end:
-                raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
-            text = buf[pos : pos + n].decode("utf-8", "replace")
-            if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
-                raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
-            return text, pos + n
+            return self.string(f, pos)
         if kind == K_BYTES or kind == K_RECORDS:
-            n, pos = self.length(pos, True)
-            if n < 0:
-                return None, pos
-            if pos + n > end:
-                raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
-            if kind == K_RECORDS:
-                summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
-                if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
-                    return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
-                return summary, pos + n
-            if f.name in SECRET_FIELDS:
-                return redact(f.name, buf[pos : pos + n]), pos + n
-            return base64.b64encode(buf[pos : pos + n]).decode(), pos + n
+            return self.bytes_value(f, pos, kind == K_RECORDS)
         if kind == K_UUID:
             if pos + 16 > end:
                 raise BodyError(f"{f.name} runs past the end", pos)
@@ -282,6 +262,34 @@ class _Reader:
                 pos += 1
             return self.struct(f.sub, pos, True, f.topic_array)
         raise BodyError(f"unknown type {f.type}", pos)
+
+    def string(self, f: Field, pos: int) -> tuple[object, int]:
+        n, pos = self.length(pos, False)
+        if n < 0:
+            return None, pos
+        if pos + n > self.end:
+            raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
+        text = self.buf[pos : pos + n].decode("utf-8", "replace")
+        if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
+            raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
+        return text, pos + n
+
+    def bytes_value(self, f: Field, pos: int, records: bool) -> tuple[object, int]:
+        """A bytes field: a record batch's summary (``records``), a secret's length, else base64."""
+        buf = self.buf
+        n, pos = self.length(pos, True)
+        if n < 0:
+            return None, pos
+        if pos + n > self.end:
+            raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
+        if records:
+            summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
+            if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
+                return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
+            return summary, pos + n
+        if f.name in SECRET_FIELDS:
+            return redact(f.name, buf[pos : pos + n]), pos + n
+        return base64.b64encode(buf[pos : pos + n]).decode(), pos + n
 
     def field(self, f: Field, pos: int) -> tuple[object, int]:
         if not f.array:

@@ -251,9 +251,7 @@ class CaptureReader:
 
         while True:
             if lane is not None and pending_type is None and ifaces:
-                if end - pos < 1 << 16:
-                    buf, view, end = self._refill(f, buf, view, pos, end, READ_CHUNK)
-                    pos = 0
+                buf, view, pos, end = self._ahead(f, buf, view, pos, end)
                 pos, number, offset, flush = lane.pcapng(view[:end], pos, number, offset, endian == ">", ifaces,
                                                          MAX_RECORD)
                 if flush:
@@ -261,12 +259,7 @@ class CaptureReader:
                     continue
             btype_raw = pending_type if pending_type is not None else read(f, 4)
             pending_type = None
-            if not btype_raw:
-                if self.stream_error:
-                    self._damaged(number + 1, offset, "file ends")
-                return
-            if len(btype_raw) < 4:
-                self._damaged(number + 1, offset, "file ends inside a block header")
+            if not self._whole_type(btype_raw, number, offset):
                 return
             if btype_raw == PCAPNG_SHB:
                 section = self._section(read, f, number, offset)
@@ -276,26 +269,13 @@ class CaptureReader:
                 ifaces = []
                 offset += blen
                 continue
-            lenraw = read(f, 4)
-            if len(lenraw) < 4:
-                self._damaged(number + 1, offset, "file ends inside a block header")
+            block = self._block(read, f, btype_raw, endian, number, offset)
+            if block is None:
                 return
-            (btype,) = struct.unpack(endian + "I", btype_raw)
-            (blen,) = struct.unpack(endian + "I", lenraw)
-            if blen < 12 or blen % 4 or blen > MAX_RECORD:
-                self._damaged(number + 1, offset, f"corrupt block header (length {blen})")
-                return
-            body = read(f, blen - 8)
-            if len(body) < blen - 8:
-                self._damaged(number + 1, offset, "file ends inside a block")
-                return
-            body = body[:-4]  # drop the trailing copy of the length
+            btype, blen, body = block
             if btype == 1:  # Interface Description Block
-                iface = _interface(body, endian)
-                if iface is None:
-                    self._damaged(number + 1, offset, "interface description block too short")
+                if not self._interface(body, endian, ifaces, number, offset):
                     return
-                ifaces.append(iface)
             elif btype in (6, 2, 3):  # Enhanced, Simple and the obsolete Packet Block
                 number += 1
                 pkt = _packet(number, btype, body, endian, ifaces)
@@ -303,12 +283,63 @@ class CaptureReader:
                     self._damaged(number, offset, pkt)
                     return
                 yield pkt
-            elif btype == DSB and self.on_secrets is not None and len(body) >= 8:
-                stype, slen = struct.unpack(endian + "II", body[:8])
-                if stype == DSB_TLS_KEY_LOG:
-                    self.on_secrets(bytes(body[8:8 + slen]))
+            elif btype == DSB:
+                self._secrets(body, endian)
             # other blocks (name resolution, statistics, custom, ...) carry no packets
             offset += blen
+
+    def _ahead(self, f: BinaryIO, buf: bytearray, view: memoryview, pos: int,
+               end: int) -> tuple[bytearray, memoryview, int, int]:
+        """At least 64 KiB read ahead for the fast lane (less only where the file ends)."""
+        if end - pos < 1 << 16:
+            buf, view, end = self._refill(f, buf, view, pos, end, READ_CHUNK)
+            pos = 0
+        return buf, view, pos, end
+
+    def _interface(self, body: bytes, endian: str, ifaces: list[Interface], number: int, offset: int) -> bool:
+        """An Interface Description Block's interface appended to ``ifaces``; False where it is too
+        short (reported as damage)."""
+        iface = _interface(body, endian)
+        if iface is None:
+            self._damaged(number + 1, offset, "interface description block too short")
+            return False
+        ifaces.append(iface)
+        return True
+
+    def _whole_type(self, btype_raw: bytes, number: int, offset: int) -> bool:
+        """Are there a block type's 4 bytes? Where the file ends before it: no (reported as damage
+        where the stream ended in error, or inside the 4 bytes)."""
+        if len(btype_raw) == 4:
+            return True
+        if btype_raw or self.stream_error:
+            self._damaged(number + 1, offset, "file ends inside a block header" if btype_raw else "file ends")
+        return False
+
+    def _block(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, btype_raw: bytes, endian: str,
+               number: int, offset: int) -> tuple[int, int, bytes] | None:
+        """The rest of a block after its type: (type, length, body without the trailing copy of the
+        length), or None where the file ends inside it or its length is corrupt (reported)."""
+        lenraw = read(f, 4)
+        if len(lenraw) < 4:
+            self._damaged(number + 1, offset, "file ends inside a block header")
+            return None
+        (btype,) = struct.unpack(endian + "I", btype_raw)
+        (blen,) = struct.unpack(endian + "I", lenraw)
+        if blen < 12 or blen % 4 or blen > MAX_RECORD:
+            self._damaged(number + 1, offset, f"corrupt block header (length {blen})")
+            return None
+        body = read(f, blen - 8)
+        if len(body) < blen - 8:
+            self._damaged(number + 1, offset, "file ends inside a block")
+            return None
+        return btype, blen, body[:-4]
+
+    def _secrets(self, body: bytes, endian: str) -> None:
+        """A Decryption Secrets Block: a TLS key log's lines to ``on_secrets`` (other kinds ignored)."""
+        if self.on_secrets is not None and len(body) >= 8:
+            stype, slen = struct.unpack(endian + "II", body[:8])
+            if stype == DSB_TLS_KEY_LOG:
+                self.on_secrets(bytes(body[8:8 + slen]))
 
     def _section(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, number: int,
                  offset: int) -> tuple[str, int] | None:

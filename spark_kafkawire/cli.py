@@ -338,6 +338,53 @@ def _undecrypted(options: dict, table: pa.Table, shape: str) -> str | None:
     return f"{what}: --tls-keylog FILE decrypts them"
 
 
+def _summary(args, options: dict[str, str]) -> str | None:
+    """``kafkawire summary``: the tables, then the note on connections not decrypted, if any."""
+    if "rows" in options:
+        raise ValueError("summary reads exchanges and connections rows: -o rows is not taken")
+    if args.max_rows < 1:
+        raise ValueError(f"--max-rows {args.max_rows}: give 1 or more")
+    table = read(args.captures, {**options, "rows": "exchanges"})
+    health = read(args.captures, {**options, "rows": "connections"})
+    for title, t in summary(table, health, args.min_latency_n).items():
+        print(f"\n{title}")
+        print_table(t, limit=args.max_rows)
+    return _undecrypted(options, health, "connections")
+
+
+def _show(args, options: dict[str, str]) -> str | None:
+    """``kafkawire show``: the rows asked for, then the note on connections not decrypted."""
+    if args.limit is not None and args.limit < 0:
+        raise ValueError(f"--limit {args.limit}: give 0 or more")
+    shape = _shape(args, options)
+    table = read(args.captures, {**options, "rows": shape})
+    columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    if columns == ["all"]:
+        columns = None
+    elif columns is None and args.format == "table":
+        columns = DEFAULT_COLUMNS[shape]
+    write(where(table, args.where, columns, args.limit), args.format, sys.stdout, args.raw_csv)
+    return _undecrypted(options, table, shape)
+
+
+def _convert(args, options: dict[str, str]) -> None:
+    """``kafkawire convert``: the rows as one Parquet or CSV file."""
+    if not args.to.endswith((".parquet", ".csv")):
+        raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
+    shape = _shape(args, options)
+    table = read(args.captures, {**options, "rows": shape})
+    if args.to.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, args.to)
+    else:
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(_flat(table, args.raw_csv), args.to)
+    print(f"{table.num_rows} {shape} rows written to {args.to}", file=sys.stderr)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
@@ -348,44 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = _options(args.option)
         if args.tls_keylog:
             options["tlsKeyLog"] = args.tls_keylog
-        note = None
-        if args.command == "summary":
-            if "rows" in options:
-                raise ValueError("summary reads exchanges and connections rows: -o rows is not taken")
-            if args.max_rows < 1:
-                raise ValueError(f"--max-rows {args.max_rows}: give 1 or more")
-            table = read(args.captures, {**options, "rows": "exchanges"})
-            health = read(args.captures, {**options, "rows": "connections"})
-            for title, t in summary(table, health, args.min_latency_n).items():
-                print(f"\n{title}")
-                print_table(t, limit=args.max_rows)
-            note = _undecrypted(options, health, "connections")
-        elif args.command == "show":
-            if args.limit is not None and args.limit < 0:
-                raise ValueError(f"--limit {args.limit}: give 0 or more")
-            shape = _shape(args, options)
-            table = read(args.captures, {**options, "rows": shape})
-            columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-            if columns == ["all"]:
-                columns = None
-            elif columns is None and args.format == "table":
-                columns = DEFAULT_COLUMNS[shape]
-            write(where(table, args.where, columns, args.limit), args.format, sys.stdout, args.raw_csv)
-            note = _undecrypted(options, table, shape)
-        else:
-            if not args.to.endswith((".parquet", ".csv")):
-                raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
-            shape = _shape(args, options)
-            table = read(args.captures, {**options, "rows": shape})
-            if args.to.endswith(".parquet"):
-                import pyarrow.parquet as pq
-
-                pq.write_table(table, args.to)
-            else:
-                import pyarrow.csv as pacsv
-
-                pacsv.write_csv(_flat(table, args.raw_csv), args.to)
-            print(f"{table.num_rows} {shape} rows written to {args.to}", file=sys.stderr)
+        note = {"summary": _summary, "show": _show}.get(args.command, _convert)(args, options)
         if note:
             sys.stdout.flush()
             print(f"kafkawire: {note}", file=sys.stderr)

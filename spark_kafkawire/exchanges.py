@@ -353,27 +353,10 @@ class Decoder:
                        f"no response among the next {MAX_PENDING_REQUESTS} requests")
 
     def _response(self, st: ConnState, frame: Frame) -> None:
-        if len(frame.data) < 4:
-            if not self._mine():
-                return
-            status = TRUNCATED if not frame.complete else MALFORMED
-            self._emit(st, None, Response(frame, None, None), status, "response shorter than its header")
+        paired = self._pair(st, frame)
+        if paired is None:
             return
-        corr = _I32.unpack_from(frame.data)[0]
-        req = st.pending.pop(corr, None)
-        if req is None:
-            if not self._mine():
-                return
-            if st.sasl_raw:  # the broker's token (a SCRAM challenge, say): nothing of it is shown
-                self.sink.exchange(st.endpoints, None, Response(frame, None, None), SASL_TOKEN, SASL_TOKEN_DETAIL, None)
-                return
-            self._emit(st, None, Response(frame, corr, None), REQUEST_MISSING,
-                       "request not in the capture: api key and version unknown")
-            return
-        # Kafka answers in order: acks=0 Produce requests sent before this one got no response
-        if st.pending:
-            for c in [c for c, r in st.pending.items() if r.acks == 0 and r.frame.offset < req.frame.offset]:
-                self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
+        corr, req = paired
         h = req.header
         assert h is not None  # only requests whose header parsed wait for a response
         hv = protocol.response_header_version(h.api_key, h.api_version)
@@ -401,6 +384,32 @@ class Decoder:
         elif not (req.frame.complete and frame.complete):
             status, detail = TRUNCATED, "cut short by a gap in the capture or its end"
         self._emit(st, req, resp, status, detail)
+
+    def _pair(self, st: ConnState, frame: Frame) -> tuple[int, Request] | None:
+        """The correlation id of a response and the request it answers, the acks=0 Produce
+        requests sent before that one settled (Kafka answers in order: they got no response); None
+        when it answers none in the capture (too short for a header, or its request missing: such a
+        response has its row already)."""
+        if len(frame.data) < 4:
+            if self._mine():
+                status = TRUNCATED if not frame.complete else MALFORMED
+                self._emit(st, None, Response(frame, None, None), status, "response shorter than its header")
+            return None
+        corr = _I32.unpack_from(frame.data)[0]
+        req = st.pending.pop(corr, None)
+        if req is None:
+            if not self._mine():
+                return None
+            if st.sasl_raw:  # the broker's token (a SCRAM challenge, say): nothing of it is shown
+                self.sink.exchange(st.endpoints, None, Response(frame, None, None), SASL_TOKEN, SASL_TOKEN_DETAIL, None)
+                return None
+            self._emit(st, None, Response(frame, corr, None), REQUEST_MISSING,
+                       "request not in the capture: api key and version unknown")
+            return None
+        if st.pending:
+            for c in [c for c, r in st.pending.items() if r.acks == 0 and r.frame.offset < req.frame.offset]:
+                self._emit(st, st.pending.pop(c), None, NO_RESPONSE, "acks=0: no response expected")
+        return corr, req
 
     def _learn(self, st: ConnState, h: RequestHeader, frame: Frame, pos: int) -> None:
         """A response no row of this decoder shows, decoded for the topic ids it teaches. Bodies

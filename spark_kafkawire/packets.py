@@ -103,6 +103,43 @@ _IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options
 _ETH_IPV4_TCP = Struct("!12xH2xH2xHxB2x4s4sHHIIBB")  # Ethernet, IPv4 (20 bytes), TCP: the common case
 
 
+def _ipv4(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
+    """An IPv4 header at ``off`` carrying TCP: (source, destination, TCP header offset, end of the
+    IP packet in ``d``, IP payload length on the wire); None for another protocol or a fragment."""
+    if len(d) < off + 20 or d[off] >> 4 != 4:
+        return None
+    ihl = (d[off] & 0x0F) * 4
+    if d[off + 9] != 6 or ihl < 20:
+        return None
+    frag = _U16.unpack_from(d, off + 6)[0]
+    if frag & 0x3FFF:  # a fragment (MF set or nonzero offset): not reassembled
+        return None
+    total = _U16.unpack_from(d, off + 2)[0]
+    tcp = off + ihl
+    # total == 0 happens with TCP segmentation offload: trust the captured length
+    end = off + total if total else len(d)
+    return d[off + 12 : off + 16], d[off + 16 : off + 20], tcp, end, (total - ihl) if total else len(d) - tcp
+
+
+def _ipv6(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
+    """An IPv6 header at ``off`` (extension headers skipped) carrying TCP, as :func:`_ipv4`."""
+    if len(d) < off + 40 or d[off] >> 4 != 6:
+        return None
+    plen = _U16.unpack_from(d, off + 4)[0]
+    nxt = d[off + 6]
+    tcp = off + 40
+    end = tcp + plen if plen else len(d)
+    ip_payload_wire = plen if plen else len(d) - tcp
+    while nxt in _IPV6_EXT and len(d) >= tcp + 8:
+        nxt = d[tcp]
+        hl = (d[tcp + 1] + 1) * 8
+        tcp += hl
+        ip_payload_wire -= hl
+    if nxt != 6:  # not TCP, or a fragment (44): not reassembled
+        return None
+    return d[off + 8 : off + 24], d[off + 24 : off + 40], tcp, end, ip_payload_wire
+
+
 def decode(pkt: Packet) -> Segment | None:
     """The TCP segment a packet carries, or None if it carries none we can use."""
     d = pkt.data
@@ -123,41 +160,10 @@ def decode(pkt: Packet) -> Segment | None:
                 wire_len = len(payload)
             return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len)
     et, off = _network(pkt.linktype, d)
-    if et == ETH_IPV4:
-        if len(d) < off + 20 or d[off] >> 4 != 4:
-            return None
-        ihl = (d[off] & 0x0F) * 4
-        if d[off + 9] != 6 or ihl < 20:
-            return None
-        frag = _U16.unpack_from(d, off + 6)[0]
-        if frag & 0x3FFF:  # a fragment (MF set or nonzero offset): not reassembled
-            return None
-        total = _U16.unpack_from(d, off + 2)[0]
-        src = d[off + 12 : off + 16]
-        dst = d[off + 16 : off + 20]
-        tcp = off + ihl
-        # total == 0 happens with TCP segmentation offload: trust the captured length
-        end = off + total if total else len(d)
-        ip_payload_wire = (total - ihl) if total else len(d) - tcp
-    elif et == ETH_IPV6:
-        if len(d) < off + 40 or d[off] >> 4 != 6:
-            return None
-        plen = _U16.unpack_from(d, off + 4)[0]
-        nxt = d[off + 6]
-        src = d[off + 8 : off + 24]
-        dst = d[off + 24 : off + 40]
-        tcp = off + 40
-        end = tcp + plen if plen else len(d)
-        ip_payload_wire = plen if plen else len(d) - tcp
-        while nxt in _IPV6_EXT and len(d) >= tcp + 8:
-            nxt = d[tcp]
-            hl = (d[tcp + 1] + 1) * 8
-            tcp += hl
-            ip_payload_wire -= hl
-        if nxt != 6:  # not TCP, or a fragment (44): not reassembled
-            return None
-    else:
+    ip = _ipv4(d, off) if et == ETH_IPV4 else _ipv6(d, off) if et == ETH_IPV6 else None
+    if ip is None:
         return None
+    src, dst, tcp, end, ip_payload_wire = ip
     if len(d) < tcp + 20:
         return None
     sport, dport, seq, ack, doff, flags = _TCP.unpack_from(d, tcp)

@@ -355,22 +355,14 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
         local = local_path(p)
         if local is None:
             found.extend(list_uri(p, patterns, endpoint, stats))
-            continue
-        p = local
-        if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                for name in sorted(files):
-                    if name.startswith((".", "_")):
-                        continue
-                    if any(fnmatch.fnmatch(name, pat) for pat in patterns):
-                        found.append(os.path.join(root, name))
-        elif os.path.isfile(p):
-            found.append(p)
+        elif os.path.isdir(local):
+            found.extend(_walk(local, patterns))
+        elif os.path.isfile(local):
+            found.append(local)
         else:
-            matches = sorted(glob.glob(p, recursive=True))
+            matches = sorted(glob.glob(local, recursive=True))
             if not matches:
-                raise FileNotFoundError(f"kafkawire: path does not exist: {p}")
+                raise FileNotFoundError(f"kafkawire: path does not exist: {local}")
             for m in matches:
                 found.extend(list_files(m, path_glob_filter, stats=stats) if os.path.isdir(m) else [m])
     out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
@@ -382,14 +374,30 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
     if not out and not allow_empty:  # (a stream's directory may be empty: nothing new yet)
         named = ", ".join(os.fspath(p) for p in paths)
         raise CaptureError(f"kafkawire: no capture file in {named} (pathGlobFilter {path_glob_filter})")
-    for f in out:
+    _check_captures(out, endpoint, checked)
+    return out
+
+
+def _walk(folder: str, patterns: list[str]) -> Iterator[str]:
+    """The files under ``folder`` whose names match one of ``patterns``, hidden and '_' names
+    skipped (files and folders), in name order."""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for name in sorted(files):
+            if not name.startswith((".", "_")) and any(fnmatch.fnmatch(name, pat) for pat in patterns):
+                yield os.path.join(root, name)
+
+
+def _check_captures(files: list[str], endpoint: str | None, checked: set[str] | None) -> None:
+    """Raise CaptureError for the first file that is not a pcap or pcapng capture (those in
+    ``checked`` are known to be; those found to be are added)."""
+    for f in files:
         if checked is not None and f in checked:
             continue
         if not _is_capture(f, endpoint):
             raise CaptureError(f"{f}: not a pcap or pcapng capture file")
         if checked is not None:
             checked.add(f)
-    return out
 
 
 def iter_batches(path: str, options: Options | Mapping[str, object] | None = None,

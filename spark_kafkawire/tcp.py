@@ -341,59 +341,43 @@ class Reassembler:
                 conn.last_ts = ts
                 self.live.move_to_end(conn)
                 if wire_len:
-                    if not conn.opened:
-                        self._open(conn)
-                    if flags & TCP_ACK:
-                        other = conn.halves[1 - d]
-                        if other.pending:
-                            other.acked(ack)
-                    conn.halves[d].feed(seq, payload, wire_len, ts, number)
+                    self._data(conn, d, seg)
                 return
         self._segment(seg, key, hit)
+
+    def _data(self, conn: Connection, d: int, seg: Segment) -> None:
+        """A segment's payload into its direction. First the other direction's bytes it acknowledges
+        that the capture lacks are lost by the capture (settled before this data: a response
+        follows its request). Only data segments settle this: captures reorder pure ACKs around
+        data."""
+        if not conn.opened:
+            self._open(conn)
+        if seg.flags & TCP_ACK:
+            other = conn.halves[1 - d]
+            if other.pending:
+                other.acked(seg.ack)
+        conn.halves[d].feed(seg.seq + (1 if seg.flags & TCP_SYN else 0), seg.payload, seg.wire_len, seg.ts_ns,
+                            seg.number)
 
     def _segment(self, seg: Segment, key: tuple, hit: tuple[Connection, int] | None) -> None:
         """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a
         self-connection."""
+        found = self._connection(seg, key, hit)
+        if found is None:
+            return
+        conn, d = found
         number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
-        syn = flags & TCP_SYN
-        if hit is not None:
-            conn, d = hit
-            if conn.self_connected:
-                d = conn.self_direction(seg)
-            if conn.done:
-                if self._late(seg, conn, d):
-                    return
-                hit = None
-            elif syn and conn.isn[d] != seq and (conn.isn[d] is not None or conn.halves[d].base is not None):
-                self._finish(conn)  # the 4-tuple is reused by a new connection
-                hit = None
-            else:
-                hit = conn, d
-        if hit is None:
-            conn, d = self._new_connection(seg, key)
-        else:
-            conn, d = hit
-            self.live.move_to_end(conn)
         conn.last_ts = ts
         half = conn.halves[d]
-        if syn:
+        if flags & TCP_SYN:
             if conn.isn[d] is None:
                 conn.isn[d] = seq
                 half.start(seq + 1)
                 if conn.client is None:
                     conn.client = 1 - d if flags & TCP_ACK else d
             seq += 1
-        if flags & TCP_ACK and wire_len:
-            # data from one side acknowledging bytes of the other that the capture lacks: those
-            # were lost by the capture. Settled before this segment's data (a response follows its
-            # request). Pure ACKs are not trusted for this: captures reorder them around data.
-            other = conn.halves[1 - d]
-            if other.pending:
-                other.acked(ack)
         if wire_len:
-            if not conn.opened:
-                self._open(conn)
-            half.feed(seq, payload, wire_len, ts, number)
+            self._data(conn, d, seg)
         if flags & TCP_FIN and half.base is not None:
             fin_off = half.offset(seq) + wire_len
             if half.fin_off is None or fin_off > half.fin_off:
@@ -405,6 +389,26 @@ class Reassembler:
             half.fin = True
             if conn.finished():
                 self._finish(conn)
+
+    def _connection(self, seg: Segment, key: tuple,
+                    hit: tuple[Connection, int] | None) -> tuple[Connection, int] | None:
+        """The connection and direction a segment belongs to: the one in the table, or a new one
+        where the table's has ended or its 4-tuple is reused by a new SYN; None for a late packet of
+        an ended connection (dropped)."""
+        if hit is not None:
+            conn, d = hit
+            if conn.self_connected:
+                d = conn.self_direction(seg)
+            if conn.done:
+                if self._late(seg, conn, d):
+                    return None
+            elif seg.flags & TCP_SYN and conn.isn[d] != seg.seq and \
+                    (conn.isn[d] is not None or conn.halves[d].base is not None):
+                self._finish(conn)  # the 4-tuple is reused by a new connection
+            else:
+                self.live.move_to_end(conn)
+                return conn, d
+        return self._new_connection(seg, key)
 
     @staticmethod
     def _late(seg: Segment, conn: Connection, d: int) -> bool:
