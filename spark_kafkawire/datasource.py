@@ -1,7 +1,7 @@
 """The Spark adapter: ``spark.read.format("kafkawire").load(paths)``.
 
 A thin layer over :mod:`spark_kafkawire.reader`: the driver lists the capture files and plans the
-input partitions (a file, or a share of a large file: see reader.plan), and each partition streams
+input partitions (a file, or a share of a large file: see listing.plan), and each partition streams
 its record batches.
 """
 
@@ -13,7 +13,9 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .predicate import Predicate, from_spark
-from .reader import Options, _paths_option, iter_batches, list_files, plan
+from .listing import list_files, plan
+from .options import Options, _paths_option
+from .reader import iter_batches
 from .table import COLUMNS, ddl
 
 

@@ -43,7 +43,9 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from .exchanges import CAPTURE_CHANGED
 from .fs import local_path
 from .escape import printable
-from .reader import Options, _paths_option, iter_batches, list_files
+from .listing import list_files
+from .options import Options, _paths_option
+from .reader import iter_batches
 from .rowshapes import status_batch
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow

@@ -1,7 +1,7 @@
 """Topic ids -> names, learnt from the responses of a capture (Metadata, CreateTopics, ...).
 
 Kafka 2.8+ names topics by id in Fetch and elsewhere; the rows show names where a response in the
-capture taught them. A share of a file (see reader.plan) does not show every response but must
+capture taught them. A share of a file (see listing.plan) does not show every response but must
 learn from each: such bodies are decoded for their ids alone and remembered by their bytes, since
 clients ask for the same metadata again and again.
 """

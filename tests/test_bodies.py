@@ -12,7 +12,7 @@ from kio.static.constants import EntityType
 from kiogen import build, expected, write
 from spark_kafkawire import protocol
 from spark_kafkawire.body import BodyError, schemas
-from stages import decode_body, flush
+from stages import decode_body, run
 
 TRIPLES = [(key, ver, et) for key, name in sorted(api_key_map.items())
            for ver in sorted(schema_name_map[name]) for et in ("request", "response")]
@@ -195,11 +195,7 @@ def test_hostile_lengths_fail_cleanly(body):
 def _sample_frames():
     """(file, api_key, version, is_request, frame bytes, body offset) of every sample frame."""
     from conftest import SAMPLES
-    from spark_kafkawire.capture import CaptureReader
-    from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.headers import parse_response_header
-    from spark_kafkawire.packets import decode
-    from spark_kafkawire.tcp import Reassembler
 
     out = []
 
@@ -215,12 +211,7 @@ def _sample_frames():
 
     for path in sorted(SAMPLES.glob("*.pcap*")):
         name = path.name
-        r = Reassembler(Decoder(Sink()))
-        for p in CaptureReader(str(path)):
-            seg = decode(p)
-            if seg:
-                r.feed(seg)
-        flush(r)
+        run(path, Sink())
     return out
 
 

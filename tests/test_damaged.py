@@ -8,7 +8,6 @@ short decodes up to the cut; TLS, HTTP and random bytes on Kafka's port give no 
 
 import random
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -16,10 +15,8 @@ import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES
 from spark_kafkawire import read_capture
 from spark_kafkawire.capture import CaptureReader, MalformedCaptureError
-from spark_kafkawire.exchanges import Decoder
 from spark_kafkawire.packets import decode
-from spark_kafkawire.tcp import Reassembler
-from stages import flush
+from stages import flush, stages
 
 ETHERNET_SAMPLES = ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap",
                     "mock-kcat.pcap", "stub-sasl.pcap"]
@@ -79,7 +76,7 @@ def test_one_percent_dropped_every_intact_exchange_decodes(name, seed, tmp_path)
     # one pass over the source: its exchanges with the stream bytes of their frames, and the
     # stream bytes of the segments dropped (offsets from each direction's SYN)
     sink = _Frames()
-    reasm = Reassembler(Decoder(sink))
+    _decoder, reasm = stages(sink)
     lost_numbers = {i + 1 for i in lost}
     isn = {}
     holes = defaultdict(list)  # (sport, dport) -> stream ranges lost

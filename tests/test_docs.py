@@ -13,7 +13,7 @@ import pytest
 
 import spark_kafkawire
 from conftest import ROOT
-from spark_kafkawire.reader import _RULES, Options
+from spark_kafkawire.options import _RULES, Options
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 STREAM_OPTIONS = {"completeafterseconds", "maxfilespertrigger", "maxfileage"}  # (stream.py's own)

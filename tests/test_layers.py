@@ -19,7 +19,8 @@ STAGES = [
     {"codegen", "body", "values", "records", "partitions", "headline", "predicate"},  # frames -> messages
     {"connstate", "roles", "topicids", "exchanges"},  # messages -> exchanges
     {"modes", "table", "rowshapes"},  # exchanges -> rows (Arrow)
-    {"lane", "reader"},  # the read loop over all of the above (and its compiled fast lane)
+    {"options", "listing", "lane", "reader"},  # the read loop over all of the above: its options, the
+    # files it reads and their shares, the stages wired in order, and its compiled fast lane
     # the thin layers: Spark, streaming, the command line, the audits
     {"datasource", "stream", "session", "cli", "__init__", "__main__", "_autoload", "audits", "audits.base",
      "audits.wire", "audits.output", "audits.report"},

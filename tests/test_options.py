@@ -74,7 +74,7 @@ def test_the_options_are_documented_once_and_readme_shows_that_table():
     """README's options table is what reader.options_table() generates from the rules that check
     the values: an option added, renamed or given a new default cannot be left undocumented."""
     from conftest import ROOT
-    from spark_kafkawire.reader import _RULES, options_table
+    from spark_kafkawire.options import _RULES, options_table
 
     table = options_table()
     assert table in (ROOT / "README.md").read_text()

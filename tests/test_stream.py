@@ -84,7 +84,7 @@ def test_each_file_is_opened_once_to_check_it_however_many_triggers(tmp_path, mo
     """A rotation directory is listed at every trigger; a file already known to be a capture is not
     opened again to check it (on object storage, a request per file per trigger), and a batch's
     partitions come from the listing its offset came from."""
-    from spark_kafkawire import reader as reader_module
+    from spark_kafkawire import listing as reader_module
 
     now = time.time()
     for i in range(4):

@@ -7,7 +7,7 @@ import dpkt
 
 from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
 from spark_kafkawire.tcp import HalfStream
-from stages import flush
+from stages import flush, stages
 
 
 class Rec:
@@ -145,13 +145,11 @@ def test_gap_in_the_middle_of_a_frame(tmp_path):
 def test_ended_connections_are_forgotten(tmp_path):
     """The connection table does not grow with the number of connections in a capture."""
     from spark_kafkawire.capture import Packet
-    from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.packets import decode
     from spark_kafkawire.rowshapes import row_builder
-    from spark_kafkawire.tcp import Reassembler
 
     rows = row_builder("exchanges", "x")
-    r = Reassembler(Decoder(rows))
+    _decoder, r = stages(rows)
     t = 0
     for i in range(3000):
         c = Conversation(client=("10.0.0.1", 10000 + i)).handshake()
@@ -182,11 +180,9 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     """A port scan (SYN-only connections) and one-segment connections whose ends were not captured:
     at most maxConnections are tracked at once, the longest idle retired as if closed, its row
     saying end_captured=evicted; every connection still has exactly one row."""
-    from spark_kafkawire.exchanges import Decoder
     from spark_kafkawire.packets import decode
     from spark_kafkawire.capture import CaptureReader
     from spark_kafkawire.rowshapes import row_builder
-    from spark_kafkawire.tcp import Reassembler
     from pcapgen import write_pcap
 
     packets = []
@@ -197,7 +193,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     path = tmp_path / "many.pcap"
     write_pcap(path, packets)
     rows = row_builder("connections", str(path))
-    reasm = Reassembler(Decoder(rows), max_connections=1000)
+    _decoder, reasm = stages(rows, maxConnections=1000)
     most_live = most_table = 0
     for pkt in CaptureReader(str(path)):
         reasm.feed(decode(pkt))

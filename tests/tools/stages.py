@@ -16,3 +16,27 @@ def flush(reasm) -> None:
     """End of capture: every open connection of a Reassembler flushed."""
     for _ in reasm.closing():
         pass
+
+
+def stages(sink, **options):
+    """(decoder, reassembler): the pipeline's stages wired as the reader wires them
+    (reader.build_stages), ending in a test's own ``sink``; ``options`` as the reader takes them."""
+    from spark_kafkawire.options import Options
+    from spark_kafkawire.reader import build_stages
+
+    return build_stages(sink, Options.parse(options))
+
+
+def run(path, sink, **options):
+    """Every packet of the capture at ``path`` through the stages into ``sink``, the open
+    connections flushed at its end; returns (decoder, reassembler)."""
+    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.packets import decode
+
+    decoder, reasm = stages(sink, **options)
+    for pkt in CaptureReader(str(path)):
+        seg = decode(pkt)
+        if seg is not None:
+            reasm.feed(seg)
+    flush(reasm)
+    return decoder, reasm
