@@ -325,14 +325,23 @@ class CaptureReader:
             return None
         (btype,) = struct.unpack(endian + "I", btype_raw)
         (blen,) = struct.unpack(endian + "I", lenraw)
-        if blen < 12 or blen % 4 or blen > MAX_RECORD:
-            self._damaged(number + 1, offset, f"corrupt block header (length {blen})")
+        body = self._rest(read, f, blen, 8, 12, number, offset, f"corrupt block header (length {blen})",
+                          "file ends inside a block")
+        return None if body is None else (btype, blen, body[:-4])
+
+    def _rest(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, blen: int, head: int, least: int,
+              number: int, offset: int, bad: str, short: str) -> bytes | None:
+        """The rest of a block of ``blen`` bytes whose first ``head`` were read; None where its
+        length is out of bounds (at least ``least``, a multiple of 4, at most MAX_RECORD: ``bad``)
+        or the file ends first (``short``), reported as damage."""
+        if blen < least or blen % 4 or blen > MAX_RECORD:
+            self._damaged(number + 1, offset, bad)
             return None
-        body = read(f, blen - 8)
-        if len(body) < blen - 8:
-            self._damaged(number + 1, offset, "file ends inside a block")
+        body = read(f, blen - head)
+        if len(body) < blen - head:
+            self._damaged(number + 1, offset, short)
             return None
-        return btype, blen, body[:-4]
+        return body
 
     def _secrets(self, body: bytes, endian: str) -> None:
         """A Decryption Secrets Block: a TLS key log's lines to ``on_secrets`` (other kinds ignored)."""
@@ -360,12 +369,8 @@ class CaptureReader:
             self._damaged(number + 1, offset, "bad pcapng byte-order magic")
             return None
         (blen,) = struct.unpack(endian + "I", lenraw)
-        if blen < 28 or blen % 4 or blen > MAX_RECORD:
-            self._damaged(number + 1, offset, f"bad section header length {blen}")
-            return None
-        body = read(f, blen - 12)
-        if len(body) < blen - 12:
-            self._damaged(number + 1, offset, "file ends inside a section header")
+        if self._rest(read, f, blen, 12, 28, number, offset, f"bad section header length {blen}",
+                      "file ends inside a section header") is None:
             return None
         return endian, blen
 
