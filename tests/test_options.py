@@ -71,7 +71,7 @@ def test_rotation_directory_with_a_file_still_being_written(tmp_path):
 
 
 def test_the_options_are_documented_once_and_readme_shows_that_table():
-    """README's options table is what reader.options_table() generates from the rules that check
+    """README's options table is what options.options_table() generates from the rules that check
     the values: an option added, renamed or given a new default cannot be left undocumented."""
     from conftest import ROOT
     from spark_kafkawire.options import _RULES, options_table
