@@ -113,7 +113,7 @@ class CaptureReader:
                 yield from self._pcap(f, head)
             elif head == PCAPNG_SHB:
                 self.format = "pcapng"
-                yield from self._pcapng(f, head)
+                yield from PcapngBlocks(self).packets(f, head)
             elif len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_SHB)):
                 # empty, or cut inside the magic: a file still being written (tcpdump -C/-G rotation)
                 self._damaged(1, 0, "file ends inside the capture file header")
@@ -228,13 +228,22 @@ class CaptureReader:
             pos = stop
 
     # -- pcapng ------------------------------------------------------------------------------
-    def _pcapng(self, f: BinaryIO, first: bytes) -> Iterator[Packet | RowsDue]:
+class PcapngBlocks:
+    """The blocks of a pcapng file (sections, interfaces, packets, decryption secrets) read for a
+    CaptureReader, which keeps the read-ahead buffer's refill and the damage report."""
+
+    def __init__(self, reader: "CaptureReader"):
+        self.reader = reader
+
+    def packets(self, f: BinaryIO, first: bytes) -> Iterator[Packet | RowsDue]:
+        """The packets of a pcapng file whose first block type (``first``) was read."""
+        r = self.reader
         endian = "<"
         ifaces: list[Interface] = []  # interfaces of the current section
         offset = 0
         number = 0
         pending_type: bytes | None = first
-        lane = self.lane
+        lane = r.lane
         # bytes read ahead: one read per chunk, blocks are cut from buf[pos:end]
         buf = bytearray(2 * READ_CHUNK)
         view = memoryview(buf)
@@ -243,7 +252,7 @@ class CaptureReader:
         def read(f: BinaryIO, n: int) -> bytes:  # n bytes, fewer only where the file or stream ends
             nonlocal buf, view, pos, end
             if end - pos < n:
-                buf, view, end = self._refill(f, buf, view, pos, end, n)
+                buf, view, end = self.reader._refill(f, buf, view, pos, end, n)
                 pos = 0
             out = view[pos : min(end, pos + n)].tobytes()
             pos += len(out)
@@ -280,7 +289,7 @@ class CaptureReader:
                 number += 1
                 pkt = _packet(number, btype, body, endian, ifaces)
                 if isinstance(pkt, str):
-                    self._damaged(number, offset, pkt)
+                    self.reader._damaged(number, offset, pkt)
                     return
                 yield pkt
             elif btype == DSB:
@@ -292,7 +301,7 @@ class CaptureReader:
                end: int) -> tuple[bytearray, memoryview, int, int]:
         """At least 64 KiB read ahead for the fast lane (less only where the file ends)."""
         if end - pos < 1 << 16:
-            buf, view, end = self._refill(f, buf, view, pos, end, READ_CHUNK)
+            buf, view, end = self.reader._refill(f, buf, view, pos, end, READ_CHUNK)
             pos = 0
         return buf, view, pos, end
 
@@ -301,7 +310,7 @@ class CaptureReader:
         short (reported as damage)."""
         iface = _interface(body, endian)
         if iface is None:
-            self._damaged(number + 1, offset, "interface description block too short")
+            self.reader._damaged(number + 1, offset, "interface description block too short")
             return False
         ifaces.append(iface)
         return True
@@ -311,8 +320,8 @@ class CaptureReader:
         where the stream ended in error, or inside the 4 bytes)."""
         if len(btype_raw) == 4:
             return True
-        if btype_raw or self.stream_error:
-            self._damaged(number + 1, offset, "file ends inside a block header" if btype_raw else "file ends")
+        if btype_raw or self.reader.stream_error:
+            self.reader._damaged(number + 1, offset, "file ends inside a block header" if btype_raw else "file ends")
         return False
 
     def _block(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, btype_raw: bytes, endian: str,
@@ -321,7 +330,7 @@ class CaptureReader:
         length), or None where the file ends inside it or its length is corrupt (reported)."""
         lenraw = read(f, 4)
         if len(lenraw) < 4:
-            self._damaged(number + 1, offset, "file ends inside a block header")
+            self.reader._damaged(number + 1, offset, "file ends inside a block header")
             return None
         (btype,) = struct.unpack(endian + "I", btype_raw)
         (blen,) = struct.unpack(endian + "I", lenraw)
@@ -335,20 +344,20 @@ class CaptureReader:
         length is out of bounds (at least ``least``, a multiple of 4, at most MAX_RECORD: ``bad``)
         or the file ends first (``short``), reported as damage."""
         if blen < least or blen % 4 or blen > MAX_RECORD:
-            self._damaged(number + 1, offset, bad)
+            self.reader._damaged(number + 1, offset, bad)
             return None
         body = read(f, blen - head)
         if len(body) < blen - head:
-            self._damaged(number + 1, offset, short)
+            self.reader._damaged(number + 1, offset, short)
             return None
         return body
 
     def _secrets(self, body: bytes, endian: str) -> None:
         """A Decryption Secrets Block: a TLS key log's lines to ``on_secrets`` (other kinds ignored)."""
-        if self.on_secrets is not None and len(body) >= 8:
+        if self.reader.on_secrets is not None and len(body) >= 8:
             stype, slen = struct.unpack(endian + "II", body[:8])
             if stype == DSB_TLS_KEY_LOG:
-                self.on_secrets(bytes(body[8:8 + slen]))
+                self.reader.on_secrets(bytes(body[8:8 + slen]))
 
     def _section(self, read: Callable[[BinaryIO, int], bytes], f: BinaryIO, number: int,
                  offset: int) -> tuple[str, int] | None:
@@ -357,7 +366,7 @@ class CaptureReader:
         lenraw = read(f, 4)
         bom = read(f, 4)
         if len(bom) < 4:
-            self._damaged(number + 1, offset, "file ends inside a section header")
+            self.reader._damaged(number + 1, offset, "file ends inside a section header")
             return None
         if bom == b"\x4d\x3c\x2b\x1a":
             endian = "<"
@@ -365,8 +374,8 @@ class CaptureReader:
             endian = ">"
         else:
             if offset == 0:
-                raise CaptureError(f"{self.path}: pcapng byte-order magic is wrong")
-            self._damaged(number + 1, offset, "bad pcapng byte-order magic")
+                raise CaptureError(f"{self.reader.path}: pcapng byte-order magic is wrong")
+            self.reader._damaged(number + 1, offset, "bad pcapng byte-order magic")
             return None
         (blen,) = struct.unpack(endian + "I", lenraw)
         if self._rest(read, f, blen, 12, 28, number, offset, f"bad section header length {blen}",
