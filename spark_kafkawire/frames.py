@@ -62,7 +62,134 @@ HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-class Framer(FramerCore):
+class Resync(FramerCore):
+    """The part of a Framer that finds frame starts: the bytes held while out of sync (at most
+    SCAN_WINDOW), the search over them (find_boundary) and the bookkeeping of what it passes over
+    (counted as skipped). A Framer is a Resync with the frame cutting and the sink interface."""
+
+    __slots__ = ("plausible", "at_start", "resyncs", "scan", "scan_base", "scan_marks", "scan_from")
+    plausible: Callable[[bytes, bool], int]
+    at_start: bool  # the next byte is the stream's first (SYN seen)
+    resyncs: int  # frame boundaries found by scanning
+    scan: bytearray  # bytes held while looking for a frame boundary
+    scan_base: int  # stream offset of scan[0]
+    scan_marks: list[tuple[int, int, int]]  # (index in scan, ts, packet number) per chunk
+    scan_from: int  # first index of scan not yet ruled out
+    # FramerCore's fields this part reads and moves (set by the Framer)
+    max_frame: int
+    synced: bool
+    disabled: bool
+    target: int
+    acct: Accounting
+
+    def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:  # the Framer's
+        raise NotImplementedError
+
+    def _lose_sync(self, pieces: list[tuple[bytes, int, int, int]]) -> None:
+        """A frame start holds no valid size: look for the next boundary after it."""
+        self.synced = False
+        self.target = 4
+        self._drop_scan()
+        for data, ts, number, off in pieces:
+            self._hold(data, ts, number, off)
+        self.scan_from = 1  # the offset that failed
+        self._find_boundary()
+
+    # -- finding a frame boundary --------------------------------------------------------------
+    def _scan(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        if not self.scan and not self.scan_from and len(chunk) >= 8:
+            # nothing held and the chunk is one whole frame with a plausible header (a connection
+            # seen from its middle, a request per packet): what _find_boundary concludes at once
+            size = _I32.unpack_from(chunk)[0]
+            if len(chunk) == 4 + size and MIN_FRAME <= size <= self.max_frame:
+                at_start = self.at_start
+                if self.plausible(bytes(chunk[4 : 4 + min(size, HEADER_PEEK)]), not at_start):
+                    self.at_start = False
+                    if not at_start:
+                        self.resyncs += 1
+                    self.synced = True
+                    self.cut(chunk, ts, number, base)
+                    return
+        self._hold(chunk, ts, number, base)
+        self._find_boundary()
+
+    def _hold(self, data: bytes, ts: int, number: int, off: int) -> None:
+        if not data:
+            return
+        if not self.scan:
+            self.scan_base = off
+            self.scan_marks.clear()
+        self.scan_marks.append((len(self.scan), ts, number))
+        self.scan += data
+
+    def _find_boundary(self, final: bool = False) -> None:
+        """Look for a frame start in the held bytes (find_boundary), then frame from it. ``final``:
+        no more bytes will follow (a gap or the end): a candidate with a plausible header is taken
+        without the chaining check."""
+        scan = self.scan
+        n = len(scan)
+        found, i, self.at_start = find_boundary(scan, self.scan_from, self.at_start, self.scan_marks,
+                                                self.max_frame, self.plausible, final)
+        synced_at_start = self.at_start and found == 0
+        if found is not None or i > 0:
+            self.at_start = False
+        if found is None:
+            skip = i  # offsets before i are ruled out; from i on, more bytes are needed
+            if n - skip > SCAN_WINDOW:  # waiting on a candidate too long: give it up
+                skip = n - SCAN_WINDOW
+            self._skip_scan(skip)
+            self.scan_from = max(0, i - skip)
+            return
+        self._skip_scan(found)
+        if not synced_at_start:
+            self.resyncs += 1
+        pieces = self._scan_pieces()
+        self._drop_scan(count=False)
+        self.synced = True
+        for data, ts, number, off in pieces:
+            if self.disabled:
+                self.acct.skipped_bytes += len(data)
+            elif self.synced:
+                self.cut(data, ts, number, off)
+            else:
+                self._hold(data, ts, number, off)
+        if not self.synced and self.scan:
+            self._find_boundary()
+
+    def _scan_pieces(self) -> list[tuple[bytes, int, int, int]]:
+        scan, marks = self.scan, self.scan_marks
+        out = []
+        for k, (start, ts, number) in enumerate(marks):
+            stop = marks[k + 1][0] if k + 1 < len(marks) else len(scan)
+            if stop > start:
+                out.append((bytes(scan[start:stop]), ts, number, self.scan_base + start))
+        return out
+
+    def _skip_scan(self, count: int) -> None:
+        """Pass over the first ``count`` held bytes: they are not in any frame."""
+        if count <= 0:
+            return
+        self.acct.skipped_bytes += count
+        del self.scan[:count]
+        self.scan_base += count
+        marks = []
+        for start, ts, number in self.scan_marks:
+            start -= count
+            if start <= 0:
+                marks = [(0, ts, number)]
+            else:
+                marks.append((start, ts, number))
+        self.scan_marks = marks if self.scan else []
+
+    def _drop_scan(self, count: bool = True) -> None:
+        if count:
+            self.acct.skipped_bytes += len(self.scan)
+        self.scan = bytearray()
+        self.scan_marks = []
+        self.scan_from = 0
+
+
+class Framer(Resync):
     """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``.
 
     Where a frame starts is known at the start of a stream (SYN captured). Elsewhere - a stream
@@ -76,7 +203,8 @@ class Framer(FramerCore):
 
     # (on_frame, synced, acct, disabled, first, buf, f_ts, f_num, f_off, pos, target, rest_to and
     # max_frame are FramerCore's: see cores.py)
-    __slots__ = ("plausible", "at_start", "resyncs", "on_first", "scan", "scan_base", "scan_marks", "scan_from")
+    # (plausible, at_start, resyncs and the scan fields are Resync's)
+    __slots__ = ("on_first",)
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
                  synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
@@ -244,109 +372,6 @@ class Framer(FramerCore):
             self.buf = buf = bytearray()
             self.target = 4
             self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True))
-
-    def _lose_sync(self, pieces: list[tuple[bytes, int, int, int]]) -> None:
-        """A frame start holds no valid size: look for the next boundary after it."""
-        self.synced = False
-        self.target = 4
-        self._drop_scan()
-        for data, ts, number, off in pieces:
-            self._hold(data, ts, number, off)
-        self.scan_from = 1  # the offset that failed
-        self._find_boundary()
-
-    # -- finding a frame boundary --------------------------------------------------------------
-    def _scan(self, chunk: bytes, ts: int, number: int, base: int) -> None:
-        if not self.scan and not self.scan_from and len(chunk) >= 8:
-            # nothing held and the chunk is one whole frame with a plausible header (a connection
-            # seen from its middle, a request per packet): what _find_boundary concludes at once
-            size = _I32.unpack_from(chunk)[0]
-            if len(chunk) == 4 + size and MIN_FRAME <= size <= self.max_frame:
-                at_start = self.at_start
-                if self.plausible(bytes(chunk[4 : 4 + min(size, HEADER_PEEK)]), not at_start):
-                    self.at_start = False
-                    if not at_start:
-                        self.resyncs += 1
-                    self.synced = True
-                    self.cut(chunk, ts, number, base)
-                    return
-        self._hold(chunk, ts, number, base)
-        self._find_boundary()
-
-    def _hold(self, data: bytes, ts: int, number: int, off: int) -> None:
-        if not data:
-            return
-        if not self.scan:
-            self.scan_base = off
-            self.scan_marks.clear()
-        self.scan_marks.append((len(self.scan), ts, number))
-        self.scan += data
-
-    def _find_boundary(self, final: bool = False) -> None:
-        """Look for a frame start in the held bytes (find_boundary), then frame from it. ``final``:
-        no more bytes will follow (a gap or the end): a candidate with a plausible header is taken
-        without the chaining check."""
-        scan = self.scan
-        n = len(scan)
-        found, i, self.at_start = find_boundary(scan, self.scan_from, self.at_start, self.scan_marks,
-                                                self.max_frame, self.plausible, final)
-        synced_at_start = self.at_start and found == 0
-        if found is not None or i > 0:
-            self.at_start = False
-        if found is None:
-            skip = i  # offsets before i are ruled out; from i on, more bytes are needed
-            if n - skip > SCAN_WINDOW:  # waiting on a candidate too long: give it up
-                skip = n - SCAN_WINDOW
-            self._skip_scan(skip)
-            self.scan_from = max(0, i - skip)
-            return
-        self._skip_scan(found)
-        if not synced_at_start:
-            self.resyncs += 1
-        pieces = self._scan_pieces()
-        self._drop_scan(count=False)
-        self.synced = True
-        for data, ts, number, off in pieces:
-            if self.disabled:
-                self.acct.skipped_bytes += len(data)
-            elif self.synced:
-                self.cut(data, ts, number, off)
-            else:
-                self._hold(data, ts, number, off)
-        if not self.synced and self.scan:
-            self._find_boundary()
-
-    def _scan_pieces(self) -> list[tuple[bytes, int, int, int]]:
-        scan, marks = self.scan, self.scan_marks
-        out = []
-        for k, (start, ts, number) in enumerate(marks):
-            stop = marks[k + 1][0] if k + 1 < len(marks) else len(scan)
-            if stop > start:
-                out.append((bytes(scan[start:stop]), ts, number, self.scan_base + start))
-        return out
-
-    def _skip_scan(self, count: int) -> None:
-        """Pass over the first ``count`` held bytes: they are not in any frame."""
-        if count <= 0:
-            return
-        self.acct.skipped_bytes += count
-        del self.scan[:count]
-        self.scan_base += count
-        marks = []
-        for start, ts, number in self.scan_marks:
-            start -= count
-            if start <= 0:
-                marks = [(0, ts, number)]
-            else:
-                marks.append((start, ts, number))
-        self.scan_marks = marks if self.scan else []
-
-    def _drop_scan(self, count: bool = True) -> None:
-        if count:
-            self.acct.skipped_bytes += len(self.scan)
-        self.scan = bytearray()
-        self.scan_marks = []
-        self.scan_from = 0
 
     def _flush_partial(self) -> None:
         if self.buf:
