@@ -58,6 +58,29 @@ class Sink(Protocol):
     def end(self) -> None: ...
 
 
+def fill_holes(holes: list[list], start: int, end: int) -> tuple[list[list], int, int] | None:
+    """Holes ([start, end, reported] stream ranges never captured) less [start, end): the holes
+    left, the bytes that were in holes and how many of those were in reported gaps; None when
+    [start, end) meets no hole."""
+    if end <= start:
+        return None
+    got = reported = 0
+    kept: list[list] = []
+    for a, b, rep in holes:
+        lo, hi = max(a, start), min(b, end)
+        if lo >= hi:
+            kept.append([a, b, rep])
+            continue
+        got += hi - lo
+        if rep:
+            reported += hi - lo
+        if a < lo:
+            kept.append([a, lo, rep])
+        if hi < b:
+            kept.append([hi, b, rep])
+    return (kept, got, reported) if got else None
+
+
 class HalfStream(HalfCore):
     """One direction of one connection.
 
@@ -155,25 +178,10 @@ class HalfStream(HalfCore):
     def _fill_holes(self, start: int, end: int) -> tuple[int, int] | None:
         """Take [start, end) out of the holes: returns (bytes that were in holes, of which in
         reported gaps), or None."""
-        if end <= start:
+        filled = fill_holes(self.holes, start, end)
+        if filled is None:
             return None
-        got = reported = 0
-        kept: list[list] = []
-        for a, b, rep in self.holes:
-            lo, hi = max(a, start), min(b, end)
-            if lo >= hi:
-                kept.append([a, b, rep])
-                continue
-            got += hi - lo
-            if rep:
-                reported += hi - lo
-            if a < lo:
-                kept.append([a, lo, rep])
-            if hi < b:
-                kept.append([hi, b, rep])
-        if not got:
-            return None
-        self.holes = kept
+        self.holes, got, reported = filled
         return got, reported
 
     def _hole(self, start: int, end: int) -> None:
