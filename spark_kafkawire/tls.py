@@ -27,7 +27,7 @@ What the stage promises, whatever the bytes:
 from __future__ import annotations
 
 from struct import Struct
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from .tlscrypto import SUITES, TLS13, Keys, next_secret, suite_fits, tls12_keys, tls13_keys
 
@@ -215,25 +215,17 @@ class TrialBudget:
         self.task_left = task
 
 
-class TlsSession:
-    """One TLS connection: what its handshake says in clear, and, with its secrets from a key log,
-    its two byte streams decrypted into the Kafka framers (``outputs``, by direction).
+class Handshake:
+    """What a TLS handshake says in clear (hellos, certificate): the negotiated version and suite,
+    the randoms the key log is looked up by, server name, ALPN, the client's JA3 fingerprint, the
+    certificate; ``notes`` for what could not be read. A TlsSession is a Handshake with the keys and
+    the two directions' records."""
 
-    ``start_captured``: the connection's first bytes are in the capture (its SYN was), so a record
-    before any handshake is not tried with the key log's sessions. Counts: ``decrypted`` (plaintext
-    bytes handed on); each direction's ``read``, ``undecrypted``, ``other`` and ``gap`` (see the
-    module's docstring); ``problem`` says why bytes were not decrypted."""
+    keylog: Any  # the KeyLog (claimed by a ClientHello's random), or None
+    client_dir: int | None
+    on_client: Callable[[int], None] | None
 
-    def __init__(self, keylog, outputs: list, client_dir: int | None, on_client: Callable[[int], None] | None = None,
-                 start_captured: bool = False, budget: TrialBudget | None = None):
-        self.keylog = keylog
-        self.outputs = outputs
-        self.client_dir = client_dir
-        self.on_client = on_client
-        self.start_captured = start_captured
-        self.budget = budget if budget is not None else TrialBudget()
-        self.dirs = [TlsDirection(self, 0), TlsDirection(self, 1)]
-        self.counts: list[tuple[int, int, int, int]] | None = None  # the directions' counts, once released
+    def __init__(self) -> None:
         self.client_random: bytes | None = None
         self.server_random: bytes | None = None
         self.version: int | None = None  # negotiated
@@ -244,33 +236,8 @@ class TlsSession:
         self.cert: tuple[str, str, str] | None = None  # subject, issuer, not after (ISO date)
         self.ja3: str | None = None  # the client's fingerprint (see ja3)
         self.handshake_seen = False  # the ClientHello is in the capture
-        self.decrypted = 0
-        self.problem: str | None = None
         self.notes: list[str] = []  # handshake facts that could not be read
-        self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
-        self.trial_work = 0  # trial decryptions without the handshake so far (see trial)
-        self.trialled = False  # decrypted without its handshake (see trial)
         self.etm = False  # encrypt-then-MAC agreed (CBC suites)
-
-    def release(self) -> None:
-        """The connection has ended: keep the directions' counts, drop the links to the directions,
-        the framers and the listener (the directions link back here), so that no reference cycle is
-        left."""
-        if self.counts is None:
-            self.counts = [x.counts() for x in self.dirs]
-        self.dirs = []
-        self.outputs = []
-        self.on_client = None
-
-    def direction_counts(self, d: int) -> tuple[int, int, int, int]:
-        """(read, undecrypted, other, gap) bytes of direction d."""
-        return self.counts[d] if self.counts is not None else self.dirs[d].counts()
-
-    @property
-    def undecrypted(self) -> int:
-        """Captured bytes of the connection that were not read: records not decrypted and bytes in
-        no record read."""
-        return sum(c[1] + c[2] for c in (self.direction_counts(0), self.direction_counts(1)))
 
     # -- what the handshake says ---------------------------------------------------------------
     @property
@@ -282,36 +249,6 @@ class TlsSession:
         if self.suite is None:
             return None
         return SUITES.get(self.suite, (f"0x{self.suite:04X}",))[0]
-
-    def describe(self) -> str:
-        """A row's detail: the negotiated version and suite, server name, ALPN, and what became of
-        the encrypted bytes."""
-        from .escape import printable
-
-        parts = [self.version_name or "TLS (version not captured)"]
-        if self.suite is not None:
-            parts.append(str(self.suite_name))
-        if self.server_name:
-            parts.append(f"server name {printable(self.server_name)}")
-        if self.alpn:
-            parts.append("ALPN " + ",".join(printable(a) for a in self.alpn))
-        parts.extend(self.notes)
-        undecrypted = self.undecrypted
-        if self.decrypted and not undecrypted:
-            state = f"decrypted ({self.decrypted} bytes)"
-        elif self.decrypted:
-            state = f"{self.decrypted} bytes decrypted, {undecrypted} not: {self.problem}"
-        else:
-            state = f"encrypted, not decrypted: {self.problem or self._no_keys()}"
-        return ", ".join(parts) + ": " + state
-
-    def _no_keys(self) -> str:
-        return NO_KEY_LOG if self.keylog is None or not self.keylog.given else "no record to decrypt"
-
-    def fail(self, why: str) -> None:
-        """Bytes were not decrypted: the first reason is the one shown."""
-        if self.problem is None:
-            self.problem = why
 
     def _hello(self, d: int, msg_type: int, body: bytes) -> None:
         what = {CLIENT_HELLO: "ClientHello", SERVER_HELLO: "ServerHello", CERTIFICATE: "certificate"}[msg_type]
@@ -394,6 +331,83 @@ class TlsSession:
         cert = x509.load_der_x509_certificate(der)
         self.cert = (cert.subject.rfc4514_string(), cert.issuer.rfc4514_string(),
                      cert.not_valid_after_utc.date().isoformat())
+
+
+class TlsSession(Handshake):
+    """One TLS connection: what its handshake says in clear, and, with its secrets from a key log,
+    its two byte streams decrypted into the Kafka framers (``outputs``, by direction).
+
+    ``start_captured``: the connection's first bytes are in the capture (its SYN was), so a record
+    before any handshake is not tried with the key log's sessions. Counts: ``decrypted`` (plaintext
+    bytes handed on); each direction's ``read``, ``undecrypted``, ``other`` and ``gap`` (see the
+    module's docstring); ``problem`` says why bytes were not decrypted."""
+
+    def __init__(self, keylog, outputs: list, client_dir: int | None, on_client: Callable[[int], None] | None = None,
+                 start_captured: bool = False, budget: TrialBudget | None = None):
+        self.keylog = keylog
+        self.outputs = outputs
+        self.client_dir = client_dir
+        self.on_client = on_client
+        self.start_captured = start_captured
+        self.budget = budget if budget is not None else TrialBudget()
+        self.dirs = [TlsDirection(self, 0), TlsDirection(self, 1)]
+        self.counts: list[tuple[int, int, int, int]] | None = None  # the directions' counts, once released
+        Handshake.__init__(self)
+        self.decrypted = 0
+        self.problem: str | None = None
+        self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
+        self.trial_work = 0  # trial decryptions without the handshake so far (see trial)
+        self.trialled = False  # decrypted without its handshake (see trial)
+
+    def release(self) -> None:
+        """The connection has ended: keep the directions' counts, drop the links to the directions,
+        the framers and the listener (the directions link back here), so that no reference cycle is
+        left."""
+        if self.counts is None:
+            self.counts = [x.counts() for x in self.dirs]
+        self.dirs = []
+        self.outputs = []
+        self.on_client = None
+
+    def direction_counts(self, d: int) -> tuple[int, int, int, int]:
+        """(read, undecrypted, other, gap) bytes of direction d."""
+        return self.counts[d] if self.counts is not None else self.dirs[d].counts()
+
+    @property
+    def undecrypted(self) -> int:
+        """Captured bytes of the connection that were not read: records not decrypted and bytes in
+        no record read."""
+        return sum(c[1] + c[2] for c in (self.direction_counts(0), self.direction_counts(1)))
+
+    def describe(self) -> str:
+        """A row's detail: the negotiated version and suite, server name, ALPN, and what became of
+        the encrypted bytes."""
+        from .escape import printable
+
+        parts = [self.version_name or "TLS (version not captured)"]
+        if self.suite is not None:
+            parts.append(str(self.suite_name))
+        if self.server_name:
+            parts.append(f"server name {printable(self.server_name)}")
+        if self.alpn:
+            parts.append("ALPN " + ",".join(printable(a) for a in self.alpn))
+        parts.extend(self.notes)
+        undecrypted = self.undecrypted
+        if self.decrypted and not undecrypted:
+            state = f"decrypted ({self.decrypted} bytes)"
+        elif self.decrypted:
+            state = f"{self.decrypted} bytes decrypted, {undecrypted} not: {self.problem}"
+        else:
+            state = f"encrypted, not decrypted: {self.problem or self._no_keys()}"
+        return ", ".join(parts) + ": " + state
+
+    def _no_keys(self) -> str:
+        return NO_KEY_LOG if self.keylog is None or not self.keylog.given else "no record to decrypt"
+
+    def fail(self, why: str) -> None:
+        """Bytes were not decrypted: the first reason is the one shown."""
+        if self.problem is None:
+            self.problem = why
 
     # -- keys ----------------------------------------------------------------------------------
     def _suite_ok(self) -> bool:
