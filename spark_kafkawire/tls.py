@@ -554,9 +554,10 @@ def _extensions(b: bytes, pos: int) -> Iterator[tuple[int, bytes]]:
 
 
 
-class TlsDirection:
-    """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
-    the decrypted application data out to the direction's Kafka framer.
+class RecordStream:
+    """The record layer of one direction of a TLS connection: the bytes cut into records, and where
+    their boundaries are lost, found again. A TlsDirection is a RecordStream with the sink
+    interface and what the records hold (decryption, handshake messages, key updates).
 
     Where record boundaries are not known (after a gap, after bytes that are not a record header,
     a stream caught mid-record) the direction is ``lost``: it scans for a record header and takes it
@@ -616,53 +617,6 @@ class TlsDirection:
             self.undecrypted += n
         else:
             self.other += n
-
-    # -- sink interface ------------------------------------------------------------------------
-    def start(self) -> None:
-        pass
-
-    def data(self, chunk: bytes, ts: int, number: int) -> None:
-        if self.dead:
-            self._pass_over(len(chunk))
-            return
-        if not self.buf:
-            self.rec_ts, self.rec_num = ts, number
-        self.buf += chunk
-        self._run(ts, number)
-
-    def gap(self, nbytes: int, ts: int, number: int) -> None:
-        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
-        decryption resumes (the records lost are known then: see _resync), so that a frame they
-        cut is passed over exactly rather than scanned for."""
-        self.gap_bytes += nbytes
-        if self.buf:  # the captured part of a record the gap cuts
-            self._pass_over(len(self.buf))
-            self.missing += len(self.buf)
-            self.buf.clear()
-        self.session.fail("a gap in the capture")
-        if self.dead:
-            return
-        self.missing += nbytes
-        if self.keys is None or not self.encrypted:
-            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
-        self.lost = True
-        self.after_gap = True
-        self.tried = 0
-        self.scan_from = 0
-
-    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
-        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
-        self.other += nbytes
-        self.gap_bytes -= reported
-
-    def end(self) -> None:
-        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
-            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
-        if self.buf:
-            self._pass_over(len(self.buf))
-            self.session.fail("the capture ends inside a record")
-            self.buf.clear()
-        self.out.end()
 
     # -- records -------------------------------------------------------------------------------
     def _run(self, ts: int, number: int) -> None:
@@ -768,6 +722,63 @@ class TlsDirection:
                 buf.clear()
                 return False
             i = 1
+
+    def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:  # TlsDirection's
+        raise NotImplementedError
+
+
+class TlsDirection(RecordStream):
+    """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
+    the decrypted application data out to the direction's Kafka framer."""
+
+    __slots__ = ()
+
+    # -- sink interface ------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.dead:
+            self._pass_over(len(chunk))
+            return
+        if not self.buf:
+            self.rec_ts, self.rec_num = ts, number
+        self.buf += chunk
+        self._run(ts, number)
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
+        decryption resumes (the records lost are known then: see _resync), so that a frame they
+        cut is passed over exactly rather than scanned for."""
+        self.gap_bytes += nbytes
+        if self.buf:  # the captured part of a record the gap cuts
+            self._pass_over(len(self.buf))
+            self.missing += len(self.buf)
+            self.buf.clear()
+        self.session.fail("a gap in the capture")
+        if self.dead:
+            return
+        self.missing += nbytes
+        if self.keys is None or not self.encrypted:
+            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
+        self.lost = True
+        self.after_gap = True
+        self.tried = 0
+        self.scan_from = 0
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
+        self.other += nbytes
+        self.gap_bytes -= reported
+
+    def end(self) -> None:
+        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
+            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
+        if self.buf:
+            self._pass_over(len(self.buf))
+            self.session.fail("the capture ends inside a record")
+            self.buf.clear()
+        self.out.end()
 
     def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:
         s = self.session
