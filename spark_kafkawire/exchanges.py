@@ -138,32 +138,22 @@ def request_columns(h: RequestHeader, ep: Endpoints | None, ts_ns: int) -> dict:
     }
 
 
-class Decoder:
-    """Listener of the reassembler: pairs each connection's frames into exchanges for a row sink.
+class Pairing:
+    """Frames -> exchanges: a connection's frames, once its roles are decided, paired by
+    correlation id into exchanges for the row sink, each request's body decoded (or not: another
+    share's, filtered out). The Decoder is a Pairing with the reassembler's interface (connections
+    opened and closed, their framers, TLS detection)."""
 
-    ``topic_ids``: the capture's topic id map, shared with the sink (a new one if not given).
-    ``share`` = (k, n): this decoder makes the rows of one n-th of the file, those whose number (in
-    the order rows begin: requests, answers without a request, connections) is k modulo n. It does
-    every other step for every connection, so all shares see the same state."""
-
-    def __init__(self, sink: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
-                 record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
-                 decode_bodies: bool = True, share: tuple[int, int] | None = None,
-                 topic_ids: TopicIds | None = None, keylog: KeyLog | None = None,
-                 trial_budget: TrialBudget | None = None):
+    def __init__(self, sink: RowSink, record_options: RecordOptions, predicate: Predicate | None,
+                 decode_bodies: bool, share: tuple[int, int] | None, topic_ids: TopicIds | None):
         self.sink = sink
-        self.connection_row = getattr(sink, "connection", None)
         self.share = share
         self.seq = 0  # rows begun so far (see _mine)
         self.predicate = predicate if predicate is not None and predicate.early else None
         self.decode_bodies = decode_bodies  # False when no row shows a body (rows=connections)
-        self.max_frame = max_frame
         self.record_options = record_options
         self.roles = Roles()
-        self.ending = False  # set while the capture's end flushes open connections
         self.topics = topic_ids if topic_ids is not None else TopicIds()
-        self.keylog = keylog  # TLS secrets (option tlsKeyLog): TLS connections are decrypted with them
-        self.trial_budget = trial_budget if trial_budget is not None else TrialBudget()  # (see TlsSession.trial)
 
     @property
     def topic_ids(self) -> dict[str, str]:
@@ -177,111 +167,6 @@ class Decoder:
         n = self.seq
         self.seq = n + 1
         return n % self.share[1] == self.share[0]
-
-    # -- reassembler interface -----------------------------------------------------------------
-    def opened(self, conn: Connection) -> tuple[Framer, Framer]:
-        st = ConnState(conn)
-        conn.state = st
-        st.framers = self._framers(st)
-        return st.framers[0], st.framers[1]
-
-    def _framers(self, st: ConnState) -> list[Framer]:
-        out = []
-        for d in (0, 1):
-            side = _Side(self, st, d)
-            out.append(Framer(side.frame, self.max_frame, synced=False,
-                              plausible=side.plausible, on_first=side.first_bytes))
-        return out
-
-    def _first_bytes(self, st: ConnState, d: int, chunk: bytes, ts: int, number: int) -> bool:
-        """A direction's first bytes. A TLS record header there makes the connection a TLS guess:
-        this direction's bytes are held (its sink is the guess's) until the guess is settled (see
-        tls.TlsGuess and _settle). True: the guess took the chunk."""
-        if st.tls is not None or record_header(chunk) is None:
-            return False
-        guess = st.tls_guess
-        if guess is None:
-            guess = st.tls_guess = TlsGuess(lambda tls: self._settle(st, tls))
-        elif guess.decided is not None:
-            return False
-        side = guess.side(d)
-        st.conn.halves[d].sink = side
-        side.data(chunk, ts, number)
-        return True
-
-    def _settle(self, st: ConnState, tls: bool) -> None:
-        """The TLS guess settled. Not TLS: the held bytes go to the Kafka framers as they came. TLS:
-        the connection's two TCP directions go to a TLS session from here on, which reads the
-        handshake and, with the session's secrets in the key log, hands the decrypted bytes to two
-        new framers; frames the old framers cut from what were TLS bytes make no rows, and their
-        bytes are counted by the TLS session as bytes in no record."""
-        guess = st.tls_guess
-        assert guess is not None
-        halves = st.conn.halves
-        if not tls:
-            for d in (0, 1):
-                if guess.sides[d] is not None:
-                    halves[d].sink = st.framers[d]
-                    guess.replay(d, st.framers[d])
-            return
-        head = next(s.head for s in guess.sides if s is not None)
-        st.tls = record_header(head) or "TLS records: the connection is encrypted"
-        old = st.framers
-        for f in old:
-            f.disable()
-        st.framers = self._framers(st)
-        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client),
-                             start_captured=st.conn.client is not None, budget=self.trial_budget)
-        st.tls_session = session
-        st.queue = []
-        st.queued_counts = [0, 0]
-        st.pending.clear()
-        for d in (0, 1):
-            sink = session.dirs[d]
-            sink.begin_after(*old[d].received())  # (a guessed direction's framer saw at most a gap)
-            halves[d].sink = sink
-            guess.replay(d, sink)
-
-    def _tls_client(self, st: ConnState, d: int) -> None:
-        """The side that sent a ClientHello (or whose records a trial found to be the client's) is
-        the client, where no SYN or frame said so already. (The connection's start_captured still
-        says whether its SYN was seen.)"""
-        if st.client_dir is None and st.conn.client is None:
-            self.roles.assign(st, d)
-
-    def closed(self, conn: Connection) -> None:
-        st: ConnState | None = conn.state  # type: ignore[assignment]
-        mine = self._mine()
-        if st is None:  # no payload ever: only a connection row
-            connection = self.connection_row
-            if connection is not None and mine:
-                st = ConnState(conn)
-                role = self.roles.guess(st)
-                connection(conn, st.endpoints, role, "unknown", None, None)
-            return
-        if st.client_dir is None and st.queue:
-            self._decide(st, force=True)
-        tls = st.tls_session
-        if tls is not None:
-            self.roles.guess(st)
-            # one row for a connection whose TLS was not (all) decrypted, saying what it shows
-            if mine and (tls.undecrypted or not tls.decrypted):
-                self.sink.exchange(st.endpoints, None, None, TLS, tls.describe(), None)
-        connection = self.connection_row
-        if connection is not None and mine:
-            client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
-            connection(conn, st.endpoints, client_dir,
-                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, tls)
-        why = "capture ended before a response" if self.ending else "connection closed without a response"
-        for req in st.pending.values():
-            self._emit(st, req, None, NO_RESPONSE, why)
-        st.pending.clear()
-        # the framers' callbacks hold st, and so does the TLS session's: no cycle left for the
-        # garbage collector (a read makes none, see reader._no_collections)
-        st.framers = []
-        if tls is not None:
-            tls.release()
-            st.tls_session = None
 
     def _decide(self, st: ConnState, force: bool = False) -> bool:
         """Decide the roles if the queued frames allow, then hand those frames on."""
@@ -434,6 +319,136 @@ class Decoder:
         extra["sasl_mechanism"], extra["sasl_user"] = st.sasl
         self.sink.exchange(st.endpoints, req, resp, status, detail, extra)
 
+    def damaged(self, detail: str) -> None:
+        if self._mine():
+            self.sink.exchange(None, None, None, CAPTURE_DAMAGED, detail, None)
+
+
+class Decoder(Pairing):
+    """Listener of the reassembler: pairs each connection's frames into exchanges for a row sink.
+
+    ``topic_ids``: the capture's topic id map, shared with the sink (a new one if not given).
+    ``share`` = (k, n): this decoder makes the rows of one n-th of the file, those whose number (in
+    the order rows begin: requests, answers without a request, connections) is k modulo n. It does
+    every other step for every connection, so all shares see the same state."""
+
+    def __init__(self, sink: RowSink, max_frame: int = DEFAULT_MAX_FRAME,
+                 record_options: RecordOptions = DEFAULT_RECORD_OPTIONS, predicate: Predicate | None = None,
+                 decode_bodies: bool = True, share: tuple[int, int] | None = None,
+                 topic_ids: TopicIds | None = None, keylog: KeyLog | None = None,
+                 trial_budget: TrialBudget | None = None):
+        Pairing.__init__(self, sink, record_options, predicate, decode_bodies, share, topic_ids)
+        self.connection_row = getattr(sink, "connection", None)
+        self.max_frame = max_frame
+        self.ending = False  # set while the capture's end flushes open connections
+        self.keylog = keylog  # TLS secrets (option tlsKeyLog): TLS connections are decrypted with them
+        self.trial_budget = trial_budget if trial_budget is not None else TrialBudget()  # (see TlsSession.trial)
+
+    # -- reassembler interface -----------------------------------------------------------------
+    def opened(self, conn: Connection) -> tuple[Framer, Framer]:
+        st = ConnState(conn)
+        conn.state = st
+        st.framers = self._framers(st)
+        return st.framers[0], st.framers[1]
+
+    def _framers(self, st: ConnState) -> list[Framer]:
+        out = []
+        for d in (0, 1):
+            side = _Side(self, st, d)
+            out.append(Framer(side.frame, self.max_frame, synced=False,
+                              plausible=side.plausible, on_first=side.first_bytes))
+        return out
+
+    def _first_bytes(self, st: ConnState, d: int, chunk: bytes, ts: int, number: int) -> bool:
+        """A direction's first bytes. A TLS record header there makes the connection a TLS guess:
+        this direction's bytes are held (its sink is the guess's) until the guess is settled (see
+        tls.TlsGuess and _settle). True: the guess took the chunk."""
+        if st.tls is not None or record_header(chunk) is None:
+            return False
+        guess = st.tls_guess
+        if guess is None:
+            guess = st.tls_guess = TlsGuess(lambda tls: self._settle(st, tls))
+        elif guess.decided is not None:
+            return False
+        side = guess.side(d)
+        st.conn.halves[d].sink = side
+        side.data(chunk, ts, number)
+        return True
+
+    def _settle(self, st: ConnState, tls: bool) -> None:
+        """The TLS guess settled. Not TLS: the held bytes go to the Kafka framers as they came. TLS:
+        the connection's two TCP directions go to a TLS session from here on, which reads the
+        handshake and, with the session's secrets in the key log, hands the decrypted bytes to two
+        new framers; frames the old framers cut from what were TLS bytes make no rows, and their
+        bytes are counted by the TLS session as bytes in no record."""
+        guess = st.tls_guess
+        assert guess is not None
+        halves = st.conn.halves
+        if not tls:
+            for d in (0, 1):
+                if guess.sides[d] is not None:
+                    halves[d].sink = st.framers[d]
+                    guess.replay(d, st.framers[d])
+            return
+        head = next(s.head for s in guess.sides if s is not None)
+        st.tls = record_header(head) or "TLS records: the connection is encrypted"
+        old = st.framers
+        for f in old:
+            f.disable()
+        st.framers = self._framers(st)
+        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client),
+                             start_captured=st.conn.client is not None, budget=self.trial_budget)
+        st.tls_session = session
+        st.queue = []
+        st.queued_counts = [0, 0]
+        st.pending.clear()
+        for d in (0, 1):
+            sink = session.dirs[d]
+            sink.begin_after(*old[d].received())  # (a guessed direction's framer saw at most a gap)
+            halves[d].sink = sink
+            guess.replay(d, sink)
+
+    def _tls_client(self, st: ConnState, d: int) -> None:
+        """The side that sent a ClientHello (or whose records a trial found to be the client's) is
+        the client, where no SYN or frame said so already. (The connection's start_captured still
+        says whether its SYN was seen.)"""
+        if st.client_dir is None and st.conn.client is None:
+            self.roles.assign(st, d)
+
+    def closed(self, conn: Connection) -> None:
+        st: ConnState | None = conn.state  # type: ignore[assignment]
+        mine = self._mine()
+        if st is None:  # no payload ever: only a connection row
+            connection = self.connection_row
+            if connection is not None and mine:
+                st = ConnState(conn)
+                role = self.roles.guess(st)
+                connection(conn, st.endpoints, role, "unknown", None, None)
+            return
+        if st.client_dir is None and st.queue:
+            self._decide(st, force=True)
+        tls = st.tls_session
+        if tls is not None:
+            self.roles.guess(st)
+            # one row for a connection whose TLS was not (all) decrypted, saying what it shows
+            if mine and (tls.undecrypted or not tls.decrypted):
+                self.sink.exchange(st.endpoints, None, None, TLS, tls.describe(), None)
+        connection = self.connection_row
+        if connection is not None and mine:
+            client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
+            connection(conn, st.endpoints, client_dir,
+                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, tls)
+        why = "capture ended before a response" if self.ending else "connection closed without a response"
+        for req in st.pending.values():
+            self._emit(st, req, None, NO_RESPONSE, why)
+        st.pending.clear()
+        # the framers' callbacks hold st, and so does the TLS session's: no cycle left for the
+        # garbage collector (a read makes none, see reader._no_collections)
+        st.framers = []
+        if tls is not None:
+            tls.release()
+            st.tls_session = None
+
     def settled(self, conns: Iterable[Connection], t_ns: int) -> bool:
         """Is everything that started at or before ``t_ns`` decided? No request of that time waits
         for its response or its role decision, and no frame, scan or out-of-order segment of that
@@ -452,10 +467,6 @@ class Decoder:
             if any(half.holds_bytes_from(t_ns) for half in conn.halves):
                 return False
         return True
-
-    def damaged(self, detail: str) -> None:
-        if self._mine():
-            self.sink.exchange(None, None, None, CAPTURE_DAMAGED, detail, None)
 
 
 def _unanswered(req: Request, detail: str | None) -> tuple[str, str | None]:
