@@ -82,3 +82,14 @@ def test_the_check_sees_imports():
     assert "frames" in _imports(PACKAGE / "exchanges.py", "exchanges")
     assert "capture" in _imports(PACKAGE / "reader.py", "reader")
     assert "reader" in _imports(PACKAGE / "datasource.py", "datasource")
+
+
+def test_no_class_is_over_200_lines():
+    """A class does one job: one that grows past 200 lines is split (as Framer/Resync,
+    TlsSession/Handshake, TlsDirection/RecordStream, Decoder/Pairing were)."""
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 200:
+                big.append(f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not big, big
