@@ -148,11 +148,12 @@ def policy_from(args):
     return p
 
 
-def load_rows(spark, args, out: str, options: dict[str, str], small: bool = False):
+def load_rows(spark, args, output, options: dict[str, str], small: bool = False):
     """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
     and return the rows the audits read, and how many new rows were read (None: not counted)."""
     from spark_kafkawire.audits import Rows
 
+    out = output.uri
     new: int | None = None
     _say(args, "reading the captures")
     if args.incremental:
@@ -171,7 +172,7 @@ def load_rows(spark, args, out: str, options: dict[str, str], small: bool = Fals
         frames = []
         for shape in SHAPES:
             table = spark_kafkawire.read_capture(args.captures, **{**options, "rows": shape})
-            _write_rows(spark, table, f"{out}/rows/{shape}")
+            output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
             _say(args, f"{shape} rows written")
             frames.append(spark.createDataFrame(table))
         return Rows(*frames), new
@@ -184,31 +185,6 @@ def load_rows(spark, args, out: str, options: dict[str, str], small: bool = Fals
         with ThreadPoolExecutor(len(SHAPES)) as pool:
             list(pool.map(write, SHAPES))
     return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
-
-
-def _write_rows(spark, table, target: str) -> None:
-    """Rows decoded by the driver as Parquet at ``target`` (replaced whole): by pyarrow where it is a
-    local directory (one file, no Spark job), else by Spark."""
-    from spark_kafkawire.fs import local_path
-
-    local = local_path(target) if "://" not in target or target.startswith("file:") else None
-    if local is None:
-        spark.createDataFrame(table).write.mode("overwrite").parquet(target)
-        return
-    import shutil
-
-    import pyarrow.parquet as pq
-
-    staged = f"{local}.tmp"
-    shutil.rmtree(staged, ignore_errors=True)
-    try:
-        os.makedirs(staged)
-        pq.write_table(table, os.path.join(staged, "part-00000.parquet"))
-    except BaseException:  # a full disk, say: nothing half-written is left behind
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
-    shutil.rmtree(local, ignore_errors=True)
-    os.replace(staged, local)
 
 
 _T0 = time.monotonic()
@@ -325,7 +301,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         spark.conf.set("spark.sql.adaptive.enabled", "false")
-    rows, new = load_rows(spark, args, out.uri, options, small)
+    rows, new = load_rows(spark, args, out, options, small)
     if args.incremental and not new:  # nothing new: no verdict on zero evidence
         spark.stop()
         out.finish({"captures": args.captures, "nothing_new": True, "verdicts": []})

@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = _options(args.option)
         if args.tls_keylog:
             options["tlsKeyLog"] = args.tls_keylog
-        note = {"summary": _summary, "show": _show}.get(args.command, _convert)(args, options)
+        note = {"summary": _summary, "show": _show, "convert": _convert}[args.command](args, options)
         if note:
             sys.stdout.flush()
             print(f"kafkawire: {note}", file=sys.stderr)

@@ -23,6 +23,7 @@ from .protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
 if TYPE_CHECKING:
     from .body import Facts
 
+
 def _load_errors() -> dict[int, str]:
     text = resources.files("spark_kafkawire.protocol").joinpath("errors.tsv").read_text()
     out = {}

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
-from ..protocol import GROUP_MEMBERSHIP_APIS, KEY, PRODUCE_KEY, RECORDS_IN_RESPONSE
+from ..protocol import GROUP_MEMBERSHIP_APIS, KEY, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
 from ..protocol import SASL_APIS as SASL
 from .base import Policy, Rows, Verdict, exit_status, refused
 from .base import ex_time as _ex_time
@@ -30,7 +30,7 @@ def upgrade_readiness(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """For the target release (policy ``target_release``), every client (id, address, software) and
     (api, version) it sent that the release does not accept, why (``refusal``: removed, newer,
     absent), with exchange counts and first/last seen."""
-    hit = refused(_ex_time(rows.exchanges).where(F.col("api_key").isNotNull()), policy.target_release)
+    hit = refused(_ex_time(rows.exchanges), policy.target_release)
     keys = ["release", "capture_date", "client_id", "client_ip", "client_software_name", "client_software_version",
             "api_key", "api_name", "api_version", "refusal"]
     out = (hit.groupBy(*keys)
@@ -134,18 +134,19 @@ def latency(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 def throughput(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Produce and Fetch (and ShareFetch) records and bytes per topic, client and minute; codecs per
     client. Direction ``produce`` is records in requests, ``fetch`` records in responses."""
-    carrying = (PRODUCE_KEY, *sorted(RECORDS_IN_RESPONSE))
+    carrying = sorted(RECORDS_IN_REQUEST | RECORDS_IN_RESPONSE)
+    produced = F.col("api_key").isin(*RECORDS_IN_REQUEST)
     p = rows.partitions.where(F.col("api_key").isin(*carrying) & F.col("record_count").isNotNull())
     t = F.coalesce("request_time", "response_time")
     out = (p.withColumn("minute", F.date_trunc("minute", t)).withColumn("capture_date", F.to_date(t))
-           .withColumn("direction", F.when(F.col("api_key") == PRODUCE_KEY, "produce").otherwise("fetch"))
+           .withColumn("direction", F.when(produced, "produce").otherwise("fetch"))
            .groupBy("capture_date", "minute", "direction", "topic", "client_id")
            .agg(F.sum("record_count").alias("records"), F.sum("record_bytes").alias("bytes"))
            .orderBy("minute", "direction", "topic", "client_id"))
     ex = _ex_time(rows.exchanges).where(F.col("api_key").isin(*carrying))
-    body = F.when(F.col("api_key") == PRODUCE_KEY, F.col("request")).otherwise(F.col("response"))
+    body = F.when(produced, F.col("request")).otherwise(F.col("response"))
     codecs = (ex.withColumn("codec", F.explode(F.regexp_extract_all(body, F.lit('"Codec":"([a-z0-9]+)"'), F.lit(1))))
-              .withColumn("direction", F.when(F.col("api_key") == PRODUCE_KEY, "produce").otherwise("fetch"))
+              .withColumn("direction", F.when(produced, "produce").otherwise("fetch"))
               .groupBy("capture_date", "direction", "client_id", "codec").agg(F.count("*").alias("batches"))
               .orderBy("direction", "client_id", "codec"))
     return {"throughput": out, "codecs": codecs}
@@ -383,7 +384,7 @@ def policies(results: dict[str, dict[str, list[dict]]], policy: Policy) -> list[
     whose audit did not run is not judged."""
     out = []
     if "upgrade_readiness" in results:
-        up = [r for r in results["upgrade_readiness"]["upgrade_readiness"] if r["release"] == policy.target_release]
+        up = results["upgrade_readiness"]["upgrade_readiness"]  # the target release's only
         who = sorted({f"{r['client_id']}@{r['client_ip']}: {r['api_name']} v{r['api_version']} ({r['refusal']})"
                       for r in up})
         out.append(Verdict(f"no client sends a version Kafka {policy.target_release} rejects", not up,

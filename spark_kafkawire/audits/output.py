@@ -212,13 +212,14 @@ class OutputDir:
         fs.move(tmp, f"{base}/{name}")
         return f"{self.uri}/{name}"
 
-    def write_table(self, table, rel: str) -> None:
-        """A result table as Parquet under ``rel``, partitioned by capture_date (Hive-style
-        directories, as Spark's partitionBy writes them), replacing the table a run before wrote
-        whole: written beside it under a temporary name, then swapped in."""
+    def write_table(self, table, rel: str, partitioned: bool = True) -> None:
+        """A table as Parquet under ``rel``, partitioned by capture_date (Hive-style directories, as
+        Spark's partitionBy writes them; ``partitioned=False``: one directory, as the rows the
+        driver decoded), replacing the table a run before wrote whole: written beside it under a
+        temporary name, then swapped in (nothing half-written is left where a write fails)."""
         import pyarrow.dataset as ds
 
-        part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive")
+        part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive") if partitioned else None
         parent, leaf = rel.rsplit("/", 1) if "/" in rel else ("", rel)
         if self.local is not None:
             final = os.path.join(self.local, rel)

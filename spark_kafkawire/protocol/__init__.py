@@ -113,9 +113,10 @@ def response_header_version(key: int, version: int) -> int | None:
     return 1 if a.is_flexible(version) else 0
 
 
+@lru_cache(maxsize=1)
 def releases() -> dict[str, dict[int, tuple[int, int]]]:
     """releases.tsv: for each Kafka release, api key -> (lowest, highest) request version it
-    accepts. A key a release does not list, it does not have."""
+    accepts. A key a release does not list, it does not have. Read once (callers do not change it)."""
     text = resources.files(__package__).joinpath("releases.tsv").read_text()
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for line in text.splitlines():
