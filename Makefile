@@ -16,7 +16,7 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: $(SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	rm -f spark_kafkawire/*.so spark_kafkawire/_native.json
+	find spark_kafkawire -name '*.so' -delete; rm -f spark_kafkawire/_native.json
 	$(PY) -m pip install -q --upgrade pip
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules;
 	# setup.py compiles the fast lane and the stages (mypyc) where a C compiler is there
@@ -24,9 +24,9 @@ $(VENV)/.installed: $(SRC)
 	# the compiled parts beside the sources too, for code run from the checkout (the tests): the
 	# fast lane, the stages mypyc compiled and the digest of their sources (spark_kafkawire/compiled.py
 	# runs the sources instead once one of them is edited)
-	$(PY) -c "import glob, shutil, sysconfig; [shutil.copy(f, 'spark_kafkawire/') for f in \
-	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/*.so') + \
-	  glob.glob(sysconfig.get_paths()['platlib'] + '/spark_kafkawire/_native.json')]"
+	$(PY) -c "import pathlib, shutil, sysconfig; site = pathlib.Path(sysconfig.get_paths()['platlib']); \
+	  [shutil.copy(f, f.relative_to(site)) for f in [*(site / 'spark_kafkawire').rglob('*.so'), \
+	  site / 'spark_kafkawire' / '_native.json']]"
 	@$(PY) -c "from spark_kafkawire import compiled as c; \
 	  print('compiled stages:', 'in use' if c.native else c.native_reason)"
 	touch $@
@@ -100,7 +100,7 @@ sample-pcaps: setup test-deps system-deps
 	$(PY) sample_pcaps/make_samples.py
 
 clean:
-	rm -rf $(VENV) out build *.egg-info spark-warehouse
+	rm -rf $(VENV) out build *.egg-info spark-warehouse; find spark_kafkawire -name "*.so" -delete; rm -f spark_kafkawire/_native.json
 
 # Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:
 # kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed, plus the

@@ -2,7 +2,7 @@
 
 Two optional parts, each skipped (the package then runs them as Python) when it cannot be built:
 
-- ``spark_kafkawire._lane``: the fast lane, hand-written C (spark_kafkawire/_lane.c, see lane.py);
+- ``spark_kafkawire.wire._lane``: the fast lane, hand-written C (spark_kafkawire/wire/_lane.c, see lane.py);
 - the per-exchange stages (NATIVE below), compiled by mypyc from their own Python sources: the
   ``.py`` files stay the one source and the reference, the compiled modules are built from them.
   The build also writes ``spark_kafkawire/_native.json``: which modules were compiled, from
@@ -25,13 +25,13 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows). Not
 #: predicate.py: its filters are pickled to Spark's workers, which a compiled class is not
-NATIVE = ["headers", "body", "sasl", "connstate", "records", "headline", "partitions", "topicids", "exchanges", "columns", "modes",
-          "table", "rowshapes"]
+NATIVE = ["kafka.headers", "kafka.body", "kafka.sasl", "kafka.records", "kafka.headline", "kafka.partitions",
+          "kafka.topicids", "decode.connstate", "decode.exchanges", "decode.modes", "arrays", "rows.table", "rows.shapes"]
 GROUP = "spark_kafkawire._native"
 
 
 def sources_digest() -> dict:
-    return {m: hashlib.sha256((HERE / "spark_kafkawire" / f"{m}.py").read_bytes()).hexdigest() for m in NATIVE}
+    return {m: hashlib.sha256((HERE / "spark_kafkawire" / f"{m.replace('.', '/')}.py").read_bytes()).hexdigest() for m in NATIVE}
 
 
 def native_extensions() -> list[Extension]:
@@ -42,7 +42,7 @@ def native_extensions() -> list[Extension]:
     try:
         # (the build runs without the package's dependencies, which mypy then takes as untyped: an
         # ignore that `make lint` needs, where pyspark is installed, is unused here and no error)
-        exts = mypycify(["--no-warn-unused-ignores"] + [f"spark_kafkawire/{m}.py" for m in NATIVE], opt_level="3",
+        exts = mypycify(["--no-warn-unused-ignores"] + [f"spark_kafkawire/{m.replace('.', '/')}.py" for m in NATIVE], opt_level="3",
                         group_name=GROUP)
     except (Exception, SystemExit) as e:  # a type error mypyc refuses, say: run them as Python
         print(f"spark_kafkawire: the stages are not compiled ({e}); they run as Python")
@@ -59,7 +59,7 @@ class BuildPy(build_py):
         super().run()
         # compiled modules copied from the source tree (a checkout after make setup) are not this
         # build's: build_ext puts in those it makes
-        for old in (Path(self.build_lib) / "spark_kafkawire").glob("*.so"):
+        for old in (Path(self.build_lib) / "spark_kafkawire").rglob("*.so"):
             old.unlink()
         out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
         out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")
@@ -75,5 +75,5 @@ class BuildExt(build_ext):
             print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python")
 
 
-lane = [Extension("spark_kafkawire._lane", ["spark_kafkawire/_lane.c"], optional=True)]
+lane = [Extension("spark_kafkawire.wire._lane", ["spark_kafkawire/wire/_lane.c"], optional=True)]
 setup(ext_modules=lane + native_extensions(), cmdclass={"build_py": BuildPy, "build_ext": BuildExt})

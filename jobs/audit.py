@@ -55,7 +55,7 @@ SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the 
 def _small(captures: list[str], options: dict) -> bool:
     """Are the captures local files of SMALL_INPUT bytes or less in all?"""
     import spark_kafkawire
-    from spark_kafkawire.fs import is_uri
+    from spark_kafkawire.wire.fs import is_uri
 
     if any(is_uri(c) and not c.startswith("file:") for c in captures):
         return False
@@ -137,7 +137,7 @@ def policy_from(args):
     if p.target_release not in releases:
         raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)} (the releases "
                          "whose version tables spark_kafkawire/protocol/releases.tsv holds)")
-    from spark_kafkawire.audits.wire import FINDINGS
+    from spark_kafkawire.audits.client_hygiene import FINDINGS
 
     if isinstance(p.hygiene_fail_on, str) or not all(isinstance(f, str) for f in p.hygiene_fail_on):
         raise ValueError(f"{args.config}: hygiene_fail_on {p.hygiene_fail_on!r}: give a list of findings, "
@@ -201,7 +201,7 @@ def _rows(spark, path: str, shape: str):
     over an empty directory)."""
     from pyspark.errors import AnalysisException
 
-    from spark_kafkawire.table import ddl
+    from spark_kafkawire.rows.table import ddl
 
     try:
         return spark.read.schema(ddl(shape)).parquet(path)

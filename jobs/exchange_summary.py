@@ -19,7 +19,8 @@ from spark_kafkawire.reader import job_options
 
 
 def summarize(df):
-    from spark_kafkawire.audits import Policy, Rows, exchange_summary
+    from spark_kafkawire.audits import Policy, Rows
+    from spark_kafkawire.audits.exchange_summary import exchange_summary
 
     return exchange_summary(Rows(df, None, None), Policy())["exchange_summary"]
 

@@ -1,7 +1,7 @@
 """spark_kafkawire: Kafka wire-protocol captures as Arrow tables and a Spark data source."""
 
 from . import compiled  # noqa: F401  (first: it decides which modules are compiled ones)
-from .capture import CaptureError
+from .wire.capture import CaptureError
 from .reader import Options, iter_batches, list_files, read_capture, read_pandas
 
 __version__ = "0.1.0"
@@ -13,8 +13,8 @@ __all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_captur
 def register(spark) -> None:
     """Register the 'kafkawire' data source with a SparkSession, after checking that Spark's Python
     workers can import this package and pyarrow (else one line says which interpreter they run)."""
-    from .datasource import KafkaWireDataSource
-    from .session import check_workers
+    from .spark.datasource import KafkaWireDataSource
+    from .spark.session import check_workers
 
     check_workers(spark)
     spark.dataSource.register(KafkaWireDataSource)
@@ -25,6 +25,6 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered;
     ``filter_pushdown=True``: filters on header and endpoint columns applied while decoding;
     ``small_job=True``: a driver JVM tuned for a short job (see session.spark_session)."""
-    from .session import spark_session as make
+    from .spark.session import spark_session as make
 
     return make(app_name, master, filter_pushdown=filter_pushdown, small_job=small_job)

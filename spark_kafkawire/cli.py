@@ -25,13 +25,13 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from .capture import CaptureError
+from .wire.capture import CaptureError
 from .escape import csv_cell, printable
-from .exchanges import DAMAGE
-from .protocol import is_negotiation
-from .fs import StorageError
+from . import figures
+from .decode.exchanges import CAPTURE_DAMAGED
+from .wire.fs import StorageError
 from .reader import Options, iter_batches, list_files
-from .table import COLUMNS, arrow_schema
+from .rows.table import COLUMNS, arrow_schema
 
 
 #: what ``show`` prints as a table when no --columns are given (every column with --columns all,
@@ -179,85 +179,82 @@ def write(table: pa.Table, fmt: str, out, raw_csv: bool = False) -> None:
 
 
 # -- summary -----------------------------------------------------------------------------------------
-def _quantile(values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (as numpy's default and DuckDB's quantile_cont)."""
-    if not values:
-        return None
-    values = sorted(values)
-    pos = (len(values) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return round(values[lo] + (values[hi] - values[lo]) * (pos - lo), 3)
-
-
-#: fewer timed exchanges than this in a group: no percentile is claimed (the audits' min_latency_n)
-MIN_LATENCY_N = 20
 SUMMARY_ROWS = 50  # rows of each summary table shown; a line counts the rest
 
 
-def summary(table: pa.Table, health: pa.Table, min_latency_n: int = MIN_LATENCY_N) -> dict[str, pa.Table]:
-    """Per api, client and broker: exchanges, errors, timed exchanges and p50/p99 latency (ms, only
-    where at least ``min_latency_n`` were timed), unanswered, version negotiations (ApiVersions
-    answered UNSUPPORTED_VERSION: not errors); errors by name; statuses; then per file the
-    capture's health. Like tshark's -z statistics."""
-    groups: dict[tuple, list] = {}
+def summary(table: pa.Table, health: pa.Table, min_latency_n: int = figures.MIN_LATENCY_N) -> dict[str, pa.Table]:
+    """Per api, client and broker, the exchange_summary audit's figures (figures.SUMMARY:
+    exchanges, errors, timed exchanges, p50/p99 latency in ms where at least ``min_latency_n`` were
+    timed, unanswered, version negotiations); errors by name; statuses; then per file the capture
+    health audit's figures. Like tshark's -z statistics, the figures defined where the audits'
+    are (figures.py)."""
+    flags = {name: figures.mask(what, table).to_pylist() for name, what in figures.SUMMARY if isinstance(what, tuple)}
+    counted = figures.mask(figures.SUMMARISED, table).to_pylist()
+    damage = figures.mask(figures.DAMAGED, table).to_pylist()
+    groups: dict[tuple, dict] = {}
     errors: dict[tuple, int] = {}
     statuses: dict[str, int] = {}
     damaged: dict[str, int] = {}
-    for r in table.select(["capture_file", "api_key", "api_name", "client_id", "broker_ip", "broker_port",
-                           "error_code", "error_name", "latency_ms", "status"]).to_pylist():
+    rows = table.select(["capture_file", "api_name", "client_id", "broker_ip", "broker_port", "error_name",
+                         "latency_ms", "status"]).to_pylist()
+    for i, r in enumerate(rows):
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        if r["status"] in DAMAGE and r["status"] != "capture_damaged":
+        if damage[i]:
             damaged[r["capture_file"]] = damaged.get(r["capture_file"], 0) + 1
-        if r["api_name"] is None:
+        if not counted[i]:
             continue
-        key = (r["api_name"], r["client_id"], f"{r['broker_ip']}:{r['broker_port']}")
-        g = groups.setdefault(key, [0, 0, [], 0, 0])
-        g[0] += 1
-        if is_negotiation(r["api_key"], r["error_code"]):
-            g[4] += 1
-        elif r["error_code"]:
-            g[1] += 1
-            errors[(r["api_name"], r["error_name"])] = errors.get((r["api_name"], r["error_name"]), 0) + 1
-        if r["latency_ms"] is not None:
-            g[2].append(r["latency_ms"])
-        g[3] += r["status"] == "no_response"
-    order = sorted(groups.items(), key=lambda kv: (-kv[1][0], kv[0][0], kv[0][1] or ""))
+        api = r["api_name"] or figures.NOT_CAPTURED
+        g = groups.setdefault((api, r["client_id"], f"{r['broker_ip']}:{r['broker_port']}"),
+                              {"exchanges": 0, "latency": [], **{name: 0 for name in flags}})
+        g["exchanges"] += 1
+        for name, marks in flags.items():
+            g[name] += marks[i]
+        if flags["timed"][i]:
+            g["latency"].append(r["latency_ms"])
+        if flags["errors"][i]:
+            errors[(api, r["error_name"])] = errors.get((api, r["error_name"]), 0) + 1
+    order = sorted(groups.items(), key=lambda kv: (-kv[1]["exchanges"], kv[0][0], kv[0][1] or ""))
 
-    def pct(g, q):
-        return _quantile(g[2], q) if len(g[2]) >= min_latency_n else None
+    def measure(g: dict, name: str, what) -> float | int | None:
+        if isinstance(what, float):
+            return figures.quantile(g["latency"], what) if g["timed"] >= min_latency_n else None
+        return g[name]
 
-    by_api = pa.table({
-        "api_name": [k[0] for k, _ in order], "client_id": [k[1] for k, _ in order],
-        "broker": [k[2] for k, _ in order], "exchanges": [g[0] for _, g in order],
-        "errors": [g[1] for _, g in order], "timed": [len(g[2]) for _, g in order],
-        "p50_ms": [pct(g, 0.5) for _, g in order], "p99_ms": [pct(g, 0.99) for _, g in order],
-        "unanswered": [g[3] for _, g in order], "negotiated": [g[4] for _, g in order]})
+    by_api = pa.table({"api_name": [k[0] for k, _ in order], "client_id": [k[1] for k, _ in order],
+                       "broker": [k[2] for k, _ in order],
+                       **{name: [measure(g, name, what) for _, g in order] for name, what in figures.SUMMARY}})
     err = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
     by_error = pa.table({"api_name": [k[0] for k, _ in err], "error_name": [k[1] for k, _ in err],
                          "exchanges": [n for _, n in err]})
     st = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))
     by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
-    files: dict[str, list] = {}
-    for r in health.to_pylist():
-        f = files.setdefault(r["capture_file"], [0, 0, 0, 0, 0, 0, "none"])
-        if r["status"] == "capture_damaged":
-            f[6] = r["detail"]
-            continue
-        f[0] += 1
-        f[1] += r["client_bytes"] + r["broker_bytes"]
-        f[2] += r["client_gap_bytes"] + r["broker_gap_bytes"]
-        f[3] += r["client_skipped_bytes"] + r["broker_skipped_bytes"]
-        f[4] += r["client_resyncs"] + r["broker_resyncs"]
-    for name, n in damaged.items():
-        files.setdefault(name, [0, 0, 0, 0, 0, 0, "none"])[5] = n
-    names = sorted(files)
-    by_file = pa.table({"capture_file": names, **{
-        col: [files[n][i] for n in names]
-        for i, col in enumerate(("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs",
-                                 "damaged_exchanges", "file_damage"))}})
     return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
-            "capture health": by_file}
+            "capture health": _files(health, damaged)}
+
+
+def _files(health: pa.Table, damaged: dict[str, int]) -> pa.Table:
+    """Per capture file: connections, the per-direction sums of figures.FILE_SUMS, damaged
+    exchanges, and the file's own damage."""
+    files: dict[str, dict] = {}
+
+    def of(name: str) -> dict:
+        return files.setdefault(name, {"connections": 0, **{s: 0 for s in figures.FILE_SUMS},
+                                       "damaged_exchanges": damaged.get(name, 0), "file_damage": "none"})
+
+    is_connection = figures.mask(figures.CONNECTION, health).to_pylist()
+    for i, r in enumerate(health.to_pylist()):
+        f = of(r["capture_file"])
+        if r["status"] == CAPTURE_DAMAGED:
+            f["file_damage"] = r["detail"]
+        elif is_connection[i]:
+            f["connections"] += 1
+            for s in figures.FILE_SUMS:
+                f[s] += figures.both(r, s)
+    for name in damaged:
+        of(name)
+    names = sorted(files)
+    columns = ["connections", *figures.FILE_SUMS, "damaged_exchanges", "file_damage"]
+    return pa.table({"capture_file": names, **{col: [files[n][col] for n in names] for col in columns}})
 
 
 # -- main --------------------------------------------------------------------------------------------
@@ -292,8 +289,8 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     summ = common(sub.add_parser("summary", help="exchanges per api, client and broker; errors; capture health"))
-    summ.add_argument("--min-latency-n", type=int, default=MIN_LATENCY_N,
-                      help=f"timed exchanges a group needs for p50/p99 (default {MIN_LATENCY_N})")
+    summ.add_argument("--min-latency-n", type=int, default=figures.MIN_LATENCY_N,
+                      help=f"timed exchanges a group needs for p50/p99 (default {figures.MIN_LATENCY_N})")
     summ.add_argument("--max-rows", type=int, default=SUMMARY_ROWS,
                       help=f"rows of each table shown, the rest counted (default {SUMMARY_ROWS})")
     show = common(sub.add_parser("show", help="rows on the terminal"))

@@ -52,7 +52,7 @@ def _load() -> ModuleType | None:
     if PURE:
         return None
     try:
-        return importlib.import_module("spark_kafkawire._lane")
+        return importlib.import_module("spark_kafkawire.wire._lane")
     except ImportError:  # built without a compiler: everything runs in Python
         return None
 
@@ -67,7 +67,12 @@ class _Sources(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.names:
             return None
-        return importlib.util.spec_from_file_location(fullname, _HERE / (fullname.rpartition(".")[2] + ".py"))
+        return importlib.util.spec_from_file_location(fullname, _source(fullname.partition(".")[2]))
+
+
+def _source(name: str) -> Path:
+    """The ``.py`` source of a module of the package, named relative to it (``kafka.body``)."""
+    return _HERE.joinpath(*name.split(".")).with_suffix(".py")
 
 
 def _native() -> tuple[list[str], str | None]:
@@ -81,11 +86,12 @@ def _native() -> tuple[list[str], str | None]:
         return modules, "KAFKAWIRE_PURE_PYTHON is set"
     for name in modules:
         try:
-            digest = hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()
+            digest = hashlib.sha256(_source(name).read_bytes()).hexdigest()
         except OSError:
-            return modules, f"{name}.py is missing"
+            return modules, f"{_source(name).relative_to(_HERE)} is missing"
         if digest != built["modules"][name]:
-            return modules, f"{name}.py changed since the compiled modules were built (make setup rebuilds them)"
+            return modules, (f"{_source(name).relative_to(_HERE)} changed since the compiled modules were built "
+                             "(make setup rebuilds them)")
     if importlib.util.find_spec(f"{built['group']}__mypyc") is None:
         return modules, "the compiled modules did not build (no C compiler at install time)"
     return modules, None
@@ -96,9 +102,9 @@ def _beside_sources() -> set[str]:
     _native.json says: a build by hand may leave them without one)."""
     found = set()
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for path in _HERE.glob("*" + suffix):
-            name = path.name[: -len(suffix)]
-            if (_HERE / f"{name}.py").exists():
+        for path in _HERE.rglob("*" + suffix):
+            name = ".".join(path.relative_to(_HERE).parts)[: -len(suffix)]
+            if _source(name).exists():
                 found.add(name)
     return found
 

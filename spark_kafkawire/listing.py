@@ -8,8 +8,8 @@ import glob
 import os
 from typing import Iterable, Iterator
 
-from .capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError
-from .fs import file_size, is_uri, list_uri, local_path, open_binary
+from .wire.capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError
+from .wire.fs import file_size, is_uri, list_uri, local_path, open_binary
 from .options import DEFAULT_GLOB, MAX_SHARES, Options
 
 def plan(files: list[str], opts: Options) -> list[tuple[str, tuple[int, int] | None]]:

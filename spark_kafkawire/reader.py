@@ -15,20 +15,21 @@ from typing import Generator, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
-from . import keylog, lane
-from .body import RecordOptions
-from .capture import CaptureError, CaptureReader, RowsDue
-from .exchanges import Decoder
+from .tls import keylog
+from .wire import lane
+from .kafka.body import RecordOptions
+from .wire.capture import CaptureError, CaptureReader, RowsDue
+from .decode.exchanges import Decoder
 from .listing import list_files, plan
-from .keylog import KeyLog
+from .tls.keylog import KeyLog
 from .options import TIME_ORDER_MARGIN_NS, Options, job_options, options_table
-from .packets import decode
-from .predicate import Predicate
-from .rowshapes import row_builder
-from .table import COLUMNS, RowBuilder, arrow_schema
-from .tcp import Reassembler
-from .tls import TrialBudget
-from .topicids import TopicIds
+from .wire.packets import decode
+from .decode.predicate import Predicate
+from .rows.shapes import row_builder
+from .rows.table import COLUMNS, RowBuilder, arrow_schema
+from .wire.tcp import Reassembler
+from .tls.session import TrialBudget
+from .kafka.topicids import TopicIds
 
 __all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "job_options", "list_files", "options_table",
            "plan", "read_capture", "read_pandas"]
@@ -38,7 +39,7 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
                  predicate: Predicate | None = None, share: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one capture file, yielding record batches as they fill.
 
-    ``predicate`` (see :mod:`spark_kafkawire.predicate`): only rows it accepts are yielded, and
+    ``predicate`` (see :mod:`spark_kafkawire.decode.predicate`): only rows it accepts are yielded, and
     requests it rules out by their headers are not body-decoded.
 
     ``share`` = (k, n): the rows of the k-th of n shares of the file (0 <= k < n). The n shares'

@@ -694,7 +694,7 @@ def test_the_lag_legend_never_covers_the_lines():
     whatever the lines (it sat inside, over the data, where a group's line ran high at the start)."""
     import datetime as dt
 
-    from spark_kafkawire.audits.report import lines_figure
+    from spark_kafkawire.audits.plots import lines_figure
 
     t0 = dt.datetime(2026, 11, 21, 13, 52)
     series = {f"group-{i}": {t0 + dt.timedelta(minutes=m): (100 - 10 * m) * (i + 1) for m in range(8)}
@@ -704,3 +704,29 @@ def test_the_lag_legend_never_covers_the_lines():
     ax = fig.axes[0]
     legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= box.x1 and not legend.overlaps(box)
+
+
+def test_the_command_line_summary_and_the_audits_count_alike(samples):
+    """``kafkawire summary`` (Arrow, one machine) and the exchange_summary and capture_health audits
+    (Spark) evaluate the same definitions (figures.py) in two engines: on the samples, per api and
+    client and per capture file, every figure they share is equal."""
+    from spark_kafkawire import read_capture
+    from spark_kafkawire.cli import summary
+
+    cli = summary(read_capture(SAMPLES, rows="exchanges"), read_capture(SAMPLES, rows="connections"))
+    counts = ("exchanges", "errors", "timed", "unanswered", "negotiated")
+    ours: dict = defaultdict(lambda: dict.fromkeys(counts, 0))
+    for r in cli["exchanges by api, client and broker"].to_pylist():  # (over brokers)
+        for c in counts:
+            ours[(r["api_name"], r["client_id"])][c] += r[c]
+    audit: dict = defaultdict(lambda: dict.fromkeys(counts, 0))
+    for r in run("exchange_summary", samples)["exchange_summary"]:  # (over capture dates)
+        for c in counts:
+            audit[(r["api_name"], r["client_id"])][c] += r[c]
+    assert ours == audit and sum(v["errors"] for v in ours.values()) > 0 and \
+        sum(v["negotiated"] for v in ours.values()) > 0
+    files = {r["capture_file"]: r for r in run("capture_health", samples)["capture_files"]}
+    for r in cli["capture health"].to_pylist():
+        theirs = files[r["capture_file"]]
+        for c in ("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs", "damaged_exchanges"):
+            assert r[c] == (theirs[c] or 0), (r["capture_file"], c)

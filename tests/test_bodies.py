@@ -11,7 +11,7 @@ from kio.static.constants import EntityType
 
 from kiogen import build, expected, write
 from spark_kafkawire import protocol
-from spark_kafkawire.body import BodyError, schemas
+from spark_kafkawire.kafka.body import BodyError, schemas
 from stages import decode_body, run
 
 TRIPLES = [(key, ver, et) for key, name in sorted(api_key_map.items())
@@ -195,7 +195,7 @@ def test_hostile_lengths_fail_cleanly(body):
 def _sample_frames():
     """(file, api_key, version, is_request, frame bytes, body offset) of every sample frame."""
     from conftest import SAMPLES
-    from spark_kafkawire.headers import parse_response_header
+    from spark_kafkawire.kafka.headers import parse_response_header
 
     out = []
 
@@ -250,7 +250,7 @@ def test_leading_fields_read_by_themselves():
     and acks: also the second time, when it comes from the values remembered by their bytes, and
     never another message's value when only their lengths agree. The remembered values stay
     bounded."""
-    from spark_kafkawire import body
+    from spark_kafkawire.kafka import body
 
     for ver in sorted(schema_name_map[api_key_map[0]]):
         for obj, data in kio_messages(0, ver, "request", 40, f"acks/{ver}"):
@@ -266,7 +266,7 @@ def test_uuid_text_is_the_uuid_modules_text():
     """Topic ids are written without making uuid.UUID objects; the text must be that module's."""
     import uuid
 
-    from spark_kafkawire.body import uuid_text
+    from spark_kafkawire.kafka.body import uuid_text
 
     rng = random.Random(7)
     for b in [bytes(16), b"\xff" * 16] + [rng.randbytes(16) for _ in range(200)]:

@@ -8,7 +8,7 @@ import pytest
 
 from pcapgen import Conversation, pcapng_bytes, request, response, write_pcap, write_pcap_be
 from spark_kafkawire import CaptureError, read_capture
-from spark_kafkawire.capture import CaptureReader
+from spark_kafkawire.wire.capture import CaptureReader
 
 
 def _conversation():

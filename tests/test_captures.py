@@ -141,7 +141,7 @@ def test_mtu_sized_segments_reassemble_large_frames():
 
 
 def test_link_types_and_formats_of_the_samples():
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
 
     kinds = {}
     for name in MANIFEST:

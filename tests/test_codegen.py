@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pcapgen import kio_body
-from spark_kafkawire import body
+from spark_kafkawire.kafka import body
 from test_bodies import TRIPLES, _sample_frames
 
 

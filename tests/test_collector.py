@@ -18,7 +18,7 @@ def test_a_read_leaves_nothing_behind():
     longer once it has ended, given up or not."""
     import gc
 
-    from spark_kafkawire import exchanges
+    from spark_kafkawire.decode import exchanges
 
     def decoders() -> int:  # live Decoder objects (compiled or not, the collector tracks them)
         gc.collect()

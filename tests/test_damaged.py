@@ -14,8 +14,8 @@ import pytest
 import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES
 from spark_kafkawire import read_capture
-from spark_kafkawire.capture import CaptureReader, MalformedCaptureError
-from spark_kafkawire.packets import decode
+from spark_kafkawire.wire.capture import CaptureReader, MalformedCaptureError
+from spark_kafkawire.wire.packets import decode
 from stages import flush, stages
 
 ETHERNET_SAMPLES = ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap",
@@ -348,7 +348,7 @@ def test_the_modes_act_on_exactly_the_damaged_rows_of_each_shape(shape, tmp_path
     PERMISSIVE's rows without those: damage that a shape has no row for (a truncated frame in
     rows=connections, where it is counted in the connection's columns) fails nothing, and damage of
     an exchange whose partitions or records could not be read is a row in those shapes."""
-    from spark_kafkawire.capture import MalformedCaptureError
+    from spark_kafkawire.wire.capture import MalformedCaptureError
 
     from pcapgen import Conversation, produce_request, response, write_pcap
     from test_records import _record, batch

@@ -130,7 +130,7 @@ def _documented_columns(shape: str) -> list[tuple[str, str | None]]:
 @pytest.mark.parametrize("shape", ["exchanges", "partitions", "records", "connections"])
 def test_the_column_tables_in_rows_md_are_the_columns(shape):
     """Every column of the shape is in its table, once, with its type; the table names no other."""
-    from spark_kafkawire.table import ddl
+    from spark_kafkawire.rows.table import ddl
 
     actual = {}
     for part in re.split(r",(?![^<]*>)", ddl(shape)):

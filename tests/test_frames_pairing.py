@@ -5,8 +5,8 @@ import struct
 import pytest
 
 from pcapgen import Conversation, decoded_rows, request, response
-from spark_kafkawire.frames import Framer
-from spark_kafkawire.headers import HeaderError, parse_request_header, parse_response_header, read_uvarint
+from spark_kafkawire.wire.frames import Framer
+from spark_kafkawire.kafka.headers import HeaderError, parse_request_header, parse_response_header, read_uvarint
 
 
 def test_uvarint():
@@ -196,7 +196,7 @@ def test_message_rows_have_the_status_of_their_own_frame(tmp_path):
 def test_framer_takes_a_whole_frame_chunk_from_a_stream_seen_from_its_middle():
     """A chunk that is exactly one frame with a plausible header starts framing at once: the
     frame, its stamp and the counts are what the boundary scan gives."""
-    from spark_kafkawire.headers import looks_like_request
+    from spark_kafkawire.kafka.headers import looks_like_request
 
     def framer(frames):
         return Framer(frames.append, synced=False, plausible=lambda b, strict: looks_like_request(b))
@@ -237,7 +237,7 @@ def test_find_boundary_is_a_function_of_the_held_bytes():
     """The frame-boundary search alone: garbage, then two frames (sizes from the bytes built here).
     The first frame is found where it starts, chained to the second; a candidate whose next frame
     is not there yet is waited for, unless no more bytes will come."""
-    from spark_kafkawire.frames import find_boundary
+    from spark_kafkawire.wire.frames import find_boundary
 
     def plausible(head: bytes, strict: bool) -> int:  # a header of api key 18 (ApiVersions), version 3
         return int(head[:4] == b"\x00\x12\x00\x03")

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from conftest import FINDINGS, SAMPLES
 from pcapgen import Conversation, request, write_pcap
 from spark_kafkawire import protocol, read_capture
-from spark_kafkawire.body import BodyError, schemas
+from spark_kafkawire.kafka.body import BodyError, schemas
 from stages import decode_body
-from spark_kafkawire.capture import CaptureError
+from spark_kafkawire.wire.capture import CaptureError
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True,

@@ -11,7 +11,7 @@ from conftest import SAMPLES
 from pcapgen import Conversation, request, response, write_pcap
 from spark_kafkawire import read_capture
 from stages import decode_body, flush, stages
-from spark_kafkawire.headline import error_name
+from spark_kafkawire.kafka.headline import error_name
 
 MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
 
@@ -127,10 +127,10 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
     walkers over the decoded values (tests/tools/headline_reference.py) are the reference: every exchange of
     every sample and public capture must agree, column for column."""
     from conftest import PUBLIC
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
     from headline_reference import headline
-    from spark_kafkawire.headline import headline_from_facts
-    from spark_kafkawire.packets import decode
+    from spark_kafkawire.kafka.headline import headline_from_facts
+    from spark_kafkawire.wire.packets import decode
 
     class Both:
         def __init__(self):

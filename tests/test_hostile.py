@@ -18,7 +18,7 @@ from conftest import FINDINGS
 from pcapgen import Conversation, request, response, tcp_packet, write_pcap
 from test_records import _record, batch
 from spark_kafkawire import read_capture
-from spark_kafkawire import records as rec
+from spark_kafkawire.kafka import records as rec
 from spark_kafkawire.reader import iter_batches
 
 C, B = ("10.1.0.1", 40001), ("10.1.0.2", 9092)

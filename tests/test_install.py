@@ -18,7 +18,8 @@ SAMPLE = ROOT / "sample_pcaps" / "mock-confluent-group.pcapng"
 PROBE = """
 import json, sys
 import spark_kafkawire as k
-from spark_kafkawire import body, compiled
+from spark_kafkawire.kafka import body
+from spark_kafkawire import compiled
 out = {"native": compiled.native, "lane": compiled.lane_module is not None, "reason": compiled.native_reason,
        "file": k.__file__, "body": body.__file__}
 for path in sys.argv[1:]:
@@ -60,7 +61,7 @@ def test_an_install_without_a_compiler_runs_as_python_with_the_same_rows(tmp_pat
                    env=env, check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "wheel").glob("spark_kafkawire-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "spark_kafkawire/body.py" in names
+    assert "spark_kafkawire/kafka/body.py" in names
     assert not [n for n in names if n.endswith(".so")]
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
@@ -113,7 +114,7 @@ def test_a_compiled_module_without_its_record_never_shadows_its_source(tmp_path)
     copy = tmp_path / "pkg"
     shutil.copytree(ROOT / "spark_kafkawire", copy / "spark_kafkawire",
                     ignore=shutil.ignore_patterns("_native.json", "__pycache__"))
-    compiled = [p.name for p in (copy / "spark_kafkawire").glob("body.*.so")]
+    compiled = [p.name for p in (copy / "spark_kafkawire" / "kafka").glob("body.*.so")]
     if not compiled:
         pytest.skip("the checkout holds no compiled modules (make setup copies them there)")
     env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}

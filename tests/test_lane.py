@@ -1,4 +1,4 @@
-"""The fast lane (spark_kafkawire/lane.py, _lane.c) changes the time a read takes, never its rows.
+"""The fast lane (spark_kafkawire/wire/lane.py, _lane.c) changes the time a read takes, never its rows.
 
 The reference is the same read with the lane turned off (KAFKAWIRE_PURE_PYTHON=1): the Python
 stages, whose own rows the other tests check against tshark, kio and the clients. Every capture is
@@ -20,11 +20,11 @@ import pytest
 import damage
 import pcapgen
 from conftest import FINDINGS, PUBLIC, SAMPLES, shared_files
-from spark_kafkawire import lane as lane_module
-from spark_kafkawire.capture import CaptureReader
-from spark_kafkawire.predicate import Predicate
+from spark_kafkawire.wire import lane as lane_module
+from spark_kafkawire.wire.capture import CaptureReader
+from spark_kafkawire.decode.predicate import Predicate
 from spark_kafkawire.reader import iter_batches
-from spark_kafkawire.table import COLUMNS, ROW_SHAPES
+from spark_kafkawire.rows.table import COLUMNS, ROW_SHAPES
 
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 PUBLIC_FILES = shared_files(PUBLIC, (".pcap", ".pcapng", ".gz"))
@@ -106,7 +106,8 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
     """Every frame handed to the decoder (with its connection and direction, every field) and each
     framer's accounting at its connection's end, read with the lane and without; the same both
     ways. Returns them and the framers' Python loop calls (cut) with the lane and without."""
-    from spark_kafkawire import cores, exchanges, frames
+    from spark_kafkawire.wire import cores, frames
+    from spark_kafkawire.decode import exchanges
 
     seen: list = []
     loops = [0]
@@ -306,7 +307,7 @@ def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tm
     16 times the bytes held. Seen at the connection's end, with the lane cutting the frames."""
     import sys
 
-    from spark_kafkawire import frames
+    from spark_kafkawire.wire import frames
 
     head = pcapgen.request(0, 9, 7)[4:30]  # a Produce request header, then the start of its body
     frame = struct.pack("!i", claimed) + head + bytes(sent - 4 - len(head))
@@ -340,7 +341,7 @@ def test_the_lanes_boundary_is_the_cores_fields():
     core types: the C types declare exactly the fields cores.FIELDS lists (the pure Python cores'
     slots), the stages' classes are built on them, and no class of theirs declares one of those
     names again (it would hide the core's field from the lane)."""
-    from spark_kafkawire import cores, frames, tcp
+    from spark_kafkawire.wire import cores, frames, tcp
     from spark_kafkawire.compiled import lane_module as ext
 
     assert ext is not None
@@ -370,12 +371,12 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
 
     script = (
         "import sys\n"
-        "if sys.argv[1] == 'without': sys.modules['spark_kafkawire._lane'] = None\n"
+        "if sys.argv[1] == 'without': sys.modules['spark_kafkawire.wire._lane'] = None\n"
         "import spark_kafkawire\n"
-        "from spark_kafkawire import frames, lane, tcp\n"
+        "from spark_kafkawire.wire import frames, lane, tcp\n"
         "assert lane.available() == (sys.argv[1] == 'with')\n"
         "print(tcp.HalfStream.__mro__[1].__name__, frames.Resync.__mro__[1].__name__,\n"
-        "      sys.modules.get('spark_kafkawire._lane') is not None)\n"
+        "      sys.modules.get('spark_kafkawire.wire._lane') is not None)\n"
         "for shape in ('exchanges', 'messages', 'connections'):\n"
         "    print(shape, spark_kafkawire.read_capture(sys.argv[2], rows=shape).to_pylist())\n"
     )

@@ -1,31 +1,57 @@
-"""The stages' import order: a module imports only modules of its own stage or earlier ones, so
-that each stage can be read, tested and replaced without the stages after it (the pipeline of
-docs/architecture.md). A new module must be given its stage here."""
+"""The house's rules, read from the source: each subpackage is one stage of the pipeline and
+imports only the stages before it (docs/architecture.md); within a subpackage, modules import only
+modules of their own step or earlier ones; no class grows past 200 lines. A new module must be given
+its place here."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spark_kafkawire"
 
-#: the pipeline's stages, earliest first; a module may import from its own stage and earlier ones
-STAGES = [
-    # shared ground: file systems, types, column building, escaping, the protocol's data
-    {"fs", "wiretypes", "columns", "escape", "protocol", "protocol.generate", "sasl", "_lane", "keylog", "compiled",
-     "cores"},
-    {"capture"},  # capture files -> packets
-    {"packets"},  # packets -> TCP segments
-    {"tcp"},  # segments -> byte streams
-    {"tlscrypto", "tls", "frames", "headers"},  # byte streams -> frames
-    {"codegen", "body", "values", "records", "partitions", "headline", "predicate"},  # frames -> messages
-    {"connstate", "roles", "topicids", "exchanges"},  # messages -> exchanges
-    {"modes", "table", "rowshapes"},  # exchanges -> rows (Arrow)
-    {"options", "listing", "lane", "reader"},  # the read loop over all of the above: its options, the
-    # files it reads and their shares, the stages wired in order, and its compiled fast lane
-    # the thin layers: Spark, streaming, the command line, the audits
-    {"datasource", "stream", "session", "cli", "__init__", "__main__", "_autoload", "audits", "audits.base",
-     "audits.wire", "audits.output", "audits.report"},
+#: the layers, earliest first: a module may import from its own layer and earlier ones. A layer is
+#: a subpackage (one stage of the pipeline) or, for the package's own top-level modules, a list
+LAYERS = [
+    # shared ground: which code is compiled, escaping, Arrow arrays from buffers, the protocol's data
+    ("ground", {"compiled", "escape", "arrays", "protocol", "protocol.generate"}),
+    ("wire", "wire"),  # capture files -> packets -> TCP byte streams -> frames (and the fast lane)
+    ("tls", "tls"),  # byte streams -> TLS plaintext (fed to the same framers)
+    ("kafka", "kafka"),  # frames -> headers, bodies, records, facts
+    ("decode", "decode"),  # connections: roles, state, pairing into exchanges, damage modes
+    ("rows", "rows"),  # exchanges -> rows, Arrow tables
+    ("read", {"options", "listing", "reader"}),  # the read over all of the above: options, files, wiring
+    # the thin layers over read_capture: Spark, the command line, the audits
+    ("thin", {"spark", "cli", "figures", "audits", "__init__", "__main__", "_autoload"}),
 ]
-STAGE = {m: i for i, stage in enumerate(STAGES) for m in stage}
+
+#: within a layer, the order of its modules' steps (a module may import its own step and earlier
+#: ones); a layer not listed here has no order within it
+STEPS = {
+    "wire": [{"fs", "cores"}, {"capture"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
+    "tls": [{"suites", "fingerprints", "keylog"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"session"}],
+    "kafka": [{"wiretypes", "values", "sasl"}, {"records", "headers"}, {"codegen", "body"},
+              {"headline", "partitions", "topicids"}],
+    "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
+    "rows": [{"table"}, {"shapes"}],
+}
+
+
+def _layer(module: str) -> int:
+    """The layer of a module (dotted, relative to the package)."""
+    for i, (_, members) in enumerate(LAYERS):
+        if isinstance(members, str):
+            if module == members or module.startswith(members + "."):
+                return i
+        elif module in members or module.split(".")[0] in members:
+            return i
+    raise KeyError(module)
+
+
+def _step(module: str) -> tuple[str, int] | None:
+    head, _, leaf = module.partition(".")
+    for i, step in enumerate(STEPS.get(head, [])):
+        if leaf.split(".")[0] in step:
+            return head, i
+    return None
 
 
 def _module(path: Path) -> str:
@@ -36,13 +62,24 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
+def _modules() -> set[str]:
+    return {_module(p) for p in PACKAGE.rglob("*.py")}
+
+
 def _imports(path: Path, module: str) -> set[str]:
-    """The package modules a module imports (relative or absolute), as stage names."""
+    """The package modules a module imports (relative or absolute), dotted; not those imported for
+    annotations only."""
     package = module.split(".")[:-1] if not path.name == "__init__.py" else module.split(".")
     if module == "__init__":
         package = []
+    known = _modules()
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and ast.unparse(node.test) ==
+                   "TYPE_CHECKING" for child in node.body for n in ast.walk(child)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # an annotation's import (if TYPE_CHECKING:) is no dependency at run time
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
@@ -51,37 +88,60 @@ def _imports(path: Path, module: str) -> set[str]:
                 target = node.module.split(".")[1:]
             else:
                 continue
-            names = [".".join(target + [a.name]) for a in node.names]
-            for name in names + [".".join(target)]:
-                if name in STAGE:
-                    out.add(name)
-                    break
-                head = name.split(".")[0] if name else ""
-                if head in STAGE and name == ".".join(target):
-                    out.add(head)
+            for alias in node.names:
+                name = ".".join(target + [alias.name])
+                out.add(name if name in known else ".".join(target) or "__init__")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("spark_kafkawire."):
+                    out.add(alias.name.split(".", 1)[1])
     return out
 
 
-def test_every_module_has_a_stage():
-    modules = {_module(p) for p in PACKAGE.rglob("*.py")}
-    assert modules - set(STAGE) == set(), "give each new module its stage in tests/test_layers.py"
+def test_every_module_has_a_place():
+    unplaced = []
+    for module in _modules():
+        try:
+            _layer(module)
+        except KeyError:
+            unplaced.append(module)
+        head = module.split(".")[0]
+        if head in STEPS and module != head and _step(module) is None:
+            unplaced.append(module)
+    assert unplaced == [], "give each new module its layer (and step) in tests/test_layers.py"
 
 
-def test_no_stage_imports_a_later_one():
+def test_no_layer_imports_a_later_one():
     wrong = []
     for path in PACKAGE.rglob("*.py"):
         module = _module(path)
         for imported in _imports(path, module):
-            if STAGE[imported] > STAGE[module]:
-                wrong.append(f"{module} (stage {STAGE[module]}) imports {imported} (stage {STAGE[imported]})")
+            if _layer(imported) > _layer(module):
+                wrong.append(f"{module} ({LAYERS[_layer(module)][0]}) imports {imported} "
+                             f"({LAYERS[_layer(imported)][0]})")
+            mine, theirs = _step(module), _step(imported)
+            if mine and theirs and mine[0] == theirs[0] and theirs[1] > mine[1]:
+                wrong.append(f"{module} imports {imported}, a later step of {mine[0]}/")
     assert wrong == []
 
 
+def test_each_subpackage_says_its_stage_and_what_it_imports():
+    """A subpackage's docstring is where a newcomer reads what it does: it names the stage and what
+    the subpackage may import."""
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if init.parent.name.startswith("_"):
+            continue
+        assert len(doc) > 200 and "Imports:" in doc, f"{init.parent.name}/__init__.py: say the stage and 'Imports: ...'"
+
+
 def test_the_check_sees_imports():
-    """The check itself: it finds a relative import of an earlier and of a later stage."""
-    assert "frames" in _imports(PACKAGE / "exchanges.py", "exchanges")
-    assert "capture" in _imports(PACKAGE / "reader.py", "reader")
-    assert "reader" in _imports(PACKAGE / "datasource.py", "datasource")
+    """The check itself: it finds relative imports across subpackages and within one."""
+    assert "wire.frames" in _imports(PACKAGE / "decode" / "exchanges.py", "decode.exchanges")
+    assert "wire.capture" in _imports(PACKAGE / "reader.py", "reader")
+    assert "reader" in _imports(PACKAGE / "spark" / "datasource.py", "spark.datasource")
+    assert "tls.keys" in _imports(PACKAGE / "tls" / "session.py", "tls.session")
+    assert _layer("kafka.body") > _layer("wire.tcp") and _step("wire.lane") > _step("wire.tcp")
 
 
 def test_no_class_is_over_200_lines():
@@ -91,5 +151,5 @@ def test_no_class_is_over_200_lines():
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 200:
-                big.append(f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+                big.append(f"{path.relative_to(PACKAGE)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
     assert not big, big

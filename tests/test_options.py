@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 from spark_kafkawire import CaptureError, read_capture
-from spark_kafkawire.capture import MalformedCaptureError
+from spark_kafkawire.wire.capture import MalformedCaptureError
 
 CAPTURE = SAMPLES / "mock-kcat.pcap"
 BAD = [("maxFrameBytes", -1), ("maxFrameBytes", 0), ("maxFrameBytes", 10), ("maxFrameBytes", "abc"),

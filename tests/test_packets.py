@@ -7,8 +7,8 @@ import dpkt
 import pytest
 
 from pcapgen import tcp_packet
-from spark_kafkawire.capture import Packet
-from spark_kafkawire.packets import decode, ip_text
+from spark_kafkawire.wire.capture import Packet
+from spark_kafkawire.wire.packets import decode, ip_text
 
 C, B = ("192.0.2.10", 51000), ("192.0.2.20", 9092)
 

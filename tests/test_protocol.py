@@ -9,7 +9,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
 from spark_kafkawire import protocol
-from spark_kafkawire.headers import parse_request_header
+from spark_kafkawire.kafka.headers import parse_request_header
 
 FACTS = Path(__file__).resolve().parents[2] / "shared" / "protocol-facts.md"
 

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from conftest import PUBLIC, SAMPLES
-from spark_kafkawire import body, read_capture
-from spark_kafkawire.predicate import Predicate
+from spark_kafkawire.kafka import body
+from spark_kafkawire import read_capture
+from spark_kafkawire.decode.predicate import Predicate
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 FILTERS = [
@@ -69,7 +70,7 @@ def test_excluded_frames_are_not_body_decoded(monkeypatch):
         calls.append((api_key, request))
         return real(api_key, version, request, *a, **k)
 
-    monkeypatch.setattr("spark_kafkawire.exchanges.decode_with_facts", counting)
+    monkeypatch.setattr("spark_kafkawire.decode.exchanges.decode_with_facts", counting)
     path = SAMPLES / "tansu-confluent-codecs.pcap"
     read_capture(path)
     everything = len(calls)
@@ -85,7 +86,7 @@ def test_excluded_frames_are_not_body_decoded(monkeypatch):
 @pytest.mark.spies
 def test_connections_rows_decode_no_body(monkeypatch):
     calls = []
-    monkeypatch.setattr("spark_kafkawire.exchanges.decode_with_facts", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("spark_kafkawire.decode.exchanges.decode_with_facts", lambda *a, **k: calls.append(a))
     assert read_capture(SAMPLES / "mock-kcat.pcap", rows="connections").num_rows
     assert calls == []
 
@@ -217,7 +218,7 @@ def test_time_bound_stops_reading_once_settled(monkeypatch):
     time is settled (here with no margin for out-of-order packets, so that the small samples stop
     early); the rows are still exactly those of the filter applied after a full read."""
     from spark_kafkawire import reader
-    from spark_kafkawire.exchanges import Decoder
+    from spark_kafkawire.decode.exchanges import Decoder
 
     monkeypatch.setattr(reader, "TIME_ORDER_MARGIN_NS", 0)
     stops = []

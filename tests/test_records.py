@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SAMPLES
 from spark_kafkawire import read_capture
-from spark_kafkawire import records as rec
+from spark_kafkawire.kafka import records as rec
 
 sys.path.insert(0, str(SAMPLES))
 from make_samples import TOPIC_PAYLOAD  # noqa: E402  (what the sample producers sent)
@@ -70,7 +70,7 @@ def test_old_lz4_framing_has_the_wrong_header_checksum():
     # find the lz4 frame inside a kp-0-lz4 Produce request's first message set
     frame = next(r for r in rows if r["client_id"] == "kp-0-lz4" and r["api_name"] == "Produce")
     assert frame is not None
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
 
     data = b"".join(bytes(p.data) for p in CaptureReader(str(SAMPLES / "mock-kafka-python-codecs.pcap")))
     at = data.find(rec.LZ4_MAGIC)

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SAMPLES
 from spark_kafkawire import read_capture
-from spark_kafkawire.capture import CaptureReader
+from spark_kafkawire.wire.capture import CaptureReader
 
 MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
 WITH_SECRETS = sorted(n for n, info in MANIFEST.items() if info.get("secrets"))
@@ -245,8 +245,8 @@ def test_token_shapes_are_refused_as_header_and_field(value):
     import struct
 
     from stages import decode_body
-    from spark_kafkawire.headers import HeaderError, parse_request_header
-    from spark_kafkawire.sasl import token_shaped
+    from spark_kafkawire.kafka.headers import HeaderError, parse_request_header
+    from spark_kafkawire.kafka.sasl import token_shaped
 
     assert token_shaped(value)
     cid = value.encode()
@@ -261,6 +261,6 @@ def test_token_shapes_are_refused_as_header_and_field(value):
 
 @pytest.mark.parametrize("value", ["consumer-1", "rdkafka", "a=b,c=d", "k=v,p=q", "my\x01tool", "Auth=1"])
 def test_ordinary_strings_are_not_token_shaped(value):
-    from spark_kafkawire.sasl import token_shaped
+    from spark_kafkawire.kafka.sasl import token_shaped
 
     assert not token_shaped(value)

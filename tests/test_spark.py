@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 
 from conftest import PUBLIC, ROOT, SAMPLES, text_table
 from spark_kafkawire import read_capture
-from spark_kafkawire.table import COLUMNS, arrow_schema, ddl
+from spark_kafkawire.rows.table import COLUMNS, arrow_schema, ddl
 
 REQUIRED = """capture_file string, client_ip string, client_port int, broker_ip string, broker_port int,
     request_time timestamp, response_time timestamp, latency_ms double,

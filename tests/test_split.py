@@ -13,9 +13,9 @@ import pytest
 
 import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES, shared_files
-from spark_kafkawire import exchanges as exchanges_module
+from spark_kafkawire.decode import exchanges as exchanges_module
 from spark_kafkawire.reader import Options, iter_batches, plan
-from spark_kafkawire.table import ROW_SHAPES
+from spark_kafkawire.rows.table import ROW_SHAPES
 
 SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix in (".pcap", ".pcapng"))
 PUBLIC_FILES = shared_files(PUBLIC, (".pcap", ".pcapng", ".gz"))
@@ -78,8 +78,8 @@ def test_large_damaged_capture_shares_equal_the_whole(large, shape):
 
 
 def test_shares_with_a_filter_equal_the_filtered_whole(large):
-    from spark_kafkawire.predicate import Predicate
-    from spark_kafkawire.table import COLUMNS
+    from spark_kafkawire.decode.predicate import Predicate
+    from spark_kafkawire.rows.table import COLUMNS
 
     pred = Predicate.parse([("api_key", "in", [1, 3])]).for_shape(n for n, _ in COLUMNS["exchanges"])
     whole = rows(large, "exchanges", None, pred)
@@ -99,7 +99,7 @@ def test_a_share_decodes_only_its_bodies(large, monkeypatch):
         return real(api_key, version, request, *a, **k)
 
     monkeypatch.setattr(exchanges_module, "decode_with_facts", counting)
-    from spark_kafkawire.predicate import always_decode
+    from spark_kafkawire.decode.predicate import always_decode
 
     rows(large, "exchanges")
     whole, calls[0] = calls[0], 0

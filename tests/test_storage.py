@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, SAMPLES, free_port
 from spark_kafkawire import read_capture
-from spark_kafkawire.fs import StorageError
+from spark_kafkawire.wire.fs import StorageError
 
 NAMES = ["mock-kcat.pcap", "tansu-aiokafka-any.pcap", "mock-confluent-group.pcapng"]
 
@@ -81,7 +81,7 @@ def test_glob_and_gzip_and_endpoint_option(s3):
     # the endpoint as an option instead of the environment
     url = os.environ.pop("AWS_ENDPOINT_URL")
     try:
-        from spark_kafkawire import fs
+        from spark_kafkawire.wire import fs
         fs._filesystem.cache_clear()
         one = read_capture("s3://caps/run2/kcat.pcap.gz", endpointUrl=url)
     finally:
@@ -145,7 +145,7 @@ def test_audit_job_and_stream_read_s3(s3, tmp_path):
     """The audit job on captures in a bucket (rows equal the local files'), and the streaming
     source listing a bucket prefix's completed files by their modification times."""
     from spark_kafkawire.reader import Options
-    from spark_kafkawire.stream import completed_files
+    from spark_kafkawire.spark.stream import completed_files
 
     got = completed_files(["s3://caps/run1/"], Options(), settle_s=0)
     assert sorted(p.rsplit("/", 1)[1] for _m, p, _n in got) == sorted(NAMES) and all(m > 0 for m, _p, _n in got)

@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 from conftest import SAMPLES
 from spark_kafkawire.reader import Options
-from spark_kafkawire.stream import START, KafkaWireStreamReader, completed_files
+from spark_kafkawire.spark.stream import START, KafkaWireStreamReader, completed_files
 
 SAMPLE = SAMPLES / "mock-kcat.pcap"
 
@@ -185,7 +185,7 @@ def test_what_is_remembered_is_bounded_by_max_file_age(tmp_path):
 
 
 def stream_files(offset):
-    from spark_kafkawire.stream import _files
+    from spark_kafkawire.spark.stream import _files
 
     return _files(offset)
 

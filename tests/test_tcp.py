@@ -6,7 +6,7 @@ from collections import Counter
 import dpkt
 
 from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
-from spark_kafkawire.tcp import HalfStream
+from spark_kafkawire.wire.tcp import HalfStream
 from stages import flush, stages
 
 
@@ -144,9 +144,9 @@ def test_gap_in_the_middle_of_a_frame(tmp_path):
 
 def test_ended_connections_are_forgotten(tmp_path):
     """The connection table does not grow with the number of connections in a capture."""
-    from spark_kafkawire.capture import Packet
-    from spark_kafkawire.packets import decode
-    from spark_kafkawire.rowshapes import row_builder
+    from spark_kafkawire.wire.capture import Packet
+    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.rows.shapes import row_builder
 
     rows = row_builder("exchanges", "x")
     _decoder, r = stages(rows)
@@ -180,9 +180,9 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     """A port scan (SYN-only connections) and one-segment connections whose ends were not captured:
     at most maxConnections are tracked at once, the longest idle retired as if closed, its row
     saying end_captured=evicted; every connection still has exactly one row."""
-    from spark_kafkawire.packets import decode
-    from spark_kafkawire.capture import CaptureReader
-    from spark_kafkawire.rowshapes import row_builder
+    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.capture import CaptureReader
+    from spark_kafkawire.rows.shapes import row_builder
     from pcapgen import write_pcap
 
     packets = []
@@ -217,7 +217,7 @@ def test_connections_open_at_the_capture_end_leave_in_batches(tmp_path, monkeypa
     once (10^6 one-segment connections held 1.2 GB at the end before)."""
     from pcapgen import write_pcap
     from spark_kafkawire.reader import iter_batches
-    from spark_kafkawire.rowshapes import ExchangeRows
+    from spark_kafkawire.rows.shapes import ExchangeRows
 
     packets = [tcp_packet(("10.9.0.3", 20000 + i), BROKER, 5000, request(3, 1, 1, "one", body=b"\0\0\0\0"))
                for i in range(3000)]

@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 
 import damage
 from spark_kafkawire import read_capture
-from spark_kafkawire.keylog import KeyLog, KeyLogError
-from spark_kafkawire.table import ROW_SHAPES
+from spark_kafkawire.tls.keylog import KeyLog, KeyLogError
+from spark_kafkawire.rows.table import ROW_SHAPES
 
 TLS = Path(__file__).parent / "tls"
 MANIFEST = json.loads((TLS / "manifest.json").read_text())
@@ -281,7 +281,7 @@ def _hop_streams(name):
 def test_hostile_tls_bytes_are_counted_never_raised(name, where, junk, cut):
     """Bytes spliced into, or cut out of, a real TLS stream (with its key log): the session never
     raises, and never hands on more bytes than it was given."""
-    from spark_kafkawire.tls import TlsSession
+    from spark_kafkawire.tls.session import TlsSession
 
     segments = _hop_streams(name)
     at = where % len(segments)
@@ -415,7 +415,7 @@ def test_filters_shares_and_the_streaming_source_read_tls_as_the_whole(tmp_path)
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from spark_kafkawire.reader import iter_batches
-    from spark_kafkawire.stream import KafkaWireStreamReader
+    from spark_kafkawire.spark.stream import KafkaWireStreamReader
 
     name = "tls13-aes256gcm"
     pcap, keylog = _files(name)

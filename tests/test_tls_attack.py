@@ -20,9 +20,9 @@ import damage
 import tlsmutate as tm
 from conftest import FINDINGS
 from spark_kafkawire import read_capture
-from spark_kafkawire.keylog import KeyLog, KeyLogError
-from spark_kafkawire.table import ROW_SHAPES
-from spark_kafkawire.tls import TlsSession, TrialBudget
+from spark_kafkawire.tls.keylog import KeyLog, KeyLogError
+from spark_kafkawire.rows.table import ROW_SHAPES
+from spark_kafkawire.tls.session import TlsSession, TrialBudget
 
 ROUND4 = FINDINGS / "round4"
 KEYS_A, KEYS_B, KEYS_1000 = (ROUND4 / n for n in ("keys-a.log", "keys-b.log", "keys-plus-1000-unrelated.log"))
@@ -300,7 +300,7 @@ def test_a_fifo_as_the_key_log_is_refused_in_one_line(tmp_path):
 
 
 def test_the_key_log_is_read_once_for_many_files(tmp_path, monkeypatch):
-    from spark_kafkawire import keylog
+    from spark_kafkawire.tls import keylog
 
     pcap = tm.TLS / "tls13-aes256gcm.pcap"
     for i in range(4):
@@ -490,7 +490,7 @@ def test_rotated_parts_find_their_sessions_first_in_a_large_key_log(tmp_path):
     packets, _lt = damage.read(pcap)
     parts = damage.split(pcap, tmp_path / "parts", len(packets) // 3 + 1)
     whole = read_capture(pcap, rows="connections", tlsKeyLog=str(tm.keylog(pcap))).to_pylist()
-    from spark_kafkawire import keylog
+    from spark_kafkawire.tls import keylog
 
     keylog._cache.clear()
     with finishes_within(120, "three parts against a 1,000-session log"):

@@ -97,7 +97,7 @@ def test_topics_and_errors_agree_with_tshark():
     Debian's tshark misreads some newer versions (it prints error codes Kafka never defined, e.g.
     -30466 for Metadata v12 responses): such PDUs are not compared.
     """
-    from spark_kafkawire.headline import ERRORS
+    from spark_kafkawire.kafka.headline import ERRORS
 
     checked = 0
     for path, ports in CASES:

@@ -1,4 +1,4 @@
-"""The audits only the wire can answer (spark_kafkawire.audits.wire), against the clients' own
+"""The audits only the wire can answer (lineage, consumer_lag, client_hygiene), against the clients' own
 account of what they did: tests/insights/ holds captures of real clients against a real broker,
 made by tests/insights/make_insight_captures.py, and manifest.json what the clients reported
 (deliveries, records consumed, their position and the broker's watermarks, their configuration)."""
@@ -51,7 +51,7 @@ def test_lineage_edges_are_what_the_clients_were_configured_to_do(rows):
 
 
 def test_consumer_lag_rises_to_what_was_appended_while_paused_and_returns_to_zero(rows):
-    from spark_kafkawire.audits.wire import lag_samples
+    from spark_kafkawire.audits.consumer_lag import lag_samples
 
     want = MANIFEST["lag.pcap"]
     moments = {m["moment"]: m for m in want["moments"]}
@@ -148,7 +148,22 @@ def test_a_bad_hygiene_finding_name_is_one_line(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_every_audit_is_listed_in_the_report_intro():
-    from spark_kafkawire.audits.report import INTRO
+def test_every_audit_is_one_module_with_one_description():
+    """An audit is its module: audits/<name>.py holds AUDIT (name, function, introduction, verdicts,
+    plots), the package finds it, and docs/audits.md has its row."""
+    import pkgutil
 
-    assert set(INTRO) == set(AUDITS)
+    import spark_kafkawire.audits as pkg
+
+    modules = {m.name for m in pkgutil.iter_modules(pkg.__path__)} - {"base", "plots", "report", "output"}
+    assert set(AUDITS) == modules and len(modules) >= 12
+    assert list(AUDITS) == sorted(AUDITS, key=lambda n: AUDITS[n].order)
+    docs = (ROOT / "docs" / "audits.md").read_text()
+    for name, audit in AUDITS.items():
+        assert audit.name == name and len(audit.intro) > 40 and audit.intro.endswith(".")
+        assert f"| `{name}`" in docs, f"docs/audits.md: no row for the {name} audit"
+    # every policy a verdict judges is some audit's: the default policy with every bound set is judged
+    # by exactly the audits that define verdicts
+    assert {n for n, a in AUDITS.items() if a.verdicts} >= {"upgrade_readiness", "errors", "latency", "security",
+                                                            "capture_health", "lineage", "consumer_lag",
+                                                            "client_hygiene"}

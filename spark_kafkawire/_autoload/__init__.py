@@ -4,6 +4,6 @@ Spark looks for installed modules named ``pyspark_*`` with a ``DefaultSource`` a
 so ``spark.read.format("kafkawire")`` works without calling ``spark_kafkawire.register``.
 """
 
-from spark_kafkawire.datasource import KafkaWireDataSource as DefaultSource
+from spark_kafkawire.spark.datasource import KafkaWireDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

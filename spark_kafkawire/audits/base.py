@@ -1,14 +1,22 @@
 """What every audit shares: the rows it reads (:class:`Rows`), the policy it is judged by
-(:class:`Policy`), and the columns several audits derive the same way."""
+(:class:`Policy`), the verdicts it gives (:class:`Verdict`), its description (:class:`Audit`), and
+the columns several audits derive the same way."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import protocol
+from .. import figures, protocol
+from ..protocol import GROUP_ID_APIS, KEY
+
+#: one audit's results as the job collects them: table name -> rows (as dicts)
+Tables = dict[str, list[dict]]
+#: every audit's: audit name -> its Tables
+Results = dict[str, Tables]
 
 
 @dataclass
@@ -35,7 +43,7 @@ class Policy:
     target_release: str = "4.0"  # no client may send a version this release rejects
     max_error_rate: float | None = None  # errored exchanges / exchanges, overall
     max_p99_ms: dict[str, float] = field(default_factory=dict)  # api_name -> p99 bound (where n >= min_n)
-    min_latency_n: int = 20  # fewer exchanges than this: no percentile is claimed
+    min_latency_n: int = figures.MIN_LATENCY_N  # fewer exchanges than this: no percentile is claimed
     allow_plain_without_tls: bool = False  # SASL PLAIN on a connection that is not TLS
     allow_weak_tls: bool = False  # TLS 1.0/1.1 (or SSL), or a suite without AEAD (CBC, RC4, 3DES)
     min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
@@ -85,6 +93,28 @@ class Verdict:
         return "ok" if self.ok else "FAIL" if self.ok is False else "inconclusive"
 
 
+@dataclass(frozen=True)
+class Audit:
+    """One audit, whole: the one description the job, the report and the docs take it from.
+
+    ``run`` makes its tables from the rows (``{table name: DataFrame}``, each with a
+    ``capture_date`` column); ``intro`` is the paragraph the report opens its section with;
+    ``verdicts`` judges its collected tables against the policy (only the policies set; the job
+    then weighs each verdict against the capture's coverage, see ``audits.judge``); ``plots`` draws
+    its report figures (SVG) from them, ``min_n`` the fewest exchanges a distribution is drawn for;
+    ``order`` its place in the report."""
+
+    name: str
+    order: int
+    run: Callable[[Rows, Policy], dict[str, DataFrame]]
+    intro: str
+    verdicts: Callable[[Results, Policy], list[Verdict]] | None = None
+    plots: Callable[[Tables, int], list[str]] | None = None
+
+    def __call__(self, rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+        return self.run(rows, policy)
+
+
 def exit_status(verdicts: list[Verdict]) -> int:
     """0 every verdict holds, 2 one fails, 3 none fails but one is inconclusive."""
     if any(v.ok is False for v in verdicts):
@@ -124,3 +154,90 @@ def refused(ex: DataFrame, release: str) -> DataFrame:
     return (ex.where(v.isNotNull() & F.col("api_key").isNotNull())
             .withColumn("refusal", refusal).where(F.col("refusal").isNotNull())
             .withColumn("release", F.lit(release)))
+
+
+CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]
+
+
+CLIENT = ["client_id", "client_ip"]
+
+
+def software(ex: DataFrame) -> DataFrame:
+    """Per connection: the client software its ApiVersions request named."""
+    return (ex.where(F.col("client_software_name").isNotNull()).groupBy(*CONN)
+            .agg(F.first(F.concat_ws(" ", "client_software_name", "client_software_version")).alias("software")))
+
+
+def client_software(ex: DataFrame) -> DataFrame:
+    """Per (client id, address): every client software seen, joined."""
+    sw = F.concat_ws(" ", "client_software_name", "client_software_version")
+    return (ex.where(F.col("client_software_name").isNotNull()).groupBy(*CLIENT)
+            .agg(F.array_join(F.array_sort(F.collect_set(sw)), ", ").alias("client_software")))
+
+
+def records_by(parts: DataFrame, keys: tuple[int, ...]) -> DataFrame:
+    t = F.coalesce("request_time", "response_time")
+    return (parts.where(F.col("api_key").isin(*keys) & F.col("record_count").isNotNull())
+            .withColumn("time", t).withColumn("capture_date", F.to_date(t)))
+
+
+def with_groups(df: DataFrame, rows: Rows) -> DataFrame:
+    """``df`` (with client_id, client_ip, topic) with ``group_id`` and ``group_basis``: the groups
+    whose offsets of that topic the client committed, else the groups the client is a member of
+    (one row per group), else null. A Fetch request names no group, so a consumer's (client id,
+    address) is matched with the groups that client joined, heartbeated or committed offsets for
+    (the group-id APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+    TxnOffsetCommit, ConsumerGroupHeartbeat, ShareGroupHeartbeat); where it committed offsets of
+    the topic it fetched, that group is the one (``group_basis`` says which evidence was used)."""
+    ex = rows.exchanges.where(F.col("api_key").isin(*GROUP_ID_APIS) & F.col("group_id").isNotNull())
+    members = ex.select(*CLIENT, "group_id").distinct()
+    committed = (rows.partitions.where(F.col("api_key").isin(KEY["OffsetCommit"], KEY["TxnOffsetCommit"])
+                                         & F.col("group_id").isNotNull())
+                 .select(*CLIENT, "topic", "group_id").distinct())
+    by_topic = df.join(committed, [*CLIENT, "topic"], "left")
+    known = by_topic.where(F.col("group_id").isNotNull()).withColumn("group_basis", F.lit("offsets committed"))
+    rest = (by_topic.where(F.col("group_id").isNull()).drop("group_id").join(members, CLIENT, "left")
+            .withColumn("group_basis", F.when(F.col("group_id").isNotNull(), F.lit("membership"))))
+    return known.unionByName(rest)
+
+
+def condition(cond: figures.Condition) -> Column:
+    """A condition of figures.py as a Spark column, null as false (the same definition
+    ``kafkawire summary`` evaluates over Arrow tables)."""
+    return F.coalesce(_spark(cond), F.lit(False))
+
+
+def _spark(cond: figures.Condition) -> Column:
+    op, *args = cond
+    if op in ("and", "or"):
+        parts = [_spark(c) for c in args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = (out & p) if op == "and" else (out | p)
+        return out
+    if op == "not":
+        return ~_spark(args[0])
+    col = F.col(args[0])
+    if op == "null":
+        return col.isNull()
+    if op == "notnull":
+        return col.isNotNull()
+    if op == "in":
+        return col.isin(*args[1])
+    return {"eq": col == args[1], "ne": col != args[1], "gt": col > args[1]}[op]
+
+
+def count_of(cond: figures.Condition) -> Column:
+    """How many rows of a group meet a condition of figures.py."""
+    return F.sum(F.when(condition(cond), 1).otherwise(0))
+
+
+def negotiated() -> Column:
+    """An answer that is version negotiation (figures.NEGOTIATED), not a failure."""
+    return condition(figures.NEGOTIATED)
+
+
+def failed() -> Column:
+    """An errored exchange (figures.ERRORED: an error code other than 0, and not version
+    negotiation): the one rule the audits, the notebook and ``kafkawire summary`` count errors by."""
+    return condition(figures.ERRORED)

@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ..fs import local_path, resolve
+from ..wire.fs import local_path, resolve
 
 LOCK = ".lock"
 REPORT = "report.html"

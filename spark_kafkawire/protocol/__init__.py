@@ -6,6 +6,12 @@ branches:
 
 * request header v2 if the version is flexible, else v1; v0 for ControlledShutdown v0;
 * response header v1 if flexible, else v0; always v0 for ApiVersions (key 18).
+
+``releases.tsv``: each release's request versions; ``errors.tsv``: error codes; ``messages.json``:
+every message layout, read by kafka/body.py. The one source of protocol facts for every stage, the
+audits included (api keys by name, the API sets).
+
+Imports: nothing of the package (it is data and its loaders).
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ def copies(path: Path, broker: int, n: int) -> Path:
     import dpkt
     from damage import moved_ports
 
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
 
     pkts = list(CaptureReader(str(path)))
     span = pkts[-1].ts_ns - pkts[0].ts_ns + 1_000_000_000
@@ -440,7 +440,7 @@ def main() -> None:
     selective = best_of(ours(path, filters=[("api_key", "=", 3)]))
     print(f"filter api_key = 3 (Metadata): {selective:.2f} s against {full:.2f} s unfiltered: "
           f"{full / selective:.2f}x faster")
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
 
     stamps = [p.ts_ns for p in CaptureReader(str(path))]
     until = stamps[0] + (stamps[-1] - stamps[0]) // 5

@@ -152,7 +152,7 @@ def interleaved(samples: Path, path: Path, copies: int = 12) -> Path:
     lost, some reordered and some duplicated."""
     from collections import Counter
 
-    from spark_kafkawire.capture import CaptureReader
+    from spark_kafkawire.wire.capture import CaptureReader
 
     out: list[tuple[float, bytes]] = []
     for name in ("veth-confluent-mtu.pcap", "tansu-confluent-codecs.pcap", "tansu-admin-txn.pcap",
@@ -223,7 +223,7 @@ def not_kafka(out: Path, port: int = 9092) -> Path:
     """TLS, HTTP and random bytes on Kafka's port: whole TCP connections, SYN to FIN."""
     rng = random.Random(SEED)
     # (record and handshake lengths as a TLS stack writes them: a record followed by stray bytes is
-    # no TLS, see spark_kafkawire/tls.py's TlsGuess)
+    # no TLS, see spark_kafkawire/tls/guess.py's TlsGuess)
     client_hello = bytes.fromhex("16030100f6010000f20303") + bytes(rng.randrange(256) for _ in range(240))
     server_hello = bytes.fromhex("160303007c020000780303") + bytes(rng.randrange(256) for _ in range(118))
     app_data = bytes.fromhex("1703030200") + bytes(rng.randrange(256) for _ in range(512))

@@ -1,12 +1,12 @@
 """The reference for the headline columns: walkers over decoded bodies (dicts and lists), by the
-rules spark_kafkawire/headline.py's docstring states. The package takes the same columns from the
+rules spark_kafkawire/kafka/headline.py's docstring states. The package takes the same columns from the
 facts noted while each body is decoded (body.Facts, headline.headline_from_facts); the tests
 compare the two on every capture at hand."""
 
 from __future__ import annotations
 
-from spark_kafkawire import records as rec
-from spark_kafkawire.headline import _request_fields, error_name
+from spark_kafkawire.kafka import records as rec
+from spark_kafkawire.kafka.headline import _request_fields, error_name
 from spark_kafkawire.protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, ZERO_UUID
 
 

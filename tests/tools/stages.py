@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_kafkawire.body import DEFAULT_RECORD_OPTIONS, decode_with_facts
+from spark_kafkawire.kafka.body import DEFAULT_RECORD_OPTIONS, decode_with_facts
 
 
 def decode_body(api_key: int, version: int, request: bool, data, pos: int, opts=DEFAULT_RECORD_OPTIONS):
@@ -30,8 +30,8 @@ def stages(sink, **options):
 def run(path, sink, **options):
     """Every packet of the capture at ``path`` through the stages into ``sink``, the open
     connections flushed at its end; returns (decoder, reassembler)."""
-    from spark_kafkawire.capture import CaptureReader
-    from spark_kafkawire.packets import decode
+    from spark_kafkawire.wire.capture import CaptureReader
+    from spark_kafkawire.wire.packets import decode
 
     decoder, reasm = stages(sink, **options)
     for pkt in CaptureReader(str(path)):

@@ -1,0 +1,109 @@
+"""Capture health: how far the other audits can be trusted (the coverage the verdicts rest on)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .. import figures
+from .base import Audit, Policy, Results, Rows, Verdict, condition, count_of, ex_time, listener
+
+
+def _directions(what: str) -> F.Column:
+    """A per-direction count of the connection rows, client's and broker's added (nulls as 0)."""
+    return F.expr(f"coalesce(client_{what}, 0) + coalesce(broker_{what}, 0)")  # one call to Spark, not eight
+
+
+def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
+    """Per file and connection: bytes lost, resyncs, skipped bytes, damage, unanswered requests:
+    how far each other audit can be trusted."""
+    c = rows.connections.withColumn("capture_date", F.to_date(F.coalesce("first_time", "last_time")))
+    conn = c.select("capture_date", "capture_file", "client_ip", "client_port", "broker_ip", "broker_port",
+                    "protocol", "start_captured", "end_captured", "status",
+                    _directions("bytes").alias("bytes"), _directions("gap_bytes").alias("gap_bytes"),
+                    _directions("gaps").alias("gaps"), _directions("resyncs").alias("resyncs"),
+                    _directions("skipped_bytes").alias("skipped_bytes"),
+                    _directions("partial_frames").alias("partial_frames"))
+    ex = ex_time(rows.exchanges)
+    per_file_ex = (ex.groupBy("capture_file")
+                   .agg(count_of(figures.UNANSWERED).alias("unanswered"),
+                        count_of(figures.REQUEST_MISSING).alias("request_missing"),
+                        count_of(figures.DAMAGED).alias("damaged_exchanges"),
+                        F.max(F.when(F.col("status") == "capture_damaged", F.col("detail"))).alias("file_damage"),
+                        F.count("*").alias("exchanges")))
+    files = (conn.where(condition(figures.CONNECTION)).groupBy("capture_file")
+             .agg(F.min("capture_date").alias("capture_date"), F.count("*").alias("connections"),
+                  F.sum("bytes").alias("bytes"), F.sum("gap_bytes").alias("gap_bytes"), F.sum("gaps").alias("gaps"),
+                  F.sum("resyncs").alias("resyncs"), F.sum("skipped_bytes").alias("skipped_bytes"),
+                  F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"))
+             .join(per_file_ex, "capture_file", "full")
+             .withColumn("gap_fraction", F.col("gap_bytes") / (F.col("bytes") + F.col("gap_bytes")))
+             .orderBy("capture_file"))
+    damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
+                     .orderBy(F.desc("gap_bytes")))
+    return {"coverage": coverage(rows), "capture_files": files, "damaged_connections": damaged_conns}
+
+
+def coverage(rows: Rows) -> DataFrame:
+    """Per Kafka listener (a broker address and port with Kafka or TLS connections): how much of
+    its traffic was decoded, the evidence every verdict rests on (see judge). ``bytes`` captured;
+    ``lost_bytes`` by the capture (gaps); ``skipped_bytes`` captured but in no Kafka frame (plaintext
+    connections, and connections of no protocol recognised); ``tls_undecrypted_bytes`` of TLS
+    connections not decrypted (``tls_not_decrypted`` of them); ``started_before_capture``
+    connections; ``undecoded_fraction`` = (lost + skipped + undecrypted) / (bytes + lost), and
+    ``plaintext_undecoded_fraction`` the same over the connections that are not TLS."""
+    c = rows.connections.where(condition(figures.CONNECTION)).withColumn("listener", listener())
+    tls = F.col("protocol") == "tls"
+    lost = F.when(tls, _directions("tls_gap_bytes")).otherwise(_directions("gap_bytes"))
+    skipped = F.when(tls, F.lit(0)).otherwise(_directions("skipped_bytes"))
+    undecrypted = F.when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0)
+    per = (c.groupBy("listener")
+           .agg(F.min(F.to_date(F.coalesce("first_time", "last_time"))).alias("capture_date"),
+                F.count("*").alias("connections"),
+                F.sum(F.when(F.col("protocol") == "kafka", 1).otherwise(0)).alias("kafka_connections"),
+                F.sum(F.when(tls, 1).otherwise(0)).alias("tls_connections"),
+                count_of(figures.TLS_NOT_DECRYPTED).alias("tls_not_decrypted"),
+                F.sum(F.when(tls & F.col("tls_version").isNull(), 1).otherwise(0)).alias("tls_version_unknown"),
+                F.sum(F.when(tls & F.col("tls_cert_subject").isNull() & (F.col("tls_version") != "TLS 1.2"), 1)
+                      .otherwise(0)).alias("certificates_hidden"),
+                F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"),
+                F.sum(_directions("bytes")).alias("bytes"), F.sum(lost).alias("lost_bytes"),
+                F.sum(skipped).alias("skipped_bytes"), F.sum(undecrypted).alias("tls_undecrypted_bytes"),
+                F.sum(F.when(~tls, _directions("bytes")).otherwise(0)).alias("plaintext_bytes"),
+                F.sum(F.when(~tls, lost + skipped).otherwise(0)).alias("plaintext_undecoded_bytes"))
+           .where((F.col("kafka_connections") > 0) | (F.col("tls_connections") > 0)))
+    ex = (ex_time(rows.exchanges).where(F.col("api_key").isNotNull()).withColumn("listener", listener())
+          .groupBy("listener").agg(F.count("*").alias("exchanges")))
+    total = F.col("bytes") + F.col("lost_bytes")
+    return (per.join(ex, "listener", "left").na.fill(0, ["exchanges"])
+            .withColumn("undecoded_fraction",
+                        F.when(total > 0, (F.col("lost_bytes") + F.col("skipped_bytes") +
+                                           F.col("tls_undecrypted_bytes")) / total).otherwise(0.0))
+            .withColumn("plaintext_undecoded_fraction",
+                        F.when(F.col("plaintext_bytes") > 0, F.col("plaintext_undecoded_bytes") /
+                               (F.col("plaintext_bytes") + F.col("plaintext_undecoded_bytes"))).otherwise(0.0))
+            .select("capture_date", "listener", "exchanges", "connections", "kafka_connections", "tls_connections",
+                    "tls_not_decrypted", "tls_version_unknown", "certificates_hidden", "started_before_capture",
+                    "bytes", "lost_bytes", "skipped_bytes", "tls_undecrypted_bytes", "undecoded_fraction",
+                    "plaintext_undecoded_fraction")
+            .orderBy("listener"))
+
+
+def verdicts(results: Results, policy: Policy) -> list[Verdict]:
+    if policy.max_gap_fraction is None:
+        return []
+    files = results["capture_health"]["capture_files"]
+    got = sum(r["bytes"] or 0 for r in files)
+    lost = sum(r["gap_bytes"] or 0 for r in files)
+    frac = lost / (got + lost) if got + lost else 0.0
+    return [Verdict(f"capture lost at most {policy.max_gap_fraction:.2%} of the bytes",
+                    frac <= policy.max_gap_fraction, f"{lost} of {got + lost} bytes ({frac:.2%})", "capture")]
+
+
+AUDIT = Audit(
+    name="capture_health", order=90, run=capture_health,
+    intro=('How far the other audits can be trusted: the coverage per Kafka listener the verdicts '
+           'rest on (bytes decoded, TLS not decrypted, bytes lost, connections without their start); '
+           'per capture file, bytes the capture lost (gaps), resyncs, bytes that could not be '
+           'framed, damage, unanswered requests; then the connections with damage.'),
+    verdicts=verdicts)

@@ -1,0 +1,111 @@
+"""What the decoder knows of one TCP connection: its roles and endpoints once decided, the frames
+waiting for that decision, the requests waiting for their responses, and the session facts its
+requests state (client software, SASL mechanism and user, whether it carries TLS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from .. import protocol
+from ..kafka.body import redact
+from ..wire.frames import Frame, Framer
+from ..kafka.headers import RequestHeader, looks_like_request
+from ..wire.tcp import Connection
+from ..tls.guess import TlsGuess
+from ..tls.session import TlsSession
+
+if TYPE_CHECKING:
+    from ..kafka.body import Facts
+
+SASL_HANDSHAKE = protocol.SASL_HANDSHAKE_KEY
+SASL_AUTHENTICATE = protocol.SASL_AUTHENTICATE_KEY
+
+
+class Request:
+    """A request frame and what was read of it. (Plain classes, not named tuples: compiled, they are
+    native classes whose fields are read without a lookup.)"""
+
+    __slots__ = ("frame", "header", "acks", "body", "error", "skip", "facts")
+
+    def __init__(self, frame: Frame, header: RequestHeader | None, acks: int | None, body: dict | None = None,
+                 error: str | None = None, skip: bool = False, facts: Facts | None = None):
+        self.frame = frame
+        self.header = header
+        self.acks = acks  # Produce only
+        self.body = body
+        self.error = error  # why the body could not be decoded
+        self.skip = skip  # a filter rules out its rows: neither it nor its response is decoded or shown
+        self.facts = facts  # what the headline columns take from the body
+
+
+class Response:
+    """A response frame and what was read of it."""
+
+    __slots__ = ("frame", "correlation_id", "header_version", "body", "error", "facts")
+
+    def __init__(self, frame: Frame, correlation_id: int | None, header_version: int | None,
+                 body: dict | None = None, error: str | None = None, facts: Facts | None = None):
+        self.frame = frame
+        self.correlation_id = correlation_id
+        self.header_version = header_version
+        self.body = body
+        self.error = error
+        self.facts = facts
+
+
+class Endpoints(NamedTuple):
+    client_ip: str
+    client_port: int
+    broker_ip: str
+    broker_port: int
+
+
+class ConnState:
+    """One connection's state."""
+
+    __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
+                 "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
+                 "tls_guess")
+
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self.framers: list[Framer] = []
+        self.client_dir: int | None = None  # index of the direction carrying requests
+        self.queue: list[tuple[int, Frame]] = []  # frames waiting for the role decision
+        self.queued_counts = [0, 0]
+        self.pending: dict[int, Request] = {}
+        self.endpoints: Endpoints | None = None
+        self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
+        self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
+        self.framed = False  # any Kafka frame seen
+        self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
+        self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see body.seal)
+        self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
+        self.tls_session: TlsSession | None = None  # the connection's TLS, once its first bytes show it
+        self.tls_guess: TlsGuess | None = None  # a direction began like a TLS record: held until that is settled
+
+    def raw_token(self, frame: Frame) -> bool:
+        """Is this request frame a raw SASL token (after a SaslHandshake v0, not a Kafka request)?
+        The user name a token states is kept; nothing else of it. A Kafka request ends the tokens."""
+        if not self.sasl_raw:
+            return False
+        if looks_like_request(frame.data):
+            self.sasl_raw = False  # authenticated: Kafka requests again
+            return False
+        if frame.complete and self.sasl[1] is None:
+            self.sasl = (self.sasl[0], redact("AuthBytes", frame.data).get("user"))
+        return True
+
+    def observe(self, h: RequestHeader, body: dict | None) -> None:
+        """The session facts a decoded request states: client software (ApiVersions v3+), SASL
+        mechanism (SaslHandshake) and user (SaslAuthenticate)."""
+        if body is not None and body.get("ClientSoftwareName"):
+            self.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+        if h.api_key == SASL_HANDSHAKE:
+            if body is not None:
+                self.sasl = (body.get("Mechanism"), None)
+            if h.api_version == 0:
+                self.sasl_raw = True
+        elif h.api_key == SASL_AUTHENTICATE and body is not None and isinstance(body.get("AuthBytes"), dict) and \
+                body["AuthBytes"].get("user"):
+            self.sasl = (self.sasl[0], body["AuthBytes"]["user"])

@@ -1,0 +1,131 @@
+"""Which side of a connection is the client.
+
+The side that sent the SYN; without a SYN, a side already known as a broker in this capture, else
+the side whose frames parse as requests (and whose correlation ids the other side echoes); as a
+last resort the higher port is the client. Until the roles are decided, a connection's frames
+wait in its queue (see ConnState.queue); the decoder hands them on once :meth:`Roles.decide` has
+decided.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from .connstate import ConnState, Endpoints
+from ..wire.frames import ALIGNED_ONLY, Frame
+from ..kafka.headers import looks_like_request, looks_like_request_loosely
+from ..wire.packets import ip_text
+
+ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
+
+_I32 = Struct("!i")
+
+
+class Roles:
+    """Role decisions for the connections of one capture; brokers learnt on one connection help
+    decide the others."""
+
+    def __init__(self) -> None:
+        self.brokers: set[tuple[bytes, int]] = set()  # endpoints known to be brokers
+
+    def known(self, st: ConnState) -> int | None:
+        """The client's direction where it is known without looking at frames, else None."""
+        if st.client_dir is not None:
+            return st.client_dir
+        conn = st.conn
+        if conn.client is not None:
+            return conn.client
+        if conn.b in self.brokers:
+            return 0
+        if conn.a in self.brokers:
+            return 1
+        return None
+
+    def guess(self, st: ConnState) -> int:
+        """The client's direction of a connection no frame decided (SYN, known brokers, else the
+        higher port); sets its endpoints if they are not set yet."""
+        conn = st.conn
+        role = self.known(st)
+        if role is None:
+            role = 0 if conn.a[1] > conn.b[1] else 1
+        if st.endpoints is None:
+            st.endpoints = _endpoints(st, role)
+        return role
+
+    def decide(self, st: ConnState, force: bool = False) -> bool:
+        """Decide the roles from the queued frames, if they are enough (or ``force``): sets the
+        connection's client_dir and endpoints. Returns whether it decided."""
+        role = self.known(st)
+        if role is None:
+            role = self._from_frames(st, force)
+            if role is None:
+                return False
+        self.assign(st, role)
+        return True
+
+    def assign(self, st: ConnState, role: int) -> None:
+        """The client's direction is ``role`` (frames showed it, or a TLS ClientHello or trial did)."""
+        st.client_dir = role
+        st.endpoints = _endpoints(st, role)
+        conn = st.conn
+        self.brokers.add(conn.b if role == 0 else conn.a)
+
+    @staticmethod
+    def _from_frames(st: ConnState, force: bool) -> int | None:
+        firsts: list[Frame | None] = [None, None]
+        for d, f in st.queue:
+            if firsts[d] is None:
+                firsts[d] = f
+        if (firsts[0] is None or firsts[1] is None) and not force and \
+                st.queued_counts[0 if firsts[0] is not None else 1] < ROLE_DECISION_FRAMES:
+            return None  # one direction so far, and too few frames to decide on it alone
+        req = [f is not None and looks_like_request(f.data) for f in firsts]
+        if firsts[0] is None or firsts[1] is None:
+            d = 0 if firsts[0] is not None else 1
+            return d if req[d] else 1 - d
+        echo = [False, False]
+        for d in (0, 1):
+            if req[d]:
+                corrs = {_I32.unpack_from(f.data, 4)[0] for dd, f in st.queue if dd == d and len(f.data) >= 8}
+                other = firsts[1 - d]
+                echo[d] = other is not None and len(other.data) >= 4 and _I32.unpack_from(other.data)[0] in corrs
+        if echo[0] != echo[1]:
+            return 0 if echo[0] else 1
+        if req[0] != req[1]:
+            return 0 if req[0] else 1
+        return 0 if st.conn.a[1] > st.conn.b[1] else 1  # last resort: the broker has the lower port
+
+    def plausible(self, st: ConnState, d: int, data: bytes, strict: bool) -> int:
+        """Could a frame with this header start here? 0 (False): no; 1 (True): yes; ALIGNED_ONLY:
+        only where a captured segment starts (see frames.ALIGNED_ONLY).
+
+        A request: a header of a known api key and version (``strict``), or at a stream's start any
+        well-formed request header. A response: its correlation id matches a request waiting on
+        the connection; at a stream's start, anything (its request may be outside the capture).
+        While the roles are unknown, either.
+        """
+        role = self.known(st)
+        if role is None or d == role:
+            if looks_like_request(data) if strict else looks_like_request_loosely(data):
+                return True
+            if role is not None:
+                return False
+        if not strict:
+            return len(data) >= 4
+        if len(data) < 4:
+            return False
+        corr = _I32.unpack_from(data)[0]
+        # a response to a request waiting for it, or to one still queued for the role decision
+        if corr in st.pending or any(
+                dd != d and len(f.data) >= 8 and _I32.unpack_from(f.data, 4)[0] == corr for dd, f in st.queue):
+            return True
+        # the other direction is not in the capture at all: no request to match, structure only
+        if corr >= 0 and st.framers[1 - d].pos == 0 and (role is not None or not looks_like_request(data)):
+            return ALIGNED_ONLY
+        return False
+
+
+def _endpoints(st: ConnState, role: int) -> Endpoints:
+    conn = st.conn
+    client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
+    return Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])

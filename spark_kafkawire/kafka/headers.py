@@ -1,0 +1,137 @@
+"""Kafka frame headers: request and response headers, by the header rules of
+:mod:`spark_kafkawire.protocol` (the header version follows from api key and version).
+
+A request header is api key, api version, correlation id, then (v1+) a client id and (v2) tagged
+fields; a response header is the correlation id, then (v1) tagged fields. A client id with the
+shape of a SASL token is refused, never read (see :mod:`spark_kafkawire.kafka.sasl`).
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from typing import Final
+
+from .. import protocol
+from .sasl import token_shaped
+from .wiretypes import Bytes
+
+_REQ: Final = Struct("!hhi")
+_I32: Final = Struct("!i")
+_I16: Final = Struct("!h")
+
+
+class HeaderError(ValueError):
+    pass
+
+
+class RequestHeader:
+    """A parsed request header. (A class, not a named tuple: compiled, it is a native class whose
+    fields are read without a lookup; nothing unpacks it as a tuple.)"""
+
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "header_version", "body_offset")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                 header_version: int | None, body_offset: int):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.header_version = header_version  # None when (api_key, api_version) is not a known one
+        self.body_offset = body_offset
+
+    def __repr__(self) -> str:
+        return (f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+                f"header_version={self.header_version}, body_offset={self.body_offset})")
+
+
+def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:
+    """Unsigned varint at pos (at most 5 bytes); returns (value, next position)."""
+    value = shift = 0
+    for i in range(pos, min(pos + 5, limit)):
+        b = buf[i]
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i + 1
+        shift += 7
+    raise HeaderError("bad unsigned varint")
+
+
+def skip_tagged_fields(buf: Bytes, pos: int, limit: int) -> int:
+    if pos < limit and buf[pos] == 0:  # no tagged fields: nearly every header
+        return pos + 1
+    count, pos = read_uvarint(buf, pos, limit)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos, limit)
+        size, pos = read_uvarint(buf, pos, limit)
+        pos += size
+        if pos > limit:
+            raise HeaderError("tagged field overruns the frame")
+    return pos
+
+
+def parse_request_header(data: Bytes) -> RequestHeader:
+    """Parse a request header (data starts after the size field)."""
+    n = len(data)
+    if n < 8:
+        raise HeaderError(f"request header needs 8 bytes, frame has {n}")
+    key, version, corr = _REQ.unpack_from(data)
+    hv = protocol.request_header_version(key, version)
+    if hv == 0:
+        return RequestHeader(key, version, corr, None, 0, 8)
+    # v1 and v2 (and unknown versions, read as v1): client_id with an int16 length
+    if n < 10:
+        raise HeaderError("request header ends before client_id")
+    (ln,) = _I16.unpack_from(data, 8)
+    pos = 10
+    client_id = None
+    if ln >= 0:
+        if pos + ln > n:
+            raise HeaderError("client_id length overruns the frame")  # no value: it may be secret bytes
+        try:
+            client_id = data[pos : pos + ln].decode("utf-8")
+        except UnicodeDecodeError:
+            raise HeaderError("client_id is not UTF-8") from None
+        if token_shaped(client_id):  # no value: it is a secret's bytes, not a client id
+            raise HeaderError("client_id has the shape of a SASL token (withheld)")
+        pos += ln
+    elif ln != -1:
+        raise HeaderError("negative client_id length")
+    if hv == 2:
+        pos = skip_tagged_fields(data, pos, n)
+    return RequestHeader(key, version, corr, client_id, hv, pos)
+
+
+def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int, int]:
+    """Return (correlation_id, body offset) of a response header."""
+    if len(data) < 4:
+        raise HeaderError(f"response header needs 4 bytes, frame has {len(data)}")
+    (corr,) = _I32.unpack_from(data)
+    pos = 4
+    if header_version == 1:
+        pos = skip_tagged_fields(data, pos, len(data))
+    return corr, pos
+
+
+def looks_like_request(data: Bytes) -> bool:
+    """A strict test that a frame body starts with a request header of a known API."""
+    try:
+        h = parse_request_header(data)
+    except HeaderError:
+        return False
+    return h.header_version is not None and h.correlation_id >= 0
+
+
+def looks_like_request_loosely(data: Bytes) -> bool:
+    """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
+    accepted at a stream's start, so that requests for unknown apis are still reported."""
+    if len(data) < 10:
+        return False
+    key, version, corr = _REQ.unpack_from(data)
+    if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
+        return False
+    try:
+        parse_request_header(data)
+    except HeaderError:
+        return False
+    return True

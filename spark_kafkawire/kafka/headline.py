@@ -1,0 +1,93 @@
+"""Decoded bodies -> the headline columns audits ask for.
+
+Rules go by Kafka's field names, which are stable across versions and APIs, never by version:
+
+error_code        the response's top-level ErrorCode if non-zero, else the first non-zero
+                  ``*ErrorCode`` field in the response body, else 0
+throttle_time_ms  the response's top-level ThrottleTimeMs
+topics            every topic name the request and response carry (fields Topic, TopicName,
+                  TopicNames, and Name inside an array whose name contains "Topic"); topic ids
+                  (TopicId) are resolved to names seen earlier in the capture, else kept as the id
+partition_count   entries of the outermost Partition* arrays (request, else response)
+record_count/bytes  complete record batches of Produce requests and Fetch/ShareFetch responses
+acks, transactional_id, group_id, member_id   top-level request fields of those names
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import TYPE_CHECKING, Final
+
+from ..protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
+
+if TYPE_CHECKING:
+    from .body import Facts
+
+
+def _load_errors() -> dict[int, str]:
+    text = resources.files("spark_kafkawire.protocol").joinpath("errors.tsv").read_text()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            code, name = line.split("\t")
+            out[int(code)] = name
+    return out
+
+
+ERRORS: Final = _load_errors()
+
+
+def error_name(code: int | None) -> str | None:
+    if code is None:
+        return None
+    name = ERRORS.get(code)
+    return name if name is not None else f"UNKNOWN_ERROR_{code}"
+
+
+def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> dict:
+    """The headline columns of an exchange (a request and a response: ``body``, ``facts``) from the
+    Facts its bodies' decoding gathered (one pass; tests/tools/headline_reference.py walks the decoded
+    values by the same rules, the reference the tests compare with)."""
+    rq: Facts | None = req.facts if req is not None and req.body is not None else None
+    rs: Facts | None = resp.facts if resp is not None and resp.body is not None else None
+    topics: dict[str, None] = {}
+    for f in (rq, rs):
+        if f is not None:
+            for t in f.topics:
+                if t is None:
+                    continue
+                if type(t) is tuple:
+                    t = topic_ids.get(t[1], t[1])
+                topics[t] = None
+    count = size = None
+    if api_key in RECORDS_IN_REQUEST and rq is not None:
+        count, size = rq.records, rq.record_bytes
+    elif api_key in RECORDS_IN_RESPONSE and rs is not None:
+        count, size = rs.records, rs.record_bytes
+    pc = rq.partitions if rq is not None else None
+    if pc is None and rs is not None:
+        pc = rs.partitions
+    code = rs.error if rs is not None else None
+    r = req.body if req is not None and req.body is not None else {}
+    throttle = resp.body.get("ThrottleTimeMs") if rs is not None else None
+    return {
+        "error_code": code,
+        "error_name": error_name(code),
+        "throttle_time_ms": throttle,
+        "topics": list(topics) if (rq is not None or rs is not None) else None,
+        "partition_count": pc,
+        "record_count": count,
+        "record_bytes": size,
+        **_request_fields(api_key, r),
+    }
+
+
+def _request_fields(api_key: int | None, r: dict) -> dict:
+    return {
+        "acks": r.get("Acks") if api_key == 0 else None,
+        # AddPartitionsToTxn v0-3 names it V3AndBelowTransactionalId
+        "transactional_id": next((v for k, v in r.items() if k.endswith("TransactionalId") and isinstance(v, str)),
+                                 None),
+        "group_id": r.get("GroupId") if isinstance(r.get("GroupId"), str) else None,
+        "member_id": r.get("MemberId") if isinstance(r.get("MemberId"), str) else None,
+    }

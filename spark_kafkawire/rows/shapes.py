@@ -1,0 +1,333 @@
+"""One row builder per row shape (option ``rows``): each is the decoder's row sink for its shape.
+
+=============  =======================================================================================
+exchanges      one row per request/response pair (or lone request, lone response, status row)
+messages       one row per frame, each with a status of its own and its exchange's
+partitions     one row per topic partition an exchange names
+records        one row per record of Produce requests and Fetch responses (made as batches leave)
+connections    one row per TCP connection with its byte accounting
+=============  =======================================================================================
+
+Which damage gives a row of a shape is decided here, per shape; the mode (see modes) then acts on
+exactly those rows: PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fails on them.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Iterator
+
+import pyarrow as pa
+
+from .. import protocol
+from ..kafka import records as rec
+from ..kafka.values import RawRecords
+from ..decode.connstate import Endpoints, Request, Response
+from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
+from ..wire.frames import Frame
+from ..kafka.headline import error_name
+from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
+from .table import _DIRECTION_COUNTS, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, body_json, frame_status
+
+#: a damaged exchange's row in rows=partitions where no partition could be read from it
+_NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
+                                      "last_stable_offset", "log_start_offset", "timestamp_ms", "record_count",
+                                      "record_bytes"))
+_PARTITION_FIELDS: Final = tuple(_NO_PARTITION)
+
+
+def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
+    return req.frame if req is not None else resp.frame if resp is not None else None
+
+
+class ExchangeRows(RowBuilder):
+    """rows=exchanges. Damage of an exchange is always its row."""
+
+    shape = "exchanges"
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        if status in DAMAGE and not self.damage.keep(ep, _first_frame(req, resp), status, detail):
+            return
+        c = self.cols
+        self._identity(ep, req, resp)
+        h = req.header if req is not None else None
+        rq = req.frame if req is not None else None
+        rs = resp.frame if resp is not None else None
+        c["request_time"].append(rq.ts_ns if rq else None)
+        c["response_time"].append(rs.ts_ns if rs else None)
+        c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+        c["request_header_version"].append(h.header_version if h else None)
+        c["response_header_version"].append(resp.header_version if resp else None)
+        c["request_size"].append(rq.size if rq else None)
+        c["response_size"].append(rs.size if rs else None)
+        c["status"].append(status)
+        c["detail"].append(detail)
+        c["request_packet"].append(rq.number if rq else None)
+        c["response_packet"].append(rs.number if rs else None)
+        c["request"].append(body_json(req.body) if req is not None else None)
+        c["response"].append(body_json(resp.body) if resp is not None else None)
+        self._headline(extra)
+        self.count += 1
+
+
+class MessageRows(RowBuilder):
+    """rows=messages: a row per frame. Each frame's own status decides whether it is damage."""
+
+    shape = "messages"
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        for direction, msg in (("request", req), ("response", resp)):
+            if msg is not None:
+                self._message(ep, direction, req, resp if direction == "response" else None, status, detail, extra)
+        if req is None and resp is None:
+            self._message(ep, None, None, None, status, detail, extra)
+
+    def _message(self, ep: Endpoints | None, direction: str | None, req: Request | None,
+                 resp: Response | None, status: str, detail: str | None, extra: dict | None) -> None:
+        own, own_detail = frame_status(direction, req, resp, status, detail)
+        frame = resp.frame if resp is not None else req.frame if req is not None else None
+        if own in DAMAGE and not self.damage.keep(ep, frame, own, own_detail):
+            return
+        c = self.cols
+        self._endpoints(ep)
+        h = req.header if req is not None else None
+        c["direction"].append(direction)
+        c["time"].append(frame.ts_ns if frame else None)
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+        if resp is not None:
+            c["header_version"].append(resp.header_version)
+            c["correlation_id"].append(resp.correlation_id)
+        else:
+            c["header_version"].append(h.header_version if h else None)
+            c["correlation_id"].append(h.correlation_id if h else None)
+        c["client_id"].append(h.client_id if h else None)
+        c["size"].append(frame.size if frame else None)
+        c["status"].append(own)
+        c["detail"].append(own_detail)
+        c["exchange_status"].append(status)
+        c["packet"].append(frame.number if frame else None)
+        msg = resp if resp is not None else req
+        c["body"].append(body_json(msg.body) if msg is not None else None)
+        self._headline(extra)
+        self.count += 1
+
+
+class PartitionRows(RowBuilder):
+    """rows=partitions. Damage gives rows where the exchange's api has partitions or is unknown;
+    they carry the damage status (one row where no partition could be read)."""
+
+    shape = "partitions"
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        if req is None and resp is None:
+            if status not in DAMAGE or self.damage.keep(ep, None, status, detail):
+                self._status_only(ep, status, detail)
+            return
+        h = req.header if req is not None else None
+        if status in DAMAGE:
+            if h is not None and h.api_key not in PARTITION_APIS:
+                return  # no partition rows for this api, damaged or not
+            if not self.damage.keep(ep, _first_frame(req, resp), status, detail):
+                return
+        entries = partition_rows(h.api_key if h else None, req.body if req is not None else None,
+                                 resp.body if resp is not None else None, self.topic_ids)
+        if not entries and status in DAMAGE:  # damaged: a row says so, though no partition was read
+            entries = [_NO_PARTITION]
+        rq = req.frame if req is not None else None
+        rs = resp.frame if resp is not None else None
+        c = self.cols
+        for e in entries:
+            self._identity(ep, req, resp)
+            c["request_time"].append(rq.ts_ns if rq else None)
+            c["response_time"].append(rs.ts_ns if rs else None)
+            c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+            c["status"].append(status)
+            c["detail"].append(detail)
+            for name in _PARTITION_FIELDS:
+                c[name].append(e[name])
+            c["error_name"].append(error_name(e["error_code"]))
+            c["group_id"].append(extra.get("group_id") if extra else None)
+            c["transactional_id"].append(extra.get("transactional_id") if extra else None)
+            self.count += 1
+
+
+class RecordRows(RowBuilder):
+    """rows=records: rows are made as batches leave (see RowBuilder.fill). Damage of an exchange
+    is a row only where no record could be read; records that were read carry their own status."""
+
+    shape = "records"
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        if req is None and resp is None:
+            self._status(ep, None, status, detail)
+            return
+        h = req.header if req is not None else None
+        if req is None or h is None:  # an exchange of an unknown api: it may have carried records
+            self._damaged(ep, req, resp, status, detail)
+            return
+        msg: Request | Response
+        if h.api_key in RECORDS_IN_REQUEST:
+            direction, msg = "request", req
+        elif h.api_key in RECORDS_IN_RESPONSE and resp is not None:
+            direction, msg = "response", resp
+        else:  # no records in this api (or a Fetch whose response is missing): a row only if damaged
+            if h.api_key in RECORDS_IN_RESPONSE:
+                self._damaged(ep, req, resp, status, detail)
+            return
+        parts = [(t, i, f["Records"]) for t, i, f in topic_partitions(msg.body, self.topic_ids)
+                 if isinstance(f.get("Records"), RawRecords)]
+        if parts:
+            self.backlog.append(self._record_rows(ep, req, resp, direction, msg, parts))
+        else:  # damaged: a row says so, though no record was read
+            self._damaged(ep, req, resp, status, detail)
+
+    def _damaged(self, ep: Endpoints | None, req: Request | None, resp: Response | None, status: str,
+                 detail: str | None) -> None:
+        if status in DAMAGE:
+            self._status(ep, _first_frame(req, resp), status, detail)
+
+    def _status(self, ep: Endpoints | None, frame: Frame | None, status: str, detail: str | None) -> None:
+        if status not in DAMAGE or self.damage.keep(ep, frame, status, detail):
+            self.backlog.append(self._status_row(ep, status, detail))
+
+    def _status_row(self, ep: Endpoints | None, status: str, detail: str | None) -> Iterator[None]:
+        self._status_only(ep, status, detail)
+        yield
+
+    def _record_rows(self, ep: Endpoints | None, req: Request | None, resp: Response | None, direction: str,
+                     msg: Request | Response, parts: list) -> Iterator[None]:
+        """One row per record of the message's record fields, one per step."""
+        budget = rec.Budget(self.max_decompressed)  # one for all the batches of the message
+        for topic, index, raw in parts:
+            for r in rec.iter_records(raw.data, budget, self.max_records):
+                c = self.cols  # a new set of columns after each batch leaves
+                # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
+                if r.status not in ("ok", "truncated") and \
+                        not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
+                    continue
+                self._identity(ep, req, resp)
+                c["time"].append(msg.frame.ts_ns)
+                c["direction"].append(direction)
+                c["topic"].append(topic)
+                c["partition"].append(index)
+                c["offset"].append(r.offset)
+                ts = r.timestamp_ms
+                c["timestamp"].append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
+                c["timestamp_type"].append(r.timestamp_type)
+                c["key"].append(r.key)
+                c["value"].append(r.value)
+                c["headers"].append([{"key": k, "value": v} for k, v in r.headers] if r.headers is not None else None)
+                c["producer_id"].append(r.producer_id)
+                c["producer_epoch"].append(r.producer_epoch)
+                c["sequence"].append(r.sequence)
+                c["transactional"].append(r.transactional)
+                c["control_type"].append(r.control_type)
+                c["codec"].append(r.codec)
+                c["magic"].append(r.magic)
+                c["batch_offset"].append(r.batch_offset)
+                c["status"].append(r.status)
+                c["detail"].append(r.detail)
+                self.count += 1
+                yield
+
+
+class ConnectionRows(RowBuilder):
+    """rows=connections: one row per TCP connection (the decoder calls ``connection``). Only a
+    damaged capture file is damage here; other damage is in the connection's counts."""
+
+    shape = "connections"
+
+    def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
+                 topic_ids: dict[str, str] | None = None):
+        super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
+        self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
+        self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
+        self.connection = self._connection
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        if status == CAPTURE_DAMAGED and self.damage.keep(ep, _first_frame(req, resp), status, detail) or \
+                status == CAPTURE_CHANGED:
+            self._status_only(ep, status, detail)
+
+    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers, tls) -> None:
+        c = self.cols
+        self._endpoints(ep)
+        c["first_time"].append(conn.first_ts)
+        c["last_time"].append(conn.last_ts)
+        c["first_packet"].append(conn.first_number)
+        c["start_captured"].append(conn.client is not None)
+        c["end_captured"].append(_end(conn))
+        c["protocol"].append(protocol_name)
+        c["detail"].append(None)
+        halves = conn.halves
+        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
+            if framers is None:  # the connection never carried payload
+                values = _NO_COUNTS
+            else:
+                f = framers[d]
+                a = f.acct
+                values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
+                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs)
+            for name, v in zip(self._count_cols[side], values):
+                c[name].append(v)
+        c["tls_version"].append(tls.version_name if tls else None)
+        c["tls_cipher"].append(tls.suite_name if tls else None)
+        c["tls_server_name"].append(tls.server_name if tls else None)
+        c["tls_alpn"].append(",".join(tls.alpn) if tls and tls.alpn else None)
+        c["tls_ja3"].append(tls.ja3 if tls else None)
+        cert = tls.cert if tls else None
+        c["tls_cert_subject"].append(cert[0] if cert else None)
+        c["tls_cert_issuer"].append(cert[1] if cert else None)
+        c["tls_cert_not_after"].append(cert[2] if cert else None)
+        c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
+        c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
+        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
+            counts: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
+            for name, count in zip(self._tls_cols[side], counts):
+                c[name].append(count)
+        c["detail"][-1] = tls.describe() if tls else None
+        c["status"].append("connection")
+        self.count += 1
+
+
+_NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
+
+
+def _end(conn) -> str:
+    """How much of a connection's end the capture holds (column end_captured)."""
+    halves = conn.halves
+    if conn.evicted:
+        return "evicted"
+    if conn.rst:
+        return "rst"
+    if halves and halves[0].fin and halves[1].fin:
+        return "fin"
+    if halves and (halves[0].fin or halves[1].fin):
+        return "half_closed"
+    return "open"
+
+
+BUILDERS: dict[str, type[RowBuilder]] = {b.shape: b for b in (ExchangeRows, MessageRows, PartitionRows, RecordRows,
+                                                              ConnectionRows)}
+
+
+def row_builder(shape: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+                mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
+                topic_ids: dict[str, str] | None = None) -> RowBuilder:
+    """The row sink of a shape."""
+    return BUILDERS[shape](capture_file, max_decompressed, mode, max_records, topic_ids)
+
+
+def status_batch(shape: str, capture_file: str, status: str, detail: str) -> pa.RecordBatch:
+    """One row of the shape that says something of a whole file (no connection, no frame)."""
+    rows = row_builder(shape, capture_file)
+    rows.exchange(None, None, None, status, detail, None)
+    rows.fill(1)  # rows=records makes its rows as batches leave
+    return rows.flush()

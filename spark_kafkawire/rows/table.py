@@ -1,0 +1,350 @@
+"""Exchanges -> Arrow record batches: the row shapes' columns and what all their builders share.
+
+Each row shape (option ``rows``) has one column list here, the single source of both the Spark
+schema (DDL) and the Arrow schema. A builder (one per shape, see :mod:`.shapes`) appends to one
+Python list per column; :class:`RowBuilder` turns them into a ``pyarrow.RecordBatch`` of exactly
+that schema.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable, ClassVar, Final
+
+import pyarrow as pa
+
+from .. import arrays, protocol
+from ..kafka import records as rec
+from ..compiled import require
+from ..decode.connstate import Endpoints, Request, Response
+from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
+    UNDECODED, UNKNOWN_API
+from ..decode.modes import DamagePolicy
+
+_ARROW: Final = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "smallint": pa.int16(),
+    "tinyint": pa.int8(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "array<string>": pa.list_(pa.string()),
+    "binary": pa.binary(),
+    "boolean": pa.bool_(),
+    "array<struct<key:string,value:binary>>": pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+}
+
+#: headline columns of exchanges and messages rows (see headline.py)
+_HEADLINE: Final = [
+    ("error_code", "smallint"),
+    ("error_name", "string"),
+    ("throttle_time_ms", "int"),
+    ("topics", "array<string>"),
+    ("partition_count", "int"),
+    ("record_count", "bigint"),
+    ("record_bytes", "bigint"),
+    ("acks", "smallint"),
+    ("transactional_id", "string"),
+    ("group_id", "string"),
+    ("member_id", "string"),
+    ("client_software_name", "string"),
+    ("client_software_version", "string"),
+    ("sasl_mechanism", "string"),
+    ("sasl_user", "string"),
+]
+
+#: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
+#: in the order ConnectionRows reads them
+_DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
+                            "gap_bytes", "gaps", "resyncs")
+_NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
+#: a TLS connection's bytes per direction (see tls/__init__.py): every captured byte in one of the first three
+_TLS_COUNTS: Final = ("read_bytes", "undecrypted_bytes", "other_bytes", "gap_bytes")
+
+_ENDPOINTS: Final = [
+    ("capture_file", "string"),
+    ("client_ip", "string"),
+    ("client_port", "int"),
+    ("broker_ip", "string"),
+    ("broker_port", "int"),
+]
+
+_TIMES: Final = [
+    ("request_time", "timestamp"),
+    ("response_time", "timestamp"),
+    ("latency_ms", "double"),
+]
+_API: Final = [
+    ("api_key", "smallint"),
+    ("api_name", "string"),
+    ("api_version", "smallint"),
+]
+
+COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "exchanges": _ENDPOINTS + _TIMES + _API + [
+        ("request_header_version", "tinyint"),
+        ("response_header_version", "tinyint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("request_size", "int"),
+        ("response_size", "int"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("request_packet", "bigint"),
+        ("response_packet", "bigint"),
+        ("request", "string"),
+        ("response", "string"),
+    ] + _HEADLINE,
+    "messages": _ENDPOINTS + [
+        ("direction", "string"),
+        ("time", "timestamp"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("header_version", "tinyint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("size", "int"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("exchange_status", "string"),
+        ("packet", "bigint"),
+        ("body", "string"),
+    ] + _HEADLINE,
+    "partitions": _ENDPOINTS + _TIMES + _API + [
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("status", "string"),
+        ("detail", "string"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("error_code", "smallint"),
+        ("error_name", "string"),
+        ("offset", "bigint"),
+        ("high_watermark", "bigint"),
+        ("last_stable_offset", "bigint"),
+        ("log_start_offset", "bigint"),
+        ("timestamp_ms", "bigint"),
+        ("record_count", "bigint"),
+        ("record_bytes", "bigint"),
+        ("group_id", "string"),
+        ("transactional_id", "string"),
+    ],
+    "records": _ENDPOINTS + [
+        ("time", "timestamp"),
+        ("direction", "string"),
+        ("api_key", "smallint"),
+        ("api_name", "string"),
+        ("api_version", "smallint"),
+        ("correlation_id", "int"),
+        ("client_id", "string"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestamp_type", "string"),
+        ("key", "binary"),
+        ("value", "binary"),
+        ("headers", "array<struct<key:string,value:binary>>"),
+        ("producer_id", "bigint"),
+        ("producer_epoch", "smallint"),
+        ("sequence", "int"),
+        ("transactional", "boolean"),
+        ("control_type", "string"),
+        ("codec", "string"),
+        ("magic", "tinyint"),
+        ("batch_offset", "bigint"),
+        ("status", "string"),
+        ("detail", "string"),
+    ],
+    "connections": _ENDPOINTS + [
+        ("first_time", "timestamp"),
+        ("last_time", "timestamp"),
+        ("first_packet", "bigint"),
+        ("start_captured", "boolean"),
+        ("end_captured", "string"),
+        ("protocol", "string"),
+        ("detail", "string"),
+    ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
+        ("tls_version", "string"),
+        ("tls_cipher", "string"),
+        ("tls_server_name", "string"),
+        ("tls_alpn", "string"),
+        ("tls_ja3", "string"),
+        ("tls_cert_subject", "string"),
+        ("tls_cert_issuer", "string"),
+        ("tls_cert_not_after", "string"),
+        ("tls_decrypted_bytes", "bigint"),
+        ("tls_undecrypted_bytes", "bigint"),
+    ] + [(f"{side}_tls_{what}", "bigint") for side in ("client", "broker") for what in _TLS_COUNTS] + [
+        ("status", "string"),
+    ],
+}
+ROW_SHAPES: Final = tuple(COLUMNS)
+MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
+MIN_TIME_US, MAX_TIME_US = -62135596800 * 10**6, 253402300799 * 10**6 + 999999  # years 1 to 9999, as Spark
+
+
+def ddl(rows: str) -> str:
+    """Spark DDL schema of a row shape."""
+    return ", ".join(f"{name} {typ}" for name, typ in COLUMNS[rows])
+
+
+def arrow_schema(rows: str) -> pa.Schema:
+    return pa.schema([pa.field(name, _ARROW[typ]) for name, typ in COLUMNS[rows]])
+
+
+class RowBuilder:
+    """The columns of one row shape being filled (the part every shape's builder shares): rows are
+    appended to ``cols`` and leave as record batches (:meth:`flush`); rows not made yet wait in
+    ``backlog`` (rows=records, where one frame can hold millions: see :meth:`fill`). A shape's
+    builder (see shapes.py) is the decoder's row sink: its ``exchange`` appends that shape's rows."""
+
+    shape: ClassVar[str] = ""  # the row shape, set by each shape's builder
+    #: the row of each TCP connection, for shapes that have one (see exchanges.RowSink)
+    connection: Callable[..., None] | None = None
+
+    def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
+                 topic_ids: dict[str, str] | None = None):
+        self.schema = arrow_schema(self.shape)
+        self.capture_file = capture_file
+        self.names = [n for n, _ in COLUMNS[self.shape]]
+        self.damage = DamagePolicy(mode, capture_file)
+        self.max_decompressed = max_decompressed
+        self.max_records = max_records
+        self.backlog: deque = deque()
+        self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}  # topic id -> name
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cols: dict[str, list] = {n: [] for n in self.names}
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def fill(self, limit: int) -> None:
+        """Make rows from the backlog until ``limit`` rows are held or the backlog is empty."""
+        backlog = self.backlog
+        while backlog and self.count < limit:
+            for _ in backlog[0]:
+                if self.count >= limit:
+                    break
+            else:
+                backlog.popleft()
+
+    def flush(self) -> pa.RecordBatch:
+        cols = self.cols
+        built: list = []
+        bad: dict[int, list[str]] = {}  # row -> columns whose value did not fit
+        for field in self.schema:
+            values = cols[field.name]
+            if field.type == _ARROW["timestamp"]:
+                values = [None if v is None else v // 1000 for v in values]  # ns -> us
+            built.append(_array(field, values, bad))
+        if bad and "detail" in cols:
+            details = built[self.names.index("detail")].to_pylist()
+            for row, names in bad.items():
+                note = f"out of range, left null: {', '.join(names)}"
+                details[row] = f"{details[row]}; {note}" if details[row] else note
+            built[self.names.index("detail")] = arrays.array(details, pa.string())
+        batch = pa.RecordBatch.from_arrays(built, schema=self.schema)
+        self._reset()
+        return batch
+
+    def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                 status: str, detail: str | None, extra: dict | None = None) -> None:
+        raise NotImplementedError
+
+    # -- pieces of rows several shapes share -----------------------------------------------------
+    def _endpoints(self, ep: Endpoints | None) -> None:
+        c = self.cols
+        c["capture_file"].append(self.capture_file)
+        c["client_ip"].append(ep.client_ip if ep else None)
+        c["client_port"].append(ep.client_port if ep else None)
+        c["broker_ip"].append(ep.broker_ip if ep else None)
+        c["broker_port"].append(ep.broker_port if ep else None)
+
+    def _headline(self, extra: dict | None) -> None:
+        c = self.cols
+        for name, _t in _HEADLINE:
+            c[name].append(extra.get(name) if extra else None)
+
+    def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
+        c = self.cols
+        self._endpoints(ep)
+        h = req.header if req is not None else None
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+        c["correlation_id"].append(h.correlation_id if h else resp.correlation_id if resp else None)
+        c["client_id"].append(h.client_id if h else None)
+
+    def _status_only(self, ep: Endpoints | None, status: str, detail: str | None) -> None:
+        """A row that says something about the capture rather than an exchange, partition or record."""
+        self._endpoints(ep)
+        for name in self.names[len(_ENDPOINTS) :]:
+            self.cols[name].append(status if name == "status" else detail if name == "detail" else None)
+        self.count += 1
+
+
+def _array(field: pa.Field, values: list, bad: dict[int, list[str]]) -> pa.Array:
+    """The column as Arrow; a value beyond its type's range (a time outside years 1-9999, an
+    int32 column given 2**31, ...) becomes null and is named in the row's detail."""
+    timestamp = field.type == _ARROW["timestamp"]
+    try:
+        arr = arrays.array(values, field.type)
+        if not timestamp or not len(arr) or arr.null_count == len(arr):
+            return arr
+        times = [v for v in values if v is not None]
+        if MIN_TIME_US <= min(times) and max(times) <= MAX_TIME_US:
+            return arr
+    except (pa.ArrowInvalid, OverflowError, TypeError):
+        pass
+    kept = []
+    for row, v in enumerate(values):
+        try:
+            if v is not None and timestamp and not MIN_TIME_US <= v <= MAX_TIME_US:
+                raise OverflowError
+            pa.array([v], type=field.type)
+            kept.append(v)
+        except (pa.ArrowInvalid, OverflowError, TypeError):
+            kept.append(None)
+            bad.setdefault(row, []).append(field.name)
+    return pa.array(kept, type=field.type)
+
+
+def frame_status(direction: str | None, req: Request | None, resp: Response | None, status: str,
+                 detail: str | None) -> tuple[str, str | None]:
+    """The status of one frame of an exchange (rows=messages): ``complete`` when the frame and its
+    body decoded, whatever became of the exchange (its status is ``exchange_status``)."""
+    if direction is None or status in (SASL_TOKEN, TLS, CAPTURE_DAMAGED, CAPTURE_CHANGED):
+        return status, detail
+    msg = req if direction == "request" else resp
+    assert msg is not None  # a direction is given only for a frame that is there
+    if not msg.frame.complete:
+        return TRUNCATED, "cut short by a gap in the capture or its end"
+    h = req.header if req is not None else None
+    if h is None:  # a request header that did not parse; a response without its request
+        return (MALFORMED, detail) if direction == "request" else (status, detail)
+    if direction == "response" and status == MALFORMED:  # the response header did not parse
+        return MALFORMED, detail
+    if h.header_version is None:
+        return UNKNOWN_API, f"api key {h.api_key} version {h.api_version} is not defined"
+    if msg.error:
+        return UNDECODED, msg.error
+    return COMPLETE, None
+
+
+_orjson = require("orjson", "orjson")
+_ENCODE: Final = _orjson.dumps
+_KEYS: Final = _orjson.OPT_NON_STR_KEYS
+
+
+def body_json(body: dict | None) -> bytes | None:
+    """A body as compact JSON, UTF-8 bytes (the column builder takes them as they are). orjson: a
+    fifth of the json module's time on these bodies; a float64 field holding NaN or infinity
+    becomes null (the json module would write NaN, which is not JSON)."""
+    return None if body is None else _ENCODE(body, option=_KEYS)

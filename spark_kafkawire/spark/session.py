@@ -1,0 +1,115 @@
+"""A SparkSession ready for the kafkawire source, for jobs, notebooks and tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+#: a local driver JVM for a short job on small input: the quick JIT tier only (C2's compiler threads
+#: cost more on two cores than they win back in a job of a minute) and the serial collector
+SMALL_JOB_JVM = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
+                  small_job: bool = False):
+    """Get or create a SparkSession whose Python workers run this interpreter.
+
+    Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
+    package. Under spark-submit the master comes from spark-submit; otherwise it is local[*].
+
+    ``filter_pushdown=True`` sets ``spark.sql.python.filterPushdown.enabled``: filters on header and
+    endpoint columns are then applied while decoding. It is off by default because Spark (4.1 to
+    4.3) keeps one set of pushed filters per loaded DataFrame: a query that uses one loaded
+    DataFrame twice with different filters (a self-join, a union) reads both with one filter set
+    and gives wrong rows (docs/rows.md, Filters).
+
+    ``small_job=True`` (a local session only, as the audit job starts one for small captures): the
+    driver JVM uses the quick JIT tier and the serial collector (SMALL_JOB_JVM), which start and
+    finish a job of small queries sooner.
+    """
+    submitted = _submitted()
+    if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted:
+        log4j = Path(__file__).with_name("log4j2.properties")
+        builder = (builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}" +
+                           (SMALL_JOB_JVM if small_job else "")))
+    builder = (
+        builder
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    if filter_pushdown:  # filters on headers and endpoints applied while decoding (DataSourceReader.pushFilters)
+        builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
+    if master or not submitted:
+        builder = builder.master(master or "local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from .. import register
+
+    register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
+    return spark
+
+
+_checked: set[int] = set()
+
+
+def check_workers(spark) -> None:
+    """Fail in one line if Spark's Python workers cannot import pyarrow and this package: the
+    alternative is [DATA_SOURCE_NOT_FOUND] or a task failure under a page of Java. Asked through a
+    DataFrame (a Python UDF, not Arrow), so that it works on a Spark Connect session too, which has
+    no SparkContext."""
+    if id(spark) in _checked:
+        return
+    from pyspark.sql import functions as F
+
+    try:
+        exe = spark.conf.get("spark.pyspark.python", None)
+    except Exception:  # noqa: BLE001 - a Connect server may not show static settings
+        exe = None
+    exe = exe or os.environ.get("PYSPARK_PYTHON") or "python3"
+
+    def probe(_):  # defined here: pickled by value, so a worker without this package can run it
+        import importlib
+
+        missing = []
+        for name in ("pyarrow", "spark_kafkawire"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                missing.append(name)
+        return ",".join(missing)
+
+    try:
+        try:
+            sc = spark.sparkContext  # a classic session: one tiny task, no Arrow needed on the worker
+        except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: a plain Python UDF
+            sc = None
+        if sc is not None:
+            got = sc.parallelize([0], 1).map(probe).collect()[0]
+        else:
+            got = spark.range(1).select(F.udf(probe, "string", useArrow=False)(F.col("id")).alias("m")) \
+                .collect()[0]["m"]
+        missing = [m for m in got.split(",") if m]
+    except Exception as e:  # the worker did not even start
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise RuntimeError(f"kafkawire: Spark's Python workers ({exe}) failed to start ({first}); set "
+                           f"PYSPARK_PYTHON or spark.pyspark.python to an interpreter with pyarrow and "
+                           f"spark_kafkawire, e.g. {sys.executable}") from None
+    if missing:
+        raise RuntimeError(f"kafkawire: Spark's Python workers run {exe}, which cannot import "
+                           f"{' and '.join(missing)}; set PYSPARK_PYTHON or spark.pyspark.python to an "
+                           f"interpreter that has them, e.g. {sys.executable}")
+    _checked.add(id(spark))
+
+
+def _submitted() -> bool:
+    """Is this driver started by spark-submit (whose settings then decide)?"""
+    return bool(os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"))

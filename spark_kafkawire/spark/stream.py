@@ -1,0 +1,262 @@
+"""A directory that tcpdump keeps rotating (``-C`` / ``-G``), or that capture files are copied
+into, as a stream of completed capture files.
+
+``spark.readStream.format("kafkawire").load(dir)``. Like Spark's own file stream source, the
+source remembers which files it has read, not where in an order it stopped: every completed file is
+read exactly once, whatever its modification time and whenever it arrives (files gathered from
+several capture hosts, copied with ``cp -p`` or ``rsync -t``, moved in after a run).
+
+* A file is **completed** when it is not the newest of its rotation series (same directory, same
+  name once digits are set aside: ``cap.pcap``, ``cap.pcap1``, ``cap-20261122-1000.pcap`` ...) or
+  has not changed for ``completeAfterSeconds`` (default 60): the file tcpdump is still writing is
+  left for a later trigger.
+* The **offset** is the set of files read so far, each with its size and modification time (kept
+  in Spark's checkpoint, so a restarted query knows them). A micro-batch reads the completed files
+  not in it, oldest first.
+* **What is remembered** is bounded by ``maxFileAge`` (default 7 days, as Spark's file source): a
+  file whose modification time is more than that older than the newest file read is forgotten,
+  and a file that old appearing later is taken as read already (not read). Within the bound,
+  nothing is skipped.
+* A file already read that **changes** (grows, is replaced, gets a new modification time) or
+  vanishes before its batch reads it is not read again: it gets one row with status
+  ``capture_changed`` whose detail says what changed, and is remembered as it is now.
+* A micro-batch's files are packed into input partitions of about ``maxPartitionBytes`` (each
+  file counted with 4 MiB more for opening it, as Spark's file sources do), so a trigger over
+  thousands of small files is a few tasks, not thousands. The directory is listed once per trigger
+  and each file is opened once to check it is a capture, the first time it is seen.
+
+Admission control (Spark 4.2+): option ``maxFilesPerTrigger`` caps the files of one micro-batch;
+``trigger(availableNow=True)`` reads every file completed when the query starts, in batches of that
+size, then stops. An empty directory is "nothing new".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from typing import Iterator, Sequence
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from ..decode.exchanges import CAPTURE_CHANGED
+from ..wire.fs import local_path
+from ..escape import printable
+from ..listing import list_files
+from ..options import Options, _paths_option
+from ..reader import iter_batches
+from ..rows.shapes import status_batch
+
+try:  # Spark 4.2+: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older Spark: every trigger reads all that is complete
+    ReadLimit = ReadAllAvailable = ReadMaxFiles = None  # type: ignore[assignment, misc]
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+#: the offset before anything was read: no files, nothing forgotten
+START = {"v": 2, "forgotten_before_ns": -1, "files": {}}
+DEFAULT_MAX_FILE_AGE = "7d"
+OPEN_COST = 4 << 20  # bytes a file counts for in packing partitions (Spark's spark.sql.files.openCostInBytes)
+_DIGITS = re.compile(r"\d+")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+#: a completed file: (modification time in ns, path, size)
+Listed = tuple[int, str, int]
+
+
+def parse_duration(name: str, text: str) -> float:
+    """Seconds in a duration option: a number of seconds, or a number with s, m, h, d or w."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text).lower())
+    if not m:
+        raise ValueError(f"option {name}: {text!r} is not allowed; a duration such as 3600, 90m, 12h or 7d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def completed_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None,
+                    checked: set[str] | None = None) -> list[Listed]:
+    """Every completed capture file, oldest first, from one listing. ``checked``: files known to
+    be captures already (see list_files)."""
+    stats: dict[str, tuple[int, int]] = {}
+    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, allow_empty=True, checked=checked,
+                       stats=stats)
+    stamped = [(stats[f][1], f, stats[f][0]) for f in files]
+    newest: dict[tuple[str, str], Listed] = {}
+    for x in stamped:
+        head, name = os.path.split(x[1])
+        key = (head, _DIGITS.sub("#", name))
+        if key not in newest or x[:2] > newest[key][:2]:
+            newest[key] = x
+    now_ns = int((time.time() if now is None else now) * 1e9)
+    writing = {v for v in newest.values() if now_ns - v[0] < settle_s * 1e9}
+    _say_waiting(writing, settle_s)
+    return sorted(x for x in stamped if x not in writing)
+
+
+_said: list[frozenset] = [frozenset()]
+
+
+def _say_waiting(writing: set[Listed], settle_s: float) -> None:
+    """One line on stderr (Spark's log) when files wait to be complete, each time that set changes:
+    a query right after ``cp`` otherwise reads nothing and says nothing."""
+    names = frozenset(p for _m, p, _n in writing)
+    if names and names != _said[0]:
+        first = sorted(names)[0]
+        print(f"kafkawire stream: {len(names)} file(s) wait until unchanged for completeAfterSeconds ({settle_s:g} s)"
+              f" as the newest of their rotation series, e.g. {printable(first)}; files copied in whole can be read at "
+              "once with completeAfterSeconds=0", file=sys.stderr, flush=True)
+    _said[0] = names
+
+
+# -- offsets: the files read so far, by directory -----------------------------------------------------
+def _files(offset: dict) -> dict[str, tuple[int, int]]:
+    """path -> (size, mtime_ns) of the files an offset says were read."""
+    return {os.path.join(d, name) if d else name: (v[0], v[1])
+            for d, names in offset.get("files", {}).items() for name, v in names.items()}
+
+
+def _offset(files: dict[str, tuple[int, int]], forgotten_before_ns: int) -> dict:
+    by_dir: dict[str, dict[str, list[int]]] = {}
+    for path in sorted(files):
+        d, name = os.path.split(path) if "/" in path else ("", path)
+        by_dir.setdefault(d, {})[name] = list(files[path])
+    return {"v": 2, "forgotten_before_ns": forgotten_before_ns, "files": by_dir}
+
+
+def _changed(was: tuple[int, int], now: tuple[int, int]) -> str:
+    how = []
+    if now[0] != was[0]:
+        how.append(f"size {was[0]} -> {now[0]} bytes")
+    if now[1] != was[1]:
+        how.append(f"modified {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(now[1] / 1e9))} UTC")
+    return f"changed after it was read ({', '.join(how)}): not read again; the rows of what was read stay"
+
+
+class CaptureFiles(InputPartition):
+    """Files of one micro-batch read by one task, and the files it reports as changed."""
+
+    def __init__(self, paths: list[str], changed: Sequence[tuple[str, str]] = ()):
+        super().__init__((tuple(paths), tuple(changed)))
+        self.paths = list(paths)
+        self.changed = list(changed)  # (path, detail)
+
+    @property
+    def path(self) -> str:  # one file's partition, as before
+        return self.paths[0]
+
+
+def pack(files: list[tuple[str, int]], max_bytes: int) -> list[list[str]]:
+    """Consecutive files into groups of at most ``max_bytes`` (each counted with OPEN_COST)."""
+    groups: list[list[str]] = []
+    size = 0
+    for path, n in files:
+        cost = n + OPEN_COST
+        if groups and size + cost <= max_bytes:
+            groups[-1].append(path)
+            size += cost
+        else:
+            groups.append([path])
+            size = cost
+    return groups
+
+
+class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict):
+        o = {str(k).lower(): v for k, v in options.items()}
+        settle = o.pop("completeafterseconds", "60")
+        max_files = o.pop("maxfilespertrigger", None)
+        self.max_age_ns = int(parse_duration("maxFileAge", o.pop("maxfileage", DEFAULT_MAX_FILE_AGE)) * 1e9)
+        try:
+            self.settle_s = float(settle)
+            if self.settle_s < 0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"option completeAfterSeconds: {settle!r} is not allowed; a number of seconds, "
+                             f"0 or more") from None
+        try:
+            self.max_files = None if max_files is None else int(max_files)
+            if self.max_files is not None and self.max_files < 1:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"option maxFilesPerTrigger: {max_files!r} is not allowed; a whole number, "
+                             f"1 or more") from None
+        self.opts = Options.parse({k: v for k, v in o.items() if k not in ("path", "paths")})
+        self.paths = _paths_option(options)
+        if not self.paths:
+            raise ValueError("kafkawire: give the capture directory to load(), e.g. load('captures/')")
+        for p in self.paths:
+            local = local_path(p)
+            if local is not None and not os.path.exists(local):
+                raise FileNotFoundError(f"kafkawire: {p}: no such file or directory")
+        self.target: set[str] | None = None  # Trigger.AvailableNow: the files completed when it started
+        self.checked: set[str] = set()  # files known to be captures: each is opened to check once
+
+    def _completed(self, known: dict[str, tuple[int, int]] = {}) -> list[Listed]:  # noqa: B006 - read only
+        self.checked.update(known)  # files read before (a restarted query) are captures
+        return completed_files(self.paths, self.opts, self.settle_s, checked=self.checked)
+
+    def initialOffset(self) -> dict:
+        return _offset({}, -1)
+
+    def getDefaultReadLimit(self):
+        if ReadMaxFiles is not None and self.max_files:
+            return ReadMaxFiles(self.max_files)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = {p for _m, p, _n in self._completed()}
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        start = self._upgrade(start or self.initialOffset())
+        seen = _files(start)
+        horizon = start.get("forgotten_before_ns", -1)
+        if seen:  # files more than maxFileAge older than the newest read are forgotten
+            horizon = max(horizon, max(m for _n, m in seen.values()) - self.max_age_ns)
+        listing = self._completed(seen)
+        if self.target is not None:
+            listing = [x for x in listing if x[1] in self.target]
+        new = [x for x in listing if x[1] not in seen and x[0] >= horizon]
+        changed = [x for x in listing if x[1] in seen and seen[x[1]] != (x[2], x[0])]
+        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+            new = new[: limit.max_files]
+        if not new and not changed:
+            return start
+        # what was read before and is now past the bound is forgotten; this batch's files are kept
+        # (the batch is what its end offset holds and its start does not)
+        files = {p: v for p, v in seen.items() if v[1] >= horizon}
+        for m, p, n in new + changed:
+            files[p] = (n, m)
+        return _offset(files, horizon)
+
+    def _upgrade(self, offset: dict) -> dict:
+        """An offset of the first streaming source (the last file read, by modification time then
+        name): every completed file up to it counts as read."""
+        if "mtime_ns" not in offset:
+            return offset
+        mark = (offset["mtime_ns"], offset["path"])
+        files = {p: (n, m) for m, p, n in self._completed() if (m, p) <= mark}
+        return _offset(files, -1)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        before, after = _files(self._upgrade(start)), _files(end)
+        new = sorted((v[1], p, v[0]) for p, v in after.items() if p not in before)
+        changed = [(p, _changed(before[p], v)) for p, v in sorted(after.items()) if p in before and before[p] != v]
+        groups = pack([(p, n) for _m, p, n in new], self.opts.max_partition_bytes)
+        if changed:  # their rows ride with the first group
+            groups = groups or [[]]
+        return [CaptureFiles(g, changed if i == 0 else ()) for i, g in enumerate(groups)]
+
+    def read(self, partition: CaptureFiles) -> Iterator:  # type: ignore[override]  # partitions are ours
+        for path, detail in partition.changed:
+            yield status_batch(self.opts.rows, path, CAPTURE_CHANGED, detail)
+        for path in partition.paths:
+            try:
+                yield from iter_batches(path, self.opts)
+            except FileNotFoundError:  # gone between the listing and its task
+                yield status_batch(self.opts.rows, path, CAPTURE_CHANGED,
+                                   "removed before it was read: its rows are not in the stream")
+
+    def commit(self, end: dict) -> None:
+        pass

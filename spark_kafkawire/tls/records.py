@@ -1,0 +1,409 @@
+"""The TLS record layer of one direction: bytes cut into records, boundaries found again after a
+gap, records decrypted and their content (application data, handshake messages, key updates) handed
+on."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .guess import APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, record_length
+from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
+from .keys import TLS13, Keys, next_secret, suite_fits, tls13_keys
+from .suites import SUITES
+
+RESYNC_RECORDS = 4096  # after a gap: record sequence numbers tried per candidate record
+RESYNC_CANDIDATES = 8  # after a gap: record headers tried before giving the direction up
+RESYNC_BUDGET = 1 << 16  # trial decryptions per connection, all gaps together
+MIN_PROTECTED = 22  # the smallest protected record: header, tag and (TLS 1.3) the inner content type
+SUSPECT_WINDOW = 4  # after records that did not verify: later sequence numbers tried for the next one
+TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
+
+
+class Session(Protocol):
+    """What the record layer asks of its connection (session.py's TlsSession, which hands each of
+    its two directions itself): where plaintext goes, what the handshake settled, the keys, and the
+    budgets of trial decryptions."""
+
+    outputs: list  # the two directions' Kafka framers
+    client_dir: int | None
+    start_captured: bool
+    version: int | None
+    suite: int | None
+    handshake_seen: bool
+    decrypted: int
+    trials: int
+    trialled: bool
+
+    def fail(self, why: str) -> None: ...
+
+    def spend(self, count: int) -> int: ...
+
+    def tls13(self, label: str) -> tuple[Keys, bytes] | None: ...
+
+    def tls12(self, d: int) -> Keys | None: ...
+
+    def trial(self, d: int, header: bytes, payload: bytes) -> tuple[Keys, bytes] | None: ...
+
+    def hello(self, d: int, msg_type: int, body: bytes) -> None: ...
+
+
+class RecordStream:
+    """The record layer of one direction of a TLS connection: the bytes cut into records, and where
+    their boundaries are lost, found again. A TlsDirection is a RecordStream with the sink
+    interface and what the records hold (decryption, handshake messages, key updates).
+
+    Where record boundaries are not known (after a gap, after bytes that are not a record header,
+    a stream caught mid-record) the direction is ``lost``: it scans for a record header and takes it
+    as a boundary once the record verifies under the direction's keys (sequence numbers bounded by
+    the bytes lost), or, without keys, once the record is followed by another header. Every step
+    consumes bytes or waits for at most one record and a header; after RESYNC_CANDIDATES failed
+    candidates (or RESYNC_BUDGET trial decryptions) the direction is given up and its bytes only
+    counted."""
+
+    __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "secret", "encrypted", "hs", "phase", "lost",
+                 "scan_from", "missing", "tried", "suspect", "dead", "after_gap", "read", "undecrypted", "other",
+                 "gap_bytes")
+
+    def __init__(self, session: Session, d: int):
+        self.session = session
+        self.d = d
+        self.buf = bytearray()
+        self.rec_ts = 0
+        self.rec_num = 0
+        self.keys: Keys | None = None
+        self.secret: bytes | None = None  # TLS 1.3: the traffic secret of the keys (KeyUpdate derives the next)
+        self.encrypted = False  # records from here on are protected
+        self.hs = bytearray()  # handshake messages being put together
+        self.phase = "handshake"  # TLS 1.3: which traffic secret protects this direction's records
+        self.lost = False  # record boundaries unknown: scanning (see _resync)
+        self.scan_from = 0  # where in buf the scan goes on
+        self.missing = 0  # bytes lost or passed over since the last record read (they bound the records lost)
+        self.tried = 0  # candidate records tried since boundaries were lost
+        self.suspect = 0  # records in a row that did not verify: the next is tried with later sequence numbers too
+        self.dead = False  # given up: bytes are counted, not read
+        self.after_gap = False  # bytes of the stream were lost or not read as TLS before the records now read
+        self.read = 0  # bytes of records read (in clear, or decrypted)
+        self.undecrypted = 0  # bytes of protected records not decrypted
+        self.other = 0  # captured bytes in no record read
+        self.gap_bytes = 0  # bytes the capture lost
+
+    def counts(self) -> tuple[int, int, int, int]:
+        return self.read, self.undecrypted, self.other, self.gap_bytes
+
+    @property
+    def out(self):
+        return self.session.outputs[self.d]
+
+    def begin_after(self, captured: int, lost: int) -> None:
+        """This direction's first ``captured`` bytes (and ``lost`` lost ones) were read as something
+        else before the connection was known to be TLS: counted as other (and gap), and records are
+        found by scanning."""
+        self.other += captured
+        self.gap_bytes += lost
+        if captured or lost:
+            self.lost = True
+            self.after_gap = True
+
+    def _pass_over(self, n: int) -> None:
+        """``n`` captured bytes not read as records: protected ones are undecrypted, others other."""
+        if self.encrypted:
+            self.undecrypted += n
+        else:
+            self.other += n
+
+    # -- records -------------------------------------------------------------------------------
+    def _run(self, ts: int, number: int) -> None:
+        buf = self.buf
+        pos = 0
+        while not self.dead:
+            if self.lost:
+                if pos:
+                    del buf[:pos]
+                    pos = 0
+                if not self._resync(ts, number):
+                    return
+                continue
+            n = record_length(buf, pos)
+            if n < 0:
+                if len(buf) - pos < 5 and header_prefix(buf, pos):
+                    break  # the next header is not all here yet
+                del buf[:pos]  # not a record header where one starts: damage, or not TLS
+                pos = 0
+                self.session.fail("bytes that are not TLS records")
+                self.lost = True
+                self.scan_from = 1
+                continue
+            if len(buf) - pos < 5 + n:
+                break
+            header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + n])
+            pos += 5 + n
+            self._record(header, payload, self.rec_ts, self.rec_num)
+            self.rec_ts, self.rec_num = ts, number
+        if self.dead:
+            self._pass_over(len(buf) - pos)
+            buf.clear()
+        elif pos:
+            del buf[:pos]
+
+    def _drop(self, n: int) -> None:
+        """Pass over the first n bytes of buf while scanning."""
+        if n > 0:
+            self._pass_over(n)
+            self.missing += n
+            del self.buf[:n]
+
+    def _resync(self, ts: int, number: int) -> bool:
+        """Find where records start again. True: buf starts at a record now; False: more bytes are
+        needed (those ruled out are counted and dropped) or the direction was given up.
+
+        With the keys, a candidate verifies: the bytes lost bound the records lost (at least one
+        per MAX_RECORD bytes, at most one per MIN_PROTECTED), and those sequence numbers are tried,
+        fewest lost records first (at most RESYNC_RECORDS per candidate). Without them, a candidate
+        whose record is followed by another header is taken."""
+        buf = self.buf
+        s = self.session
+        keys = self.keys if self.encrypted else None
+        i = self.scan_from
+        while True:
+            while i + 5 <= len(buf) and record_length(buf, i) < 0:
+                i += 1
+            if i + 5 > len(buf):  # no header here: keep only what may begin one
+                while i < len(buf) and not header_prefix(buf, i):
+                    i += 1
+                self._drop(i)
+                self.scan_from = 0
+                return False
+            self._drop(i)
+            i = 0
+            self.scan_from = 0
+            n = record_length(buf, 0)
+            if keys is None:
+                if len(buf) < 5 + n + 5:
+                    if len(buf) < 5 + n or header_prefix(buf, 5 + n):
+                        return False  # wait for the record and the next header
+                elif record_length(buf, 5 + n) >= 0:
+                    self.lost = False
+                    self.missing = 0
+                    return True
+                i = 1
+                continue
+            if len(buf) < 5 + n:
+                return False  # wait for the whole candidate record
+            self.tried += 1
+            header, payload = bytes(buf[:5]), bytes(buf[5:5 + n])
+            lost = self.missing
+            first = keys.seq + lost // (MAX_RECORD + 5)
+            last = keys.seq + lost // MIN_PROTECTED + 1
+            tries = max(0, min(RESYNC_RECORDS, RESYNC_BUDGET - s.trials, last - first + 1))
+            s.trials += tries
+            seq = keys.find(header, payload, first, tries)
+            if seq is not None:
+                # the plaintext lost: every byte lost, less each lost record's overhead
+                self.out.gap(max(0, lost - (seq - keys.seq) * keys.overhead), ts, number)
+                keys.seq = seq
+                self.lost = False
+                self.tried = 0
+                self.missing = 0
+                self.suspect = 0
+                return True
+            if self.tried >= RESYNC_CANDIDATES or s.trials >= RESYNC_BUDGET:
+                s.fail("no record verified after a gap" if self.after_gap else "no record verified after bytes that "
+                       "are not TLS records")
+                self.out.gap(self.missing, ts, number)
+                self.dead = True
+                self._pass_over(len(buf))
+                buf.clear()
+                return False
+            i = 1
+
+    def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:  # TlsDirection's
+        raise NotImplementedError
+
+
+class TlsDirection(RecordStream):
+    """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
+    the decrypted application data out to the direction's Kafka framer."""
+
+    __slots__ = ()
+
+    # -- sink interface ------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.dead:
+            self._pass_over(len(chunk))
+            return
+        if not self.buf:
+            self.rec_ts, self.rec_num = ts, number
+        self.buf += chunk
+        self._run(ts, number)
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
+        decryption resumes (the records lost are known then: see _resync), so that a frame they
+        cut is passed over exactly rather than scanned for."""
+        self.gap_bytes += nbytes
+        if self.buf:  # the captured part of a record the gap cuts
+            self._pass_over(len(self.buf))
+            self.missing += len(self.buf)
+            self.buf.clear()
+        self.session.fail("a gap in the capture")
+        if self.dead:
+            return
+        self.missing += nbytes
+        if self.keys is None or not self.encrypted:
+            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
+        self.lost = True
+        self.after_gap = True
+        self.tried = 0
+        self.scan_from = 0
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
+        self.other += nbytes
+        self.gap_bytes -= reported
+
+    def end(self) -> None:
+        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
+            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
+        if self.buf:
+            self._pass_over(len(self.buf))
+            self.session.fail("the capture ends inside a record")
+            self.buf.clear()
+        self.out.end()
+
+    def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:
+        s = self.session
+        ctype = header[0]
+        size = 5 + len(payload)
+        if not self.encrypted:
+            if ctype == HANDSHAKE:
+                self.read += size
+                self._handshake(payload, ts, number)
+                return
+            if ctype == CHANGE_CIPHER_SPEC:
+                self.read += size
+                if s.version is not None and s.version != TLS13:  # TLS 1.2: protected from the next record on
+                    self.encrypted = True
+                    self.keys = s.tls12(self.d)
+                return
+            if ctype == ALERT:
+                self.read += size
+                return
+            if not s.handshake_seen and not s.trialled and s.start_captured and not self.after_gap:
+                # a protected record where this connection's handshake must come first: not this
+                # connection's (spliced, or injected); its own handshake may follow
+                self.undecrypted += size
+                s.fail("a protected record before the handshake of a connection whose start was captured (not "
+                       "tried with the key log)")
+                return
+            self.encrypted = True
+            if s.handshake_seen:  # TLS 1.3: the handshake traffic secret
+                self._traffic_keys()
+            else:  # no handshake in the capture: the other direction may have found the session
+                self.phase = "application"
+                if s.trialled:
+                    self._sequenced(header, payload)
+                else:
+                    found = s.trial(self.d, header, payload)
+                    if found is not None:
+                        self.keys, self.secret = found
+        keys = self.keys
+        if keys is None:
+            self.undecrypted += size
+            s.fail("no keys for its records")
+            return
+        seq = keys.seq
+        plain = keys.open(header, payload, seq)
+        if plain is None and self.suspect:  # records before this one did not verify: damaged, or lost
+            found_seq = keys.find(header, payload, seq + 1, self.suspect)
+            if found_seq is not None:
+                seq = found_seq
+                plain = keys.open(header, payload, seq)
+        if plain is None:
+            self.undecrypted += size
+            self.suspect = min(SUSPECT_WINDOW, self.suspect + 1)
+            s.fail("a record's tag does not verify")
+            return
+        self.suspect = 0
+        keys.seq = seq + 1
+        self.read += size
+        self._plaintext(ctype, plain, ts, number)
+
+    def _plaintext(self, ctype: int, plain: bytes, ts: int, number: int) -> None:
+        if self.keys is not None and self.keys.tls13:  # the inner content type ends the zero padding
+            end = len(plain.rstrip(b"\x00"))
+            if not end:
+                return
+            ctype, plain = plain[end - 1], plain[:end - 1]
+        if ctype == APPLICATION_DATA:
+            self.session.decrypted += len(plain)
+            if plain:
+                self.out.data(plain, ts, number)
+        elif ctype == HANDSHAKE:
+            self._handshake(plain, ts, number)
+
+    def _traffic_keys(self) -> None:
+        found = self.session.tls13(self._label())
+        self.keys, self.secret = found if found is not None else (None, None)
+
+    def _sequenced(self, header: bytes, payload: bytes) -> None:
+        """This direction's keys, once the other direction's trial found the session (see
+        TlsSession.trial), with the sequence number that verifies this record."""
+        self._traffic_keys()
+        keys = self.keys
+        if keys is not None:
+            seq = keys.find(header, payload, 0, self.session.spend(TRIAL_RECORDS))
+            if seq is None:
+                self.session.fail("no record sequence number verified (trial)")
+                self.keys = None
+            else:
+                keys.seq = seq
+
+    def _label(self) -> str:
+        side = "CLIENT" if self.d == self.session.client_dir else "SERVER"
+        return f"{side}_HANDSHAKE_TRAFFIC_SECRET" if self.phase == "handshake" else f"{side}_TRAFFIC_SECRET_0"
+
+    def _handshake(self, data: bytes, ts: int, number: int) -> None:
+        hs = self.hs
+        hs += data
+        pos = 0
+        while len(hs) - pos >= 4:
+            n = _U24.unpack(b"\x00" + hs[pos + 1:pos + 4])[0]
+            if len(hs) - pos < 4 + n:
+                break
+            msg_type, body = hs[pos], bytes(hs[pos + 4:pos + 4 + n])
+            pos += 4 + n
+            self._message(msg_type, body)
+        del hs[:pos]
+        if len(hs) > MAX_HANDSHAKE_BUFFER:
+            hs.clear()
+
+    def _message(self, msg_type: int, body: bytes) -> None:
+        s = self.session
+        if msg_type in (CLIENT_HELLO, SERVER_HELLO, CERTIFICATE):
+            s.hello(self.d, msg_type, body)
+            if msg_type == CLIENT_HELLO and s.handshake_seen:
+                self.out.start()  # the application data starts with a Kafka frame
+                s.outputs[1 - self.d].start()
+            return
+        if self.keys is None or not self.keys.tls13:
+            return
+        if msg_type == FINISHED and self.phase == "handshake":
+            self.phase = "application"
+            self._traffic_keys()
+        elif msg_type == KEY_UPDATE:
+            self._key_update()
+
+    def _key_update(self) -> None:
+        """TLS 1.3 KeyUpdate: this direction's next traffic secret, derived from its current one
+        (RFC 8446 7.2). The key log's secrets are never changed: the same session seen on another
+        connection starts from them again."""
+        s = self.session
+        if self.secret is None or s.suite is None or s.suite not in SUITES or not suite_fits(s.suite, TLS13):
+            self.keys = None
+            s.fail("a KeyUpdate without the current traffic secret")
+            return
+        self.secret = next_secret(self.secret, s.suite)
+        self.keys = tls13_keys(self.secret, s.suite)

@@ -1,0 +1,932 @@
+/* The fast lane: the common packet of a capture, taken from record to stream in C.
+ *
+ * Most packets of a Kafka capture are the next in-order segment of a connection already followed,
+ * or a pure acknowledgement. For those the pure Python stages (capture.py -> packets.py -> tcp.py
+ * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
+ * objects, through the fields of their four core types (below: the boundary, nothing else of those
+ * objects is read), and hands every other packet back untouched.
+ *
+ * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, until_ts,
+ *          late_from, late_budget, until)
+ * walks classic pcap records in buf from pos and, for each, either
+ *   - takes it: the packet is exactly what the Python stages handle by their shortest branch (an
+ *     existing, open, opened connection; no SYN/FIN/RST; the direction's next bytes in order, all
+ *     captured, nothing queued in either direction), and the effect is theirs, slot for slot:
+ *     Connection.last_ts, the live order (OrderedDict.move_to_end), HalfStream.last_ts/captured/nxt,
+ *     and the Framer's: its buffer when the bytes fall inside a frame in progress; when they
+ *     complete or start frames of a framer that knows where frames start, Framer.cut's loop
+ *     (accounting, the frame in progress, a Frame for each whole one handed to its on_frame);
+ *     otherwise the Framer's own data() is called, as HalfStream.feed calls it; or
+ *   - hands it to the reassembler (any other packet of a link and network layer listed here: a new
+ *     connection, a flag, a hole, a retransmission, bytes cut by the snaplen): the Segment
+ *     packets.decode would make, given to Reassembler.feed as the reader gives it; or
+ *   - stops before it (a damaged record, a link or network layer not listed here, a time past
+ *     until_ts, the packet after late_budget packets timed past late_from): the Python stages
+ *     read it. (until_ts: when the reassembler next forgets an ended connection, which only its
+ *     feed does; asked again of until() after each segment handed to it.)
+ * (late_from is a time filter's bound: the reader checks, every 512th packet past it, whether
+ * reading can stop; the lane stops before each such packet and counts those it takes.)
+ * Nothing is changed for a packet before every condition for taking it has been checked.
+ *
+ * Returns (pos, number, offset, flush, late): where the next record starts, the records counted so
+ * far, its byte offset in the file, whether rows were made that the caller must hand on first, and
+ * the packets taken timed past late_from.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+#include <limits.h>
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+/* ---------------------------------------------------------------------------------------------
+ * The boundary with the Python stages: four core types.
+ *
+ * Everything of the Python stages' objects the lane reads or writes is a field of one of these
+ * types, declared here and nowhere else: Connection, HalfStream, Framer and Accounting (tcp.py,
+ * frames.py) are subclasses of ConnCore, HalfCore, FramerCore and AcctCore, and read and write the
+ * same fields as attributes. Without the extension cores.py gives pure Python classes with the same
+ * fields (tests/test_lane.py checks the two lists are the same). Besides these fields the lane
+ * only calls what Lane's constructor is given (Reassembler.feed), public methods (Framer.data and
+ * Framer.cut, OrderedDict.move_to_end, the row builder's count and backlog) and makes the two
+ * named tuples it is given (Segment, Frame).
+ * Counters the lane moves on every packet are C integers (no int object made per packet); the
+ * other fields are objects, exactly as Python stores them.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Each core's fields are listed once, as FIELDS(I, O): I(name, doc) a C integer, O(name, doc) an
+ * object. The struct, its members (as Python sees them) and the garbage collector's functions are
+ * all made from that list. */
+#define DECLARE_INT(f, doc) long long f;
+#define DECLARE_OBJECT(f, doc) PyObject *f;
+#define INT_MEMBER(f, doc) {#f, T_LONGLONG, offsetof(CORE, f), 0, doc},
+#define OBJECT_MEMBER(f, doc) {#f, T_OBJECT_EX, offsetof(CORE, f), 0, doc},
+#define NOTHING(f, doc)
+#define VISIT_OBJECT(f, doc) Py_VISIT(self->f);
+#define CLEAR_OBJECT(f, doc) Py_CLEAR(self->f);
+
+/* the struct, members, garbage collector's functions and type of the core CORE with FIELDS */
+#define CORE_TYPE(doc)                                                                                 \
+    typedef struct {                                                                                  \
+        PyObject_HEAD                                                                                 \
+        FIELDS(DECLARE_INT, DECLARE_OBJECT)                                                           \
+    } CORE;                                                                                           \
+    static PyMemberDef CAT(CORE, _members)[] = {FIELDS(INT_MEMBER, OBJECT_MEMBER){NULL}};                  \
+    static int CAT(CORE, _traverse)(CORE *self, visitproc visit, void *arg) {                              \
+        FIELDS(NOTHING, VISIT_OBJECT)                                                                 \
+        return 0;                                                                                     \
+    }                                                                                                 \
+    static int CAT(CORE, _clear)(CORE *self) {                                                             \
+        FIELDS(NOTHING, CLEAR_OBJECT)                                                                 \
+        return 0;                                                                                     \
+    }                                                                                                 \
+    static void CAT(CORE, _dealloc)(CORE *self) {                                                          \
+        PyObject_GC_UnTrack(self);                                                                    \
+        CAT(CORE, _clear)(self);                                                                           \
+        Py_TYPE(self)->tp_free((PyObject *)self);                                                     \
+    }                                                                                                 \
+    static PyTypeObject CAT(CORE, Type) = {                                                                \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spark_kafkawire.wire._lane." STR(CORE),                  \
+        .tp_doc = doc,                                                                                \
+        .tp_basicsize = sizeof(CORE),                                                                 \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                    \
+        .tp_traverse = (traverseproc)CAT(CORE, _traverse),                                                 \
+        .tp_clear = (inquiry)CAT(CORE, _clear),                                                            \
+        .tp_dealloc = (destructor)CAT(CORE, _dealloc),                                                     \
+        .tp_new = PyType_GenericNew,                                                                  \
+        .tp_members = CAT(CORE, _members),                                                                 \
+    };
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* (CAT(CORE, _members) and the like need CORE expanded first) */
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+#define CORE ConnCore
+#define FIELDS(I, O)                                                                                   \
+    O(done, "ended: its packets go to the reassembler")                                               \
+    O(self_connected, "both endpoints the same")                                                      \
+    O(opened, "the listener has been told")                                                           \
+    O(last_ts, "time of its last packet")                                                             \
+    O(halves, "its two HalfStreams, once opened")
+CORE_TYPE("The fields of a Connection the lane reads and moves.")
+#undef CORE
+#undef FIELDS
+
+#define CORE HalfCore
+#define FIELDS(I, O)                                                                                   \
+    I(nxt, "stream offset of the next byte to deliver")                                               \
+    I(captured, "distinct payload bytes the capture holds")                                           \
+    O(sink, "where the direction's bytes go (a Framer, a TLS direction)")                             \
+    O(base, "sequence number of stream offset 0, or None")                                            \
+    O(pending, "segments waiting for the bytes before them (a list)")                                 \
+    O(last_ts, "time of the direction's last packet")
+CORE_TYPE("The fields of a HalfStream the lane reads and moves.")
+#undef CORE
+#undef FIELDS
+
+#define CORE FramerCore
+#define FIELDS(I, O)                                                                                   \
+    I(pos, "stream offset of the next byte to arrive")                                                \
+    I(target, "bytes the frame in progress needs in all")                                             \
+    I(rest_to, "end of a frame cut by a gap")                                                         \
+    I(max_frame, "largest frame accepted")                                                            \
+    O(on_frame, "called with each Frame")                                                             \
+    O(acct, "the direction's Accounting")                                                             \
+    O(buf, "the frame in progress, size field included (a bytearray)")                                \
+    O(synced, "frame starts are known")                                                               \
+    O(first, "no byte seen yet")                                                                      \
+    O(disabled, "not Kafka: every byte is skipped")                                                   \
+    O(f_ts, "time of the frame in progress")                                                          \
+    O(f_num, "packet number of the frame in progress")                                                \
+    O(f_off, "stream offset of the frame in progress")
+CORE_TYPE("The fields of a Framer the lane reads and moves.")
+#undef CORE
+#undef FIELDS
+
+#define CORE AcctCore
+#define FIELDS(I, O)                                                                                   \
+    I(frames, "complete frames")                                                                      \
+    I(frame_bytes, "bytes of complete frames, size fields included")
+CORE_TYPE("The counters of an Accounting the lane moves.")
+#undef CORE
+#undef FIELDS
+
+#define CC(o) ((ConnCore *)(o))
+#define HC(o) ((HalfCore *)(o))
+#define FC(o) ((FramerCore *)(o))
+#define AC(o) ((AcctCore *)(o))
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *table;    /* dict: (src, sport, dst, dport) -> (Connection, direction) */
+    PyObject *live;     /* OrderedDict of open connections, least recently used first */
+    PyObject *rows;     /* the row builder: count and backlog tell when batches are due */
+    PyObject *conn_type, *half_type, *framer_type, *frame_type, *acct_type, *segment_type;
+    PyObject *feed;     /* Reassembler.feed */
+    PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
+    long long batch_limit, min_frame;
+    long long taken;    /* packets taken so far (the tests check the lane is used) */
+} Lane;
+
+static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog, *s_cut;
+
+/* replace an object field's value, taking the new reference */
+#define SET_FIELD(field, v) Py_XSETREF(field, v)
+
+static void Lane_dealloc(Lane *self) {
+    Py_XDECREF(self->table);
+    Py_XDECREF(self->live);
+    Py_XDECREF(self->rows);
+    Py_XDECREF(self->conn_type);
+    Py_XDECREF(self->half_type);
+    Py_XDECREF(self->framer_type);
+    Py_XDECREF(self->frame_type);
+    Py_XDECREF(self->acct_type);
+    Py_XDECREF(self->segment_type);
+    Py_XDECREF(self->feed);
+    Py_XDECREF(self->ports);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
+    PyObject *table, *live, *rows, *ports, *ct, *ht, *ft, *frt, *at, *sgt, *feed;
+    long long limit, min_frame;
+    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OLO!O", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht,
+                          &ft, &PyType_Type, &frt, &at, &min_frame, &PyType_Type, &sgt, &feed))
+        return -1;
+    PyObject *sfields = PyObject_GetAttrString(sgt, "_fields");
+    if (sfields == NULL) return -1;
+    int eleven = PyTuple_Check(sfields) && PyTuple_GET_SIZE(sfields) == 11;
+    Py_DECREF(sfields);
+    if (!eleven || !PyType_IsSubtype((PyTypeObject *)sgt, &PyTuple_Type) || !PyCallable_Check(feed)) {
+        PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of eleven fields; feed: callable");
+        return -1;
+    }
+    /* Frame: a tuple of six (ts_ns, number, offset, size, data, complete), made as tuple.__new__ would */
+    PyObject *fields = PyObject_GetAttrString(frt, "_fields");
+    if (fields == NULL) return -1;
+    int six = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 6;
+    Py_DECREF(fields);
+    if (!six || !PyType_IsSubtype((PyTypeObject *)frt, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Frame: a named tuple of six fields");
+        return -1;
+    }
+    if (ports != Py_None && (!PyBytes_Check(ports) || PyBytes_GET_SIZE(ports) != 8192)) {
+        PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
+        return -1;
+    }
+    if (!PyType_Check(ct) || !PyType_IsSubtype((PyTypeObject *)ct, &ConnCoreType) || !PyType_Check(ht) ||
+        !PyType_IsSubtype((PyTypeObject *)ht, &HalfCoreType) || !PyType_Check(ft) ||
+        !PyType_IsSubtype((PyTypeObject *)ft, &FramerCoreType) || !PyType_Check(at) ||
+        !PyType_IsSubtype((PyTypeObject *)at, &AcctCoreType)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Connection, HalfStream, Framer and Accounting: subclasses of the lane's cores");
+        return -1;
+    }
+#define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
+    KEEP(table, table);
+    KEEP(live, live);
+    KEEP(rows, rows);
+    KEEP(ports, ports);
+    KEEP(conn_type, ct);
+    KEEP(half_type, ht);
+    KEEP(framer_type, ft);
+    KEEP(frame_type, frt);
+    KEEP(acct_type, at);
+    KEEP(segment_type, sgt);
+    KEEP(feed, feed);
+#undef KEEP
+    self->batch_limit = limit;
+    self->min_frame = min_frame;
+    return 0;
+}
+
+static inline unsigned u16be(const unsigned char *p) { return ((unsigned)p[0] << 8) | p[1]; }
+static inline unsigned long u32be(const unsigned char *p) {
+    return ((unsigned long)p[0] << 24) | ((unsigned long)p[1] << 16) | ((unsigned long)p[2] << 8) | p[3];
+}
+static inline unsigned long u32(const unsigned char *p, int big) {
+    if (big) return u32be(p);
+    return ((unsigned long)p[3] << 24) | ((unsigned long)p[2] << 16) | ((unsigned long)p[1] << 8) | p[0];
+}
+
+/* an int object as a C value; -1 and no error when it is not a small int */
+static inline int small_int(PyObject *v, long long *out) {
+    if (v == NULL || !PyLong_CheckExact(v)) return -1;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+#define CACHE 4
+typedef struct {
+    unsigned char key[36];
+    int len;
+    PyObject *conn; /* borrowed from the table: forgotten whenever a segment goes to feed() */
+    int dir;
+} KeyCache;
+
+enum { TAKEN = 0, STOP = 1, TAKEN_FLUSH = 2, FAILED = -1 };
+
+typedef struct {
+    KeyCache cache[CACHE];
+    int next;
+    PyObject *last_moved; /* the connection last moved to the end of the live order this run */
+    int fed;              /* a segment went to feed(): until_ts must be asked again */
+} RunState;
+
+static int lookup(Lane *self, RunState *rs, const unsigned char *src, const unsigned char *dst, int alen,
+                  unsigned sport, unsigned dport, PyObject **conn, int *dir) {
+    unsigned char key[36];
+    int klen = 2 * alen + 4;
+    memcpy(key, src, alen);
+    key[alen] = sport >> 8;
+    key[alen + 1] = sport & 0xff;
+    memcpy(key + alen + 2, dst, alen);
+    key[2 * alen + 2] = dport >> 8;
+    key[2 * alen + 3] = dport & 0xff;
+    for (int i = 0; i < CACHE; i++) {
+        if (rs->cache[i].len == klen && memcmp(rs->cache[i].key, key, klen) == 0) {
+            *conn = rs->cache[i].conn;
+            *dir = rs->cache[i].dir;
+            return 1;
+        }
+    }
+    PyObject *t = Py_BuildValue("(y#Iy#I)", (const char *)src, (Py_ssize_t)alen, sport, (const char *)dst,
+                                (Py_ssize_t)alen, dport);
+    if (t == NULL) return -1;
+    PyObject *hit = PyDict_GetItemWithError(self->table, t);
+    Py_DECREF(t);
+    if (hit == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) return 0;
+    PyObject *c = PyTuple_GET_ITEM(hit, 0), *d = PyTuple_GET_ITEM(hit, 1);
+    if (!Py_IS_TYPE(c, (PyTypeObject *)self->conn_type) || !PyLong_CheckExact(d)) return 0;
+    long dv = PyLong_AsLong(d);
+    if (dv != 0 && dv != 1) return 0;
+    KeyCache *e = &rs->cache[rs->next];
+    rs->next = (rs->next + 1) % CACHE;
+    memcpy(e->key, key, klen);
+    e->len = klen;
+    e->conn = c;
+    e->dir = (int)dv;
+    *conn = c;
+    *dir = (int)dv;
+    return 1;
+}
+
+static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
+    Py_INCREF(ts);
+    SET_FIELD(CC(conn)->last_ts, ts);
+    if (rs->last_moved == conn) return 0; /* already the last: moving it again changes nothing */
+    PyObject *r = PyObject_CallMethodOneArg(self->live, s_move_to_end, conn);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    rs->last_moved = conn;
+    return 0;
+}
+
+static int empty_list(PyObject *v) { return v != NULL && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0; }
+
+/* a Frame(ts, number, offset, size, data, True), taking the references to off, size and data */
+static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *off, PyObject *size, PyObject *data) {
+    PyObject *f = NULL;
+    if (off != NULL && size != NULL && data != NULL)
+        f = ((PyTypeObject *)self->frame_type)->tp_alloc((PyTypeObject *)self->frame_type, 6);
+    if (f == NULL) {
+        Py_XDECREF(off);
+        Py_XDECREF(size);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    Py_INCREF(ts);
+    Py_INCREF(num);
+    Py_INCREF(Py_True);
+    PyTuple_SET_ITEM(f, 0, ts);
+    PyTuple_SET_ITEM(f, 1, num);
+    PyTuple_SET_ITEM(f, 2, off);
+    PyTuple_SET_ITEM(f, 3, size);
+    PyTuple_SET_ITEM(f, 4, data);
+    PyTuple_SET_ITEM(f, 5, Py_True);
+    return f;
+}
+
+/* the framer as cut found it: synced, enabled, nothing held back by a gap, this buffer */
+static int framing_as_before(Lane *self, PyObject *fr, PyObject *buf) {
+    return FC(fr)->buf == buf && FC(fr)->synced == Py_True && FC(fr)->disabled == Py_False && FC(fr)->rest_to == 0;
+}
+
+/* size field of a frame: 4 bytes, the first `had` of them in the frame buffer */
+static long long size_field(PyObject *buf, Py_ssize_t had, const unsigned char *c) {
+    unsigned char b[4];
+    memcpy(b, PyByteArray_AS_STRING(buf), had);
+    memcpy(b + had, c, 4 - had);
+    return (long long)(int32_t)u32be(b);
+}
+
+/* the frame in progress grows by n bytes towards `target` bytes in all. Its buffer becomes the
+   frame's data, so it is sized for the whole frame as soon as a sixteenth of it has arrived (one
+   allocation, no copies as it grows); before that it doubles, so a size field nothing backs yet
+   reserves at most 16 times the bytes actually held. */
+static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, long long target) {
+    PyByteArrayObject *b = (PyByteArrayObject *)buf;
+    Py_ssize_t held = Py_SIZE(b), need = held + n;
+    if (b->ob_exports > 0 || b->ob_start != b->ob_bytes || need + 1 > b->ob_alloc) {
+        Py_ssize_t room = need;
+        if (target > need) room = (long long)need * 16 >= target ? (Py_ssize_t)target : 2 * need;
+        if (PyByteArray_Resize(buf, room) < 0) return -1;
+    }
+    memcpy(b->ob_start + held, src, n);
+    Py_SET_SIZE(b, need);
+    b->ob_start[need] = '\0';
+    return 0;
+}
+
+/* Framer.data(chunk) of a framer that knows where frames start (its cut loop), in C: 1 done, 0
+   when the Python method must take the chunk (nothing has been changed: the framer is in another
+   state, or a size field the chunk completes is out of bounds, which loses sync), -1 error. */
+static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssize_t n, PyObject *ts, PyObject *num) {
+    long long target, fpos, maxf;
+    PyObject *buf = FC(fr)->buf, *acct = FC(fr)->acct, *on_frame = FC(fr)->on_frame;
+    if (FC(fr)->first != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
+        !framing_as_before(self, fr, buf) || acct == NULL || !Py_IS_TYPE(acct, (PyTypeObject *)self->acct_type) ||
+        on_frame == NULL)
+        return 0;
+    target = FC(fr)->target;
+    fpos = FC(fr)->pos;
+    maxf = FC(fr)->max_frame;
+    /* first, without changing anything: every size field the chunk completes is within bounds */
+    Py_ssize_t p = 0, held = PyByteArray_GET_SIZE(buf);
+    long long tg = target;
+    if (held > 0 && (tg < 4 || (tg == 4 && held >= 4) || held >= tg)) return 0;
+    while (p < n) {
+        long long size;
+        if (held == 0) {
+            if (n - p < 4) break;
+            size = (long long)(int32_t)u32be(c + p);
+            if (size < self->min_frame || size > maxf) return 0;
+            if (n - p - 4 < size) break;
+            p += 4 + size;
+            continue;
+        }
+        if ((long long)(n - p) < tg - held) break; /* the frame in progress goes on after the chunk */
+        if (tg == 4) {
+            size = size_field(buf, held, c + p);
+            if (size < self->min_frame || size > maxf) return 0;
+            p += 4 - held;
+            held = 4;
+            tg = 4 + size;
+            continue;
+        }
+        p += tg - held;
+        held = 0;
+        tg = 4;
+    }
+    /* then the loop's effects, in its order */
+    FC(fr)->pos = fpos + n;
+    p = 0;
+    while (p < n) {
+        if (p > 0 && !framing_as_before(self, fr, buf)) { /* an on_frame changed the framer: its way */
+            PyObject *rest = PyBytes_FromStringAndSize((const char *)c + p, n - p);
+            PyObject *at = PyLong_FromLongLong(fpos + p);
+            PyObject *r = rest && at ? PyObject_CallMethodObjArgs(fr, s_cut, rest, ts, num, at, NULL) : NULL;
+            Py_XDECREF(rest);
+            Py_XDECREF(at);
+            if (r == NULL) return -1;
+            Py_DECREF(r);
+            return 1;
+        }
+        held = PyByteArray_GET_SIZE(buf);
+        if (held == 0) { /* a frame starts at p */
+            long long size = 0;
+            if (n - p >= 4) {
+                size = (long long)(int32_t)u32be(c + p);
+                if (n - p - 4 >= size) { /* the whole frame is in this chunk */
+                    AC(acct)->frames += 1;
+                    AC(acct)->frame_bytes += 4 + size;
+                    PyObject *f = new_frame(self, ts, num, PyLong_FromLongLong(fpos + p), PyLong_FromLongLong(size),
+                                            PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size));
+                    if (f == NULL) return -1;
+                    PyObject *r = PyObject_CallOneArg(on_frame, f);
+                    Py_DECREF(f);
+                    if (r == NULL) return -1;
+                    Py_DECREF(r);
+                    p += 4 + size;
+                    continue;
+                }
+            }
+            PyObject *off = PyLong_FromLongLong(fpos + p);
+            if (off == NULL) return -1;
+            FC(fr)->target = n - p >= 4 ? 4 + size : 4;
+            Py_INCREF(ts);
+            SET_FIELD(FC(fr)->f_ts, ts);
+            Py_INCREF(num);
+            SET_FIELD(FC(fr)->f_num, num);
+            SET_FIELD(FC(fr)->f_off, off);
+            return frame_append(buf, c + p, n - p, n - p >= 4 ? 4 + size : 4) < 0 ? -1 : 1;
+        }
+        /* continue the frame in progress */
+        tg = FC(fr)->target;
+        Py_ssize_t take = tg - held < n - p ? (Py_ssize_t)(tg - held) : n - p;
+        if (frame_append(buf, c + p, take, tg) < 0) return -1;
+        p += take;
+        if (held + take < tg) return 1;
+        if (tg == 4) { /* its size field is now complete (checked above) */
+            FC(fr)->target = 4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf));
+            continue;
+        }
+        AC(acct)->frames += 1;
+        AC(acct)->frame_bytes += tg;
+        PyObject *ft = FC(fr)->f_ts, *fn = FC(fr)->f_num, *fo = FC(fr)->f_off;
+        if (ft == NULL || fn == NULL || fo == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "frame in progress without its start");
+            return -1;
+        }
+        /* the buffer becomes the frame's data (its size field dropped by moving its start) and
+           the framer takes a new one, as cut does */
+        PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
+        if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
+            Py_XDECREF(fresh);
+            return -1;
+        }
+        PyObject *data = buf;
+        Py_INCREF(data); /* new_frame takes this reference; SET_FIELD drops the framer's */
+        Py_INCREF(fo);
+        buf = fresh;
+        SET_FIELD(FC(fr)->buf, fresh);
+        FC(fr)->target = 4;
+        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data);
+        if (f == NULL) return -1;
+        PyObject *r = PyObject_CallOneArg(on_frame, f);
+        Py_DECREF(f);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 1;
+}
+
+/* rows made: are batches due before the next packet? 1 yes, 0 no, -1 error */
+static int flush_due(Lane *self) {
+    PyObject *count = PyObject_GetAttr(self->rows, s_count);
+    if (count == NULL) return -1;
+    long long c = PyLong_AsLongLong(count);
+    Py_DECREF(count);
+    if (c == -1 && PyErr_Occurred()) return -1;
+    PyObject *backlog = PyObject_GetAttr(self->rows, s_backlog);
+    if (backlog == NULL) return -1;
+    int full = PyObject_IsTrue(backlog);
+    Py_DECREF(backlog);
+    if (full < 0) return -1;
+    return c >= self->batch_limit || full;
+}
+
+/* the Segment packets.decode makes of this packet, handed to Reassembler.feed as the reader hands
+   it: TAKEN, TAKEN_FLUSH or FAILED */
+static int feed_segment(Lane *self, RunState *rs, long long number, long long ts_ns, const unsigned char *src,
+                        const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
+                        unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
+                        Py_ssize_t wire_len) {
+    PyObject *items[11] = {
+        PyLong_FromLongLong(number), PyLong_FromLongLong(ts_ns),
+        PyBytes_FromStringAndSize((const char *)src, alen), PyLong_FromUnsignedLong(sport),
+        PyBytes_FromStringAndSize((const char *)dst, alen), PyLong_FromUnsignedLong(dport),
+        PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack), PyLong_FromUnsignedLong(flags),
+        PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
+    };
+    PyObject *seg = NULL;
+    int ok = 1;
+    for (int i = 0; i < 11; i++) ok = ok && items[i] != NULL;
+    if (ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 11);
+    if (seg == NULL) {
+        for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
+        return FAILED;
+    }
+    for (int i = 0; i < 11; i++) PyTuple_SET_ITEM(seg, i, items[i]);
+    PyObject *r = PyObject_CallOneArg(self->feed, seg);
+    Py_DECREF(seg);
+    /* the reassembler may have added, ended, evicted or forgotten connections: nothing looked up
+       so far in this run stands */
+    memset(rs->cache, 0, sizeof rs->cache);
+    rs->last_moved = NULL;
+    rs->fed = 1;
+    if (r == NULL) return FAILED;
+    Py_DECREF(r);
+    int due = flush_due(self);
+    return due < 0 ? FAILED : due ? TAKEN_FLUSH : TAKEN;
+}
+
+/* one packet's captured bytes d[0:dl]: TAKEN, TAKEN_FLUSH, STOP or FAILED */
+static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
+                long long number) {
+    unsigned et;
+    Py_ssize_t off;
+    switch (linktype) {
+    case 1: /* Ethernet, with 802.1Q/QinQ tags */
+        if (dl < 14) return STOP;
+        et = u16be(d + 12);
+        off = 14;
+        while ((et == 0x8100 || et == 0x88A8 || et == 0x9100) && dl >= off + 4) {
+            et = u16be(d + off + 2);
+            off += 4;
+        }
+        break;
+    case 113: /* Linux cooked */
+        if (dl < 16) return STOP;
+        et = u16be(d + 14);
+        off = 16;
+        break;
+    case 276: /* Linux cooked v2 */
+        if (dl < 20) return STOP;
+        et = u16be(d);
+        off = 20;
+        break;
+    default:
+        return STOP;
+    }
+    const unsigned char *src, *dst;
+    int alen;
+    Py_ssize_t tcp, end, ipw;
+    if (et == 0x0800) {
+        if (dl < off + 20 || d[off] >> 4 != 4) return STOP;
+        Py_ssize_t ihl = (d[off] & 0x0F) * 4;
+        if (d[off + 9] != 6 || ihl < 20) return STOP;
+        if (u16be(d + off + 6) & 0x3FFF) return STOP; /* a fragment */
+        unsigned total = u16be(d + off + 2);
+        if (total == 0) return STOP; /* segmentation offload: the Python stages decide */
+        src = d + off + 12;
+        dst = d + off + 16;
+        alen = 4;
+        tcp = off + ihl;
+        end = off + total;
+        ipw = (Py_ssize_t)total - ihl;
+    } else if (et == 0x86DD) {
+        if (dl < off + 40 || d[off] >> 4 != 6) return STOP;
+        unsigned plen = u16be(d + off + 4);
+        if (d[off + 6] != 6 || plen == 0) return STOP; /* extension headers, not TCP, or jumbo */
+        src = d + off + 8;
+        dst = d + off + 24;
+        alen = 16;
+        tcp = off + 40;
+        end = tcp + plen;
+        ipw = plen;
+    } else {
+        return STOP;
+    }
+    if (dl < tcp + 20) return STOP;
+    const unsigned char *t = d + tcp;
+    unsigned sport = u16be(t), dport = u16be(t + 2);
+    unsigned long seq = u32be(t + 4);
+    Py_ssize_t doff = (t[12] >> 4) * 4;
+    unsigned flags = t[13];
+    if (doff < 20) return STOP;
+    Py_ssize_t start = tcp + doff;
+    Py_ssize_t wire_len = ipw - doff;
+    if (wire_len < 0 || start > dl) return STOP;
+    Py_ssize_t stop = end < dl ? end : dl;
+    if (start + wire_len < stop) stop = start + wire_len;
+    Py_ssize_t caplen = stop > start ? stop - start : 0;
+    /* from here on, a packet the lane does not take itself goes to the reassembler as the reader would give it */
+#define FEED return feed_segment(self, rs, number, ts_ns, src, dst, alen, sport, dport, seq, u32be(t + 8), flags, d + start, caplen, wire_len)
+    if (flags & (TCP_SYN | TCP_FIN | TCP_RST)) FEED;
+    if (self->ports != Py_None) {
+        const unsigned char *bits = (const unsigned char *)PyBytes_AS_STRING(self->ports);
+        if (!(bits[sport >> 3] & (1 << (sport & 7))) && !(bits[dport >> 3] & (1 << (dport & 7))))
+            return TAKEN; /* neither port is kept: the reassembler passes it over */
+    }
+    PyObject *conn;
+    int dir;
+    int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
+    if (found < 0) return FAILED;
+    if (!found) FEED;
+    if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False) FEED;
+    if (wire_len == 0) { /* a pure acknowledgement: the connection is only touched */
+        PyObject *ts = PyLong_FromLongLong(ts_ns);
+        if (ts == NULL) return FAILED;
+        int r = touch(self, rs, conn, ts);
+        Py_DECREF(ts);
+        return r < 0 ? FAILED : TAKEN;
+    }
+    if (caplen != wire_len) FEED; /* cut by the snaplen */
+    if (CC(conn)->opened != Py_True) FEED;
+    PyObject *halves = CC(conn)->halves;
+    if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) FEED;
+    PyObject *half = PyList_GET_ITEM(halves, dir), *other = PyList_GET_ITEM(halves, 1 - dir);
+    if (!Py_IS_TYPE(half, (PyTypeObject *)self->half_type) || !Py_IS_TYPE(other, (PyTypeObject *)self->half_type))
+        FEED;
+    if ((flags & TCP_ACK) && !empty_list(HC(other)->pending)) FEED;
+    if (!empty_list(HC(half)->pending)) FEED;
+    long long base, nxt, captured;
+    if (small_int(HC(half)->base, &base)) FEED;
+    nxt = HC(half)->nxt;
+    captured = HC(half)->captured;
+    if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
+        FEED;
+    PyObject *sink = HC(half)->sink;
+    if (sink == NULL || sink == Py_None) FEED;
+    /* inside a frame in progress (Framer.data's first branch): the bytes join its buffer */
+    int append = 0;
+    PyObject *fbuf = NULL;
+    long long target = 0, fpos = 0;
+    if (Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type)) {
+        fbuf = FC(sink)->buf;
+        target = FC(sink)->target;
+        fpos = FC(sink)->pos;
+        if (FC(sink)->rest_to == 0 && fbuf != NULL && PyByteArray_CheckExact(fbuf) &&
+            PyByteArray_GET_SIZE(fbuf) > 0 && target > 4 && wire_len < target - PyByteArray_GET_SIZE(fbuf))
+            append = 1;
+    }
+    /* taken: from here on, the Python stages' effects, in their order */
+    PyObject *ts = PyLong_FromLongLong(ts_ns);
+    if (ts == NULL) return FAILED;
+    if (touch(self, rs, conn, ts) < 0) goto fail;
+    Py_INCREF(ts);
+    SET_FIELD(HC(half)->last_ts, ts);
+    HC(half)->captured = captured + wire_len;
+    const unsigned char *payload = d + start;
+    int result = TAKEN;
+    if (append) {
+        if (frame_append(fbuf, payload, wire_len, target) < 0) goto fail;
+        FC(sink)->pos = fpos + wire_len;
+    } else {
+        PyObject *num = PyLong_FromLongLong(number);
+        if (num == NULL) goto fail;
+        int framed = Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type) ?
+            frame_chunk(self, sink, payload, wire_len, ts, num) : 0;
+        if (framed < 0) {
+            Py_DECREF(num);
+            goto fail;
+        }
+        if (!framed) {
+            PyObject *chunk = PyBytes_FromStringAndSize((const char *)payload, wire_len);
+            if (chunk == NULL) {
+                Py_DECREF(num);
+                goto fail;
+            }
+            PyObject *r = PyObject_CallMethodObjArgs(sink, s_data, chunk, ts, num, NULL);
+            Py_DECREF(chunk);
+            if (r == NULL) {
+                Py_DECREF(num);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
+        Py_DECREF(num);
+        /* rows may have been made: the caller hands full batches on before the next packet */
+        int due = flush_due(self);
+        if (due < 0) goto fail;
+        if (due) result = TAKEN_FLUSH;
+        /* the sink may have read or changed the stream's offset: take it again */
+        nxt = HC(half)->nxt;
+    }
+    HC(half)->nxt = nxt + wire_len;
+    Py_DECREF(ts);
+    return result;
+fail:
+    Py_DECREF(ts);
+    return FAILED;
+}
+#undef FEED
+
+/* where a file's records are and what they hold: classic pcap, or a pcapng section's interfaces */
+typedef struct {
+    int big, pcapng, linktype;
+    long long ns_per_tick, record_limit;
+    PyObject *ifaces; /* pcapng: [(linktype, snaplen, ticks_per_second, offset_s)] */
+} Format;
+
+/* nanoseconds of a pcapng timestamp, as capture._ts_ns computes them; 0 when out of int64 range or
+   of a resolution that does not divide a second into whole nanoseconds (the Python stages read it) */
+static int ng_time(unsigned long long ticks, long long tps, long long tsoff, long long *out) {
+    if (tps <= 0 || tps > 1000000000LL || 1000000000LL % tps) return 0;
+    unsigned long long mult = (unsigned long long)(1000000000LL / tps);
+    if (ticks > (unsigned long long)LLONG_MAX / mult) return 0;
+    long long ns = (long long)(ticks * mult);
+    if (tsoff > 9000000000LL || tsoff < -9000000000LL) return 0;
+    long long off = tsoff * 1000000000LL;
+    if ((off > 0 && ns > LLONG_MAX - off) || (off < 0 && ns < LLONG_MIN - off)) return 0;
+    *out = ns + off;
+    return 1;
+}
+
+/* the record at buf[pos:len]: 1 and its packet bytes, link type, time and length in the file, or 0
+   when the lane cannot read it (cut short by the buffer's end, damaged, another kind of block) */
+static int record(const Format *f, const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos,
+                  const unsigned char **data, Py_ssize_t *dlen, int *linktype, long long *ts, long long *rlen) {
+    const unsigned char *h = buf + pos;
+    int big = f->big;
+    if (!f->pcapng) {
+        if (len - pos < 16) return 0;
+        unsigned long long sec = u32(h, big), frac = u32(h + 4, big);
+        long long incl = (long long)u32(h + 8, big);
+        if (incl > f->record_limit || pos + 16 + incl > len) return 0;
+        *ts = (long long)(sec * 1000000000ull + frac * (unsigned long long)f->ns_per_tick);
+        *data = h + 16;
+        *dlen = (Py_ssize_t)incl;
+        *linktype = f->linktype;
+        *rlen = 16 + incl;
+        return 1;
+    }
+    if (len - pos < 28 || u32(h, big) != 6) return 0; /* an Enhanced Packet Block, nothing else */
+    long long blen = (long long)u32(h + 4, big);
+    if (blen < 12 || blen % 4 || blen > f->record_limit || pos + blen > len) return 0;
+    const unsigned char *body = h + 8;
+    long long body_len = blen - 12; /* without the trailing copy of the length */
+    if (body_len < 20) return 0;
+    unsigned long iface = u32(body, big);
+    unsigned long long ticks = ((unsigned long long)u32(body + 4, big) << 32) | u32(body + 8, big);
+    long long caplen = (long long)u32(body + 12, big);
+    if ((Py_ssize_t)iface >= PyList_GET_SIZE(f->ifaces) || 20 + caplen > body_len) return 0;
+    PyObject *t = PyList_GET_ITEM(f->ifaces, iface);
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 4) return 0;
+    long lt = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
+    long long tps = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 2));
+    long long tsoff = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!ng_time(ticks, tps, tsoff, ts)) return 0;
+    *data = body + 20;
+    *dlen = (Py_ssize_t)caplen;
+    *linktype = (int)lt;
+    *rlen = blen;
+    return 1;
+}
+
+/* take records from pos on, as the module's comment says, for either format */
+static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long number, long long offset,
+                      const Format *f, long long until_ts, long long late_from, long long budget, PyObject *until) {
+    const unsigned char *buf = (const unsigned char *)view->buf;
+    Py_ssize_t len = view->len;
+    RunState rs;
+    memset(&rs, 0, sizeof rs);
+    int flush = 0;
+    long long late = 0;
+    const unsigned char *data;
+    Py_ssize_t dlen;
+    int linktype;
+    long long ts, rlen;
+    while (record(f, buf, len, pos, &data, &dlen, &linktype, &ts, &rlen)) {
+        if (ts > until_ts || (ts > late_from && late >= budget)) break;
+        int r = take(self, &rs, data, dlen, linktype, ts, number + 1);
+        if (r == FAILED) {
+            PyBuffer_Release(view);
+            return NULL;
+        }
+        if (r == STOP) break;
+        pos += rlen;
+        offset += rlen;
+        number += 1;
+        self->taken += 1;
+        if (ts > late_from) late += 1;
+        if (rs.fed) { /* the reassembler may have ended a connection: when is the next one forgotten? */
+            rs.fed = 0;
+            PyObject *u = PyObject_CallNoArgs(until);
+            until_ts = u != NULL ? PyLong_AsLongLong(u) : -1;
+            Py_XDECREF(u);
+            if (PyErr_Occurred()) {
+                PyBuffer_Release(view);
+                return NULL;
+            }
+        }
+        if (r == TAKEN_FLUSH) {
+            flush = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(view);
+    return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
+}
+
+static PyObject *Lane_run(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, until_ts, late_from, budget;
+    Format f = {0};
+    PyObject *until;
+    if (!PyArg_ParseTuple(args, "y*nLLiLpLLLLO", &view, &pos, &number, &offset, &f.linktype, &f.ns_per_tick, &f.big,
+                          &f.record_limit, &until_ts, &late_from, &budget, &until))
+        return NULL;
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget, until);
+}
+
+/* Lane.run_ng(buf, pos, number, offset, big_endian, interfaces, record_limit, until_ts, late_from,
+   late_budget, until): as run(), over the Enhanced Packet Blocks of a pcapng section; interfaces:
+   [(linktype, snaplen, ticks_per_second, offset_s)] as capture.py keeps them. Any other block
+   stops it. */
+static PyObject *Lane_run_ng(Lane *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    long long number, offset, until_ts, late_from, budget;
+    Format f = {0};
+    f.pcapng = 1;
+    PyObject *until;
+    if (!PyArg_ParseTuple(args, "y*nLLpO!LLLLO", &view, &pos, &number, &offset, &f.big, &PyList_Type, &f.ifaces,
+                          &f.record_limit, &until_ts, &late_from, &budget, &until))
+        return NULL;
+    return walk(self, &view, pos, number, offset, &f, until_ts, late_from, budget, until);
+}
+
+static PyMethodDef Lane_methods[] = {
+    {"run", (PyCFunction)Lane_run, METH_VARARGS, "Take the records it can from buf at pos; see the module."},
+    {"run_ng", (PyCFunction)Lane_run_ng, METH_VARARGS, "As run, over pcapng Enhanced Packet Blocks."},
+    {NULL},
+};
+
+static PyMemberDef Lane_members[] = {
+    {"taken", T_LONGLONG, offsetof(Lane, taken), READONLY, "packets taken so far"},
+    {NULL},
+};
+
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "spark_kafkawire.wire._lane.Lane",
+    .tp_basicsize = sizeof(Lane),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Lane(table, live, rows, batch_limit, ports_bitmap, Connection, HalfStream, Framer, Frame, Accounting, "
+              "min_frame, Segment, feed)",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Lane_init,
+    .tp_dealloc = (destructor)Lane_dealloc,
+    .tp_methods = Lane_methods,
+    .tp_members = Lane_members,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__lane(void) {
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&ConnCoreType) < 0 || PyType_Ready(&HalfCoreType) < 0 ||
+        PyType_Ready(&FramerCoreType) < 0 || PyType_Ready(&AcctCoreType) < 0)
+        return NULL;
+    s_move_to_end = PyUnicode_InternFromString("move_to_end");
+    s_data = PyUnicode_InternFromString("data");
+    s_count = PyUnicode_InternFromString("count");
+    s_backlog = PyUnicode_InternFromString("backlog");
+    s_cut = PyUnicode_InternFromString("cut");
+    if (!s_move_to_end || !s_data || !s_count || !s_backlog || !s_cut) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&LaneType);
+    if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0) {
+        Py_DECREF(&LaneType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "ConnCore", (PyObject *)&ConnCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "HalfCore", (PyObject *)&HalfCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "FramerCore", (PyObject *)&FramerCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "AcctCore", (PyObject *)&AcctCoreType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

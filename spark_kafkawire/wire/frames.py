@@ -1,0 +1,440 @@
+"""Byte streams -> Kafka frames.
+
+A Kafka frame is an int32 big-endian size N followed by N bytes of header and body. The
+:class:`Framer` is the sink of one TCP direction: it cuts the stream into frames, stamping each
+with the time and packet number of the packet that carried its first byte. It keeps only the
+frame in progress, never more than ``max_frame`` bytes.
+
+Every byte the framer receives is accounted for (:class:`Accounting`): it ends up in a complete
+frame, in a frame cut short by a gap or the end of the capture (``partial``), or among bytes that
+could not be framed (``skipped``: the start of a stream whose beginning was not captured, data
+after a gap until the next plausible frame start, or late copies of bytes the stream had already
+passed). Bytes the capture lost are ``gap``. The reassembler counts the captured bytes on its own
+(:attr:`spark_kafkawire.wire.tcp.HalfStream.captured`), and the two must agree.
+
+Frame headers are read by :mod:`spark_kafkawire.kafka.headers`.
+"""
+
+from __future__ import annotations
+
+import re
+from struct import Struct
+from typing import Callable, NamedTuple
+
+from .cores import AcctCore, FramerCore
+
+DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
+MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
+_I32 = Struct("!i")
+
+
+class Frame(NamedTuple):
+    ts_ns: int  # time of the packet that carried the frame's first byte
+    number: int  # that packet's number in the capture file
+    offset: int  # stream offset of the size field
+    size: int  # the int32 size field
+    data: bytes | bytearray  # header + body (shorter than size when incomplete); a frame that
+    # spanned segments keeps the framer's buffer (a bytearray) instead of a copy of it
+    complete: bool
+
+
+class Accounting(AcctCore):
+    """What became of a direction's bytes. (frames and frame_bytes are AcctCore's: see cores.py)"""
+
+    __slots__ = ("partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.frame_bytes = 0  # bytes of complete frames, size fields included
+        self.partial_frames = 0
+        self.partial_bytes = 0  # captured bytes of frames cut short
+        self.skipped_bytes = 0  # captured bytes that could not be framed
+        self.gap_bytes = 0  # bytes the capture lost (holes, snaplen cuts)
+        self.gaps = 0
+
+
+#: what a plausibility test returns for a header it accepts only at a segment start, with the
+#: frame ending where the captured bytes end or chained to a next one (a response whose request
+#: is not in the capture: nothing to match its correlation id against)
+ALIGNED_ONLY = 2
+SCAN_WINDOW = 256 << 10  # bytes kept while looking for a frame boundary
+HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+class Resync(FramerCore):
+    """The part of a Framer that finds frame starts: the bytes held while out of sync (at most
+    SCAN_WINDOW), the search over them (find_boundary) and the bookkeeping of what it passes over
+    (counted as skipped). A Framer is a Resync with the frame cutting and the sink interface."""
+
+    __slots__ = ("plausible", "at_start", "resyncs", "scan", "scan_base", "scan_marks", "scan_from")
+    plausible: Callable[[bytes, bool], int]
+    at_start: bool  # the next byte is the stream's first (SYN seen)
+    resyncs: int  # frame boundaries found by scanning
+    scan: bytearray  # bytes held while looking for a frame boundary
+    scan_base: int  # stream offset of scan[0]
+    scan_marks: list[tuple[int, int, int]]  # (index in scan, ts, packet number) per chunk
+    scan_from: int  # first index of scan not yet ruled out
+    # FramerCore's fields this part reads and moves (set by the Framer)
+    max_frame: int
+    synced: bool
+    disabled: bool
+    target: int
+    acct: Accounting
+
+    def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:  # the Framer's
+        raise NotImplementedError
+
+    def _lose_sync(self, pieces: list[tuple[bytes, int, int, int]]) -> None:
+        """A frame start holds no valid size: look for the next boundary after it."""
+        self.synced = False
+        self.target = 4
+        self._drop_scan()
+        for data, ts, number, off in pieces:
+            self._hold(data, ts, number, off)
+        self.scan_from = 1  # the offset that failed
+        self._find_boundary()
+
+    # -- finding a frame boundary --------------------------------------------------------------
+    def _scan(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        if not self.scan and not self.scan_from and len(chunk) >= 8:
+            # nothing held and the chunk is one whole frame with a plausible header (a connection
+            # seen from its middle, a request per packet): what _find_boundary concludes at once
+            size = _I32.unpack_from(chunk)[0]
+            if len(chunk) == 4 + size and MIN_FRAME <= size <= self.max_frame:
+                at_start = self.at_start
+                if self.plausible(bytes(chunk[4 : 4 + min(size, HEADER_PEEK)]), not at_start):
+                    self.at_start = False
+                    if not at_start:
+                        self.resyncs += 1
+                    self.synced = True
+                    self.cut(chunk, ts, number, base)
+                    return
+        self._hold(chunk, ts, number, base)
+        self._find_boundary()
+
+    def _hold(self, data: bytes, ts: int, number: int, off: int) -> None:
+        if not data:
+            return
+        if not self.scan:
+            self.scan_base = off
+            self.scan_marks.clear()
+        self.scan_marks.append((len(self.scan), ts, number))
+        self.scan += data
+
+    def _find_boundary(self, final: bool = False) -> None:
+        """Look for a frame start in the held bytes (find_boundary), then frame from it. ``final``:
+        no more bytes will follow (a gap or the end): a candidate with a plausible header is taken
+        without the chaining check."""
+        scan = self.scan
+        n = len(scan)
+        found, i, self.at_start = find_boundary(scan, self.scan_from, self.at_start, self.scan_marks,
+                                                self.max_frame, self.plausible, final)
+        synced_at_start = self.at_start and found == 0
+        if found is not None or i > 0:
+            self.at_start = False
+        if found is None:
+            skip = i  # offsets before i are ruled out; from i on, more bytes are needed
+            if n - skip > SCAN_WINDOW:  # waiting on a candidate too long: give it up
+                skip = n - SCAN_WINDOW
+            self._skip_scan(skip)
+            self.scan_from = max(0, i - skip)
+            return
+        self._skip_scan(found)
+        if not synced_at_start:
+            self.resyncs += 1
+        pieces = self._scan_pieces()
+        self._drop_scan(count=False)
+        self.synced = True
+        for data, ts, number, off in pieces:
+            if self.disabled:
+                self.acct.skipped_bytes += len(data)
+            elif self.synced:
+                self.cut(data, ts, number, off)
+            else:
+                self._hold(data, ts, number, off)
+        if not self.synced and self.scan:
+            self._find_boundary()
+
+    def _scan_pieces(self) -> list[tuple[bytes, int, int, int]]:
+        scan, marks = self.scan, self.scan_marks
+        out = []
+        for k, (start, ts, number) in enumerate(marks):
+            stop = marks[k + 1][0] if k + 1 < len(marks) else len(scan)
+            if stop > start:
+                out.append((bytes(scan[start:stop]), ts, number, self.scan_base + start))
+        return out
+
+    def _skip_scan(self, count: int) -> None:
+        """Pass over the first ``count`` held bytes: they are not in any frame."""
+        if count <= 0:
+            return
+        self.acct.skipped_bytes += count
+        del self.scan[:count]
+        self.scan_base += count
+        marks = []
+        for start, ts, number in self.scan_marks:
+            start -= count
+            if start <= 0:
+                marks = [(0, ts, number)]
+            else:
+                marks.append((start, ts, number))
+        self.scan_marks = marks if self.scan else []
+
+    def _drop_scan(self, count: bool = True) -> None:
+        if count:
+            self.acct.skipped_bytes += len(self.scan)
+        self.scan = bytearray()
+        self.scan_marks = []
+        self.scan_from = 0
+
+
+class Framer(Resync):
+    """Sink of one TCP direction: cuts it into frames and hands them to ``on_frame``.
+
+    Where a frame starts is known at the start of a stream (SYN captured). Elsewhere - a stream
+    whose start is not in the capture, bytes after a gap, a size field out of bounds - the framer
+    scans candidate offsets: a size within bounds, a header the ``plausible`` test accepts
+    (``plausible(header_bytes, strict)``), confirmed by chaining: the candidate frame ends exactly
+    where the captured bytes end, or the next frame's size and header are plausible too. A frame
+    too large to wait for (over SCAN_WINDOW) is accepted on its header alone. Until then at most
+    SCAN_WINDOW bytes are held; what is passed over counts as skipped.
+    """
+
+    # (on_frame, synced, acct, disabled, first, buf, f_ts, f_num, f_off, pos, target, rest_to and
+    # max_frame are FramerCore's: see cores.py)
+    # (plausible, at_start, resyncs and the scan fields are Resync's)
+    __slots__ = ("on_first",)
+
+    def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
+                 synced: bool = True, plausible: Callable[[bytes, bool], int] | None = None,
+                 on_first: Callable[[bytes, int, int], bool] | None = None):
+        self.on_frame = on_frame
+        self.max_frame = max_frame
+        self.synced = synced  # False until a frame start is known (stream start not captured)
+        self.plausible = plausible or (lambda b, strict: True)
+        #: shown the first chunk of the stream (protocol detection); True: it took the chunk and the
+        #: stream (the framer is no longer the direction's sink)
+        self.on_first = on_first
+        self.first = True
+        self.disabled = False  # not Kafka (e.g. TLS): every byte is skipped
+        self.at_start = False  # the next byte is the stream's first (SYN seen)
+        self.resyncs = 0  # frame boundaries found by scanning
+        self.acct = Accounting()
+        self.pos = 0  # stream offset of the next byte to arrive
+        self.buf = bytearray()  # the frame in progress, size field included
+        self.target = 4  # bytes the frame in progress needs in all (4 until its size is known)
+        self.f_ts = self.f_num = self.f_off = 0
+        self.scan = bytearray()  # bytes held while looking for a frame boundary
+        self.scan_base = 0  # stream offset of scan[0]
+        self.scan_marks: list[tuple[int, int, int]] = []  # (index in scan, ts, packet number) per chunk
+        self.scan_from = 0  # first index of scan not yet ruled out
+        self.rest_to = 0  # bytes before this stream offset belong to a frame cut by a gap (reported)
+
+    # -- Sink interface ------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.pos == 0:
+            self.synced = False
+            self.at_start = True
+
+    def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.first:
+            self.first = False
+            if self.on_first is not None and self.on_first(chunk, ts, number):
+                return  # another sink took the chunk, and the stream from here on
+        n = len(chunk)
+        if self.rest_to:  # the rest of a frame a gap cut: its bytes go to that partial frame
+            take = min(n, self.rest_to - self.pos)
+            self.acct.partial_bytes += take
+            self.pos += take
+            if take == n:
+                if self.pos == self.rest_to:
+                    self.rest_to = 0
+                return
+            self.rest_to = 0
+            chunk = chunk[take:]
+            n -= take
+        buf = self.buf
+        if buf and n < self.target - len(buf) and self.target > 4:  # inside a large frame: keep it
+            buf += chunk
+            self.pos += n
+            return
+        base = self.pos
+        self.pos += n
+        if self.disabled:
+            self.acct.skipped_bytes += n
+        elif self.synced:
+            self.cut(chunk, ts, number, base)
+        else:
+            self._scan(chunk, ts, number, base)
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        self.acct.gap_bytes += nbytes
+        self.acct.gaps += 1
+        # inside a frame whose size field was captured, the next frame's start is known exactly:
+        # the rest of this frame is passed over and framing resumes at its end, with no scan
+        end = self.rest_to or (self.f_off + self.target if self.synced and self.buf and self.target > 4 else 0)
+        if end and self.pos + nbytes <= end and not self.disabled:
+            self._flush_partial()
+            self.pos += nbytes
+            self.rest_to = end if self.pos < end else 0
+            self.at_start = False
+            return
+        self.rest_to = 0
+        if not self.synced and self.scan and not self.disabled:
+            self._find_boundary(final=True)  # a frame the gap cuts short still shows its header
+        self._flush_partial()
+        self._drop_scan()
+        self.pos += nbytes
+        self.synced = False  # where the next frame starts is no longer known
+        self.at_start = False
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        """Captured bytes that arrived after the stream went past them: in no frame."""
+        self.acct.skipped_bytes += nbytes
+        self.acct.gap_bytes -= reported
+
+    def end(self) -> None:
+        if not self.synced and self.scan and not self.disabled:
+            self._find_boundary(final=True)
+        self._flush_partial()
+        self._drop_scan()
+
+    def holds_bytes_from(self, t_ns: int) -> bool:
+        """Is a frame, or a stretch being scanned for a boundary, of a packet at or before ``t_ns``
+        still being put together?"""
+        return bool(self.buf) and self.f_ts <= t_ns or any(ts <= t_ns for _i, ts, _n in self.scan_marks)
+
+    def disable(self) -> None:
+        """Stop framing: this stream is not Kafka. A frame in progress is no frame: its bytes are
+        skipped, and it is not handed on."""
+        self.disabled = True
+        self.acct.skipped_bytes += len(self.buf)
+        self.buf.clear()
+        self.target = 4
+        self._drop_scan()
+
+    def received(self) -> tuple[int, int]:
+        """(captured, lost) bytes so far: what a disabled framer was given before another sink took
+        its stream."""
+        a = self.acct
+        return a.frame_bytes + a.partial_bytes + a.skipped_bytes + len(self.buf) + len(self.scan), a.gap_bytes
+
+    # -- framing -------------------------------------------------------------------------------
+    def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:
+        """Cut frames from a chunk at stream offset ``base``, where frame starts are known (the
+        lane calls this too, when an on_frame has changed the framer mid-chunk)."""
+        n = len(chunk)
+        acct = self.acct
+        buf = self.buf
+        pos = 0
+        while pos < n:
+            if not buf:  # a frame starts at pos
+                if n - pos >= 4:
+                    size = _I32.unpack_from(chunk, pos)[0]
+                    if not MIN_FRAME <= size <= self.max_frame:
+                        self._lose_sync([(chunk[pos:], ts, number, base + pos)])
+                        return
+                    end = pos + 4 + size
+                    if end <= n:  # the common case: the whole frame is in this chunk
+                        acct.frames += 1
+                        acct.frame_bytes += 4 + size
+                        self.on_frame(Frame(ts, number, base + pos, size, chunk[pos + 4 : end], True))
+                        pos = end
+                        continue
+                    self.target = 4 + size
+                else:
+                    self.target = 4
+                self.f_ts, self.f_num, self.f_off = ts, number, base + pos
+                buf += chunk[pos:]
+                return
+            # continue the frame in progress
+            take = min(self.target - len(buf), n - pos)
+            buf += chunk if take == n else chunk[pos : pos + take]
+            pos += take
+            if len(buf) < self.target:
+                return
+            if self.target == 4:  # its size field is now complete
+                size = _I32.unpack_from(buf)[0]
+                if not MIN_FRAME <= size <= self.max_frame:
+                    held = bytes(buf)
+                    buf.clear()
+                    self._lose_sync([(held, self.f_ts, self.f_num, self.f_off), (chunk[pos:], ts, number, base + pos)])
+                    return
+                self.target = 4 + size
+                continue
+            acct.frames += 1
+            acct.frame_bytes += self.target
+            # the buffer becomes the frame's data (one copy of a large frame, not two): a bytearray
+            # drops its size field by moving its start, and the framer takes a new buffer
+            data = buf
+            del data[:4]
+            self.buf = buf = bytearray()
+            self.target = 4
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True))
+
+    def _flush_partial(self) -> None:
+        if self.buf:
+            b = bytes(self.buf)
+            size = _I32.unpack_from(b)[0] if len(b) >= 4 else -1
+            self.acct.partial_frames += 1
+            self.acct.partial_bytes += len(b)
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, size, b[4:], False))
+            self.buf.clear()
+            self.target = 4
+
+
+def find_boundary(scan: bytearray, i: int, at_start: bool, marks: list, max_frame: int,
+                  plausible: Callable[[bytes, bool], int], final: bool) -> tuple[int | None, int, bool]:
+    """Where a frame starts in ``scan`` (bytes held while out of sync), searching from offset ``i``:
+    a size field in bounds whose header is plausible (``plausible(head, mid_stream)``: 0 no, 1 yes,
+    ALIGNED_ONLY only where a segment starts, ``marks`` giving the segments' offsets), confirmed by
+    the frame after it (or taken as is at the stream's start, where it ends exactly at the held
+    bytes' end, where it is larger than the scan window, or when ``final``: no more bytes come).
+    ``at_start``: scan[0] is the stream's first byte. Returns (the frame's offset or None, the
+    offset the search stopped at: before it every offset is ruled out, and whether scan[0] still
+    counts as the stream's start). Stateless, as the frame-boundary search of other Kafka parsers."""
+    n = len(scan)
+    top = max_frame >> 24
+    starts = None
+    while i + 8 <= n:
+        if scan[i] > top:
+            i += 1
+            continue
+        if not scan[i]:  # a run of zeros holds no size field until its last three bytes
+            m = _NONZERO.search(scan, i)
+            j = m.start() if m else n
+            if j - i > 3:
+                i = j - 3
+                at_start = False
+                if i + 8 > n:
+                    break
+        size = _I32.unpack_from(scan, i)[0]
+        first = at_start and i == 0
+        head = bytes(scan[i + 4 : i + 4 + min(size, HEADER_PEEK)])
+        ok = MIN_FRAME <= size <= max_frame and plausible(head, not first)
+        if ok == ALIGNED_ONLY and not first:
+            if starts is None:
+                starts = {m[0] for m in marks}
+            if i not in starts:
+                ok = False
+        if not ok:
+            at_start = False
+            i += 1
+            continue
+        end = i + 4 + size
+        if first or end == n or (end > n and size > SCAN_WINDOW and ok == 1):
+            return i, i, at_start
+        if end > n or end + 8 > n:
+            if final and ok == 1:
+                return i, i, at_start
+            if final:
+                i += 1
+                continue
+            break  # wait for the bytes that confirm or refute it
+        nsize = _I32.unpack_from(scan, end)[0]
+        if MIN_FRAME <= nsize <= max_frame and \
+                plausible(bytes(scan[end + 4 : end + 4 + min(nsize, HEADER_PEEK)]), True):
+            return i, i, at_start
+        i += 1
+    return None, i, at_start

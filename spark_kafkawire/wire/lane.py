@@ -1,0 +1,105 @@
+"""The fast lane: most packets of a capture, from record to stream, in compiled code.
+
+Most packets of a Kafka capture are the next in-order bytes of a connection already followed, or a
+pure acknowledgement. ``_lane`` (a C extension built when the package is installed, see
+``_lane.c``) takes those straight from classic pcap records and pcapng Enhanced Packet Blocks and
+does exactly what the Python stages (capture -> packets -> tcp -> frames) would do with them, on
+the same objects, cutting frames too where a stream's frame starts are known. Any other packet of
+the link and network layers it reads (a new connection, SYN/FIN/RST, a hole, a retransmission) it
+hands to the reassembler as the reader would (the segment packets.decode makes); a damaged record
+or a layer it does not read is left to the Python stages. The results are the same either way
+(tests/test_lane.py reads every capture both ways); only the time differs.
+
+Without a C compiler at install time the extension is not built and everything runs in Python.
+``KAFKAWIRE_PURE_PYTHON=1`` in the environment when the package is imported means no compiled code
+at all (see compiled.py); set later, it turns the lane off for the reads that follow.
+"""
+
+from __future__ import annotations
+
+import os
+from .frames import MIN_FRAME, Accounting, Frame, Framer
+from .packets import Segment
+from .tcp import NEVER, Connection, HalfStream, Reassembler
+
+from ..compiled import lane_module as _lane
+
+#: past a time filter's bound, the reader asks whether reading can stop at every CHECK_EVERY-th packet
+CHECK_EVERY = 512
+
+
+class PastBound:
+    """How many packets were timed past a time filter's bound so far (the lane's and the reader's
+    together): the reader asks whether reading can stop at every CHECK_EVERY-th."""
+
+    __slots__ = ("checks",)
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+
+def available() -> bool:
+    """Is the compiled lane there (and not turned off)?"""
+    return _lane is not None and not os.environ.get("KAFKAWIRE_PURE_PYTHON")
+
+
+class FastLane:
+    """The lane over one file's reassembler, for ``CaptureReader.lane``.
+
+    ``stop_from``: a time filter's bound. Past it, the reader asks at every CHECK_EVERY-th packet
+    whether reading can stop; ``past`` counts those packets, the lane's and the reader's, and the
+    lane leaves each such packet to the reader. Any packet while the reassembler has an ended
+    connection to forget (one ended more than LINGER_NS before the packet, or more ended than it
+    keeps) is left to the Python stages too."""
+
+    def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,
+                 past: PastBound):
+        bitmap = None
+        if reasm.ports is not None:
+            bits = bytearray(8192)
+            for p in reasm.ports:
+                bits[p >> 3] |= 1 << (p & 7)
+            bitmap = bytes(bits)
+        assert _lane is not None  # made only where available() (see make)
+        self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
+                               Frame, Accounting, MIN_FRAME, Segment, reasm.feed)
+        self.reasm = reasm
+        # (a bound beyond 64 bits, either way, is a bound beyond every packet's time)
+        self.stop_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))
+        self.past = past
+
+    @property
+    def taken(self) -> int:
+        """Packets taken so far."""
+        return self.lane.taken
+
+    def _until(self) -> int:
+        # the reassembler's linger rule, as a time the lane compares each packet's with (clamped to
+        # 64 bits: a damaged file's times may lie beyond them, and the lane takes no such packet)
+        after = self.reasm.forget_after()
+        return -1 if after is None else max(-1, min(NEVER, after))
+
+    def pcap(self, buf: bytes, pos: int, number: int, offset: int, linktype: int, ns_per_tick: int, big: bool,
+             record_limit: int) -> tuple[int, int, int, bool]:
+        """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
+        whether rows are due)."""
+        pos, number, offset, flush, past = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
+                                                         record_limit, self._until(), self.stop_from,
+                                                         -self.past.checks % CHECK_EVERY, self._until)
+        self.past.checks += past
+        return pos, number, offset, flush
+
+    def pcapng(self, buf: bytes, pos: int, number: int, offset: int, big: bool, interfaces: list,
+               record_limit: int) -> tuple[int, int, int, bool]:
+        """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
+        pos, number, offset, flush, past = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
+                                                            self._until(), self.stop_from,
+                                                            -self.past.checks % CHECK_EVERY, self._until)
+        self.past.checks += past
+        return pos, number, offset, flush
+
+
+def make(reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,
+         past: PastBound | None = None) -> FastLane | None:
+    """The lane for one file, or None when it is not available."""
+    return FastLane(reasm, rows, batch_limit, stop_from, past or PastBound()) if available() else None

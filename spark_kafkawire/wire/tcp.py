@@ -1,0 +1,516 @@
+"""TCP segments -> in-order byte streams, one per direction of each connection.
+
+Each direction is reassembled by sequence number into a stream offset space (64-bit, so sequence
+numbers may wrap any number of times). Rules:
+
+* In-order bytes are handed to the direction's sink at once, with the timestamp and packet
+  number of the segment that carried them; nothing is kept once delivered.
+* Out-of-order segments wait in a small per-direction queue until the hole before them fills.
+* Retransmissions and overlaps: **the first copy of a byte to arrive wins**; later copies of
+  bytes already delivered or already queued are dropped (this is also what Wireshark's
+  reassembly and most receivers do).
+* A hole that never fills becomes a gap reported to the sink, at the latest when the connection
+  closes or the capture ends, and earlier when the queue holds more than ``max_pending`` bytes.
+  Bytes a snaplen cut from a packet are a gap at once.
+* SYN starts a connection (and tells which side is the client); FIN from both sides or RST ends
+  it. A SYN with a new initial sequence number on a 4-tuple in use ends the old connection and
+  starts a new one.
+
+Memory is bounded by the data in flight: the out-of-order queues (``max_pending`` each) plus
+whatever the sinks keep, never by the size of the file or of a connection.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from operator import itemgetter
+from collections import OrderedDict, deque
+from typing import Iterator, NamedTuple, Protocol
+
+from .cores import ConnCore, HalfCore
+from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
+
+MASK32 = 0xFFFFFFFF
+DEFAULT_MAX_PENDING = 16 << 20
+MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
+_offset_of = itemgetter(0)  # a queued segment's stream offset
+DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
+LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
+NEVER = (1 << 63) - 1  # a time no packet has
+
+
+class Queued(NamedTuple):
+    """An out-of-order piece of a segment, waiting for the bytes before it."""
+
+    off: int  # stream offset
+    data: bytes  # the captured bytes (fewer than ``wire`` where a snaplen cut the packet)
+    wire: int  # bytes the piece spans in the stream
+    ts: int
+    number: int
+
+
+class Sink(Protocol):
+    def start(self) -> None: ...  # the next byte is the first of the stream (SYN seen)
+    def data(self, chunk: bytes, ts_ns: int, number: int) -> None: ...
+    def gap(self, nbytes: int, ts_ns: int, number: int) -> None: ...
+    # a late copy of bytes earlier reported as lost (or before the stream's first byte): captured,
+    # but too late for the stream; ``reported`` of them had been counted as a gap
+    def late(self, nbytes: int, reported: int, ts_ns: int, number: int) -> None: ...
+    def end(self) -> None: ...
+
+
+def fill_holes(holes: list[list], start: int, end: int) -> tuple[list[list], int, int] | None:
+    """Holes ([start, end, reported] stream ranges never captured) less [start, end): the holes
+    left, the bytes that were in holes and how many of those were in reported gaps; None when
+    [start, end) meets no hole."""
+    if end <= start:
+        return None
+    got = reported = 0
+    kept: list[list] = []
+    for a, b, rep in holes:
+        lo, hi = max(a, start), min(b, end)
+        if lo >= hi:
+            kept.append([a, b, rep])
+            continue
+        got += hi - lo
+        if rep:
+            reported += hi - lo
+        if a < lo:
+            kept.append([a, lo, rep])
+        if hi < b:
+            kept.append([hi, b, rep])
+    return (kept, got, reported) if got else None
+
+
+class HalfStream(HalfCore):
+    """One direction of one connection.
+
+    ``captured`` counts the distinct TCP payload bytes the capture holds for this direction
+    (sequence space seen, every byte once, whatever the order and copies), independently of what
+    the sink makes of them: the sink's own accounting is checked against it. Everything below
+    ``nxt`` was either delivered or is a hole (``holes``: lost by the capture, or before the first
+    byte seen); a late copy of bytes in a hole is handed to the sink's ``late``.
+    """
+
+    # (sink, base, nxt, pending, captured and last_ts are HalfCore's: see cores.py)
+    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started")
+
+    def __init__(self, sink: Sink | None, max_pending: int):
+        # given when the connection first carries payload (see Reassembler._open): set before any
+        # data, so the hot paths call it unchecked (and base likewise, set by the first segment)
+        self.sink = sink
+        self.started = False  # its SYN was seen
+        self.base: int | None = None  # sequence number of stream offset 0
+        self.nxt = 0  # stream offset of the next byte to deliver
+        self.pending: list[Queued] = []  # sorted by offset, never overlapping
+        self.pending_bytes = 0
+        self.max_pending = max_pending
+        self.fin = False
+        self.fin_off: int | None = None  # stream offset of the FIN: the stream ends there
+        self.captured = 0
+        # stream offset ranges below nxt never captured: [start, end, reported as a gap]; the first
+        # is everything before offset 0 (before the first byte seen)
+        self.holes: list[list] = [[-(1 << 62), 0, False]]
+        self.last_ts = 0
+
+    def start(self, isn_next: int) -> None:
+        if self.base is None:
+            self.base = isn_next & MASK32
+            self.started = True
+            if self.sink is not None:
+                self.sink.start()
+
+    def offset(self, seq: int) -> int:
+        """Stream offset of a sequence number, taking the one nearest to what comes next."""
+        delta = (seq - self.base - self.nxt) & MASK32  # type: ignore[operator]
+        if delta >= 0x80000000:
+            delta -= 0x100000000
+        return self.nxt + delta
+
+    def feed(self, seq: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        if self.base is None:
+            self.base = seq
+        self.last_ts = ts
+        if not self.pending and (seq - self.base - self.nxt) & MASK32 == 0 and wire_len == len(payload):
+            self.captured += wire_len  # the common case: the next bytes, in order, all captured
+            self.sink.data(payload, ts, number)  # type: ignore[union-attr]
+            self.nxt += wire_len
+            return
+        off = self.offset(seq)
+        end = off + wire_len
+        if off < self.nxt:  # bytes already delivered, or late copies of bytes in a hole
+            late = self._fill_holes(off, min(off + len(payload), self.nxt))
+            if late:
+                self.captured += late[0]
+                self.sink.late(late[0], late[1], ts, number)  # type: ignore[union-attr]
+            if end <= self.nxt:
+                return
+            cut = self.nxt - off  # keep only the new tail
+            payload = payload[cut:]
+            wire_len -= cut
+            off = self.nxt
+        if off == self.nxt and not (self.pending and self.pending[0].off < end):
+            self.captured += len(payload)
+            self._deliver(payload, wire_len, ts, number)
+            if self.pending:
+                self._drain()
+        elif off == self.nxt:
+            # the next bytes, but reaching into queued ones: those were here first and win, and a
+            # snaplen cut over them is no gap (they were captured); only what they leave is new
+            self._queue(off, payload, wire_len, ts, number)
+            self._drain()
+        else:
+            self._queue(off, payload, wire_len, ts, number)
+            if self.pending_bytes > self.max_pending:
+                self._skip_hole()
+
+    def holds_bytes_from(self, t_ns: int) -> bool:
+        """Does a segment of a packet at or before ``t_ns`` wait out of order?"""
+        return any(q.ts <= t_ns for q in self.pending)
+
+    def novel(self, seq: int, caplen: int) -> bool:
+        """Would captured bytes at seq be new (not delivered before)? For an ended connection."""
+        if self.base is None or not caplen:
+            return bool(caplen)
+        off = self.offset(seq)
+        end = off + caplen
+        return end > self.nxt or any(a < end and off < b for a, b, _r in self.holes)
+
+    def _fill_holes(self, start: int, end: int) -> tuple[int, int] | None:
+        """Take [start, end) out of the holes: returns (bytes that were in holes, of which in
+        reported gaps), or None."""
+        filled = fill_holes(self.holes, start, end)
+        if filled is None:
+            return None
+        self.holes, got, reported = filled
+        return got, reported
+
+    def _hole(self, start: int, end: int) -> None:
+        self.holes.append([start, end, True])
+        if len(self.holes) > MAX_HOLES:  # forget the oldest gap: a late copy of it counts as a duplicate
+            del self.holes[1]
+
+    def _queue(self, off: int, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        """Queue the parts of a segment that no queued segment covers yet (first copy wins).
+
+        Queued pieces never overlap and stay sorted by offset, so only the pieces around the new
+        one's place are looked at: logarithmic per segment, constant for segments in order."""
+        pending = self.pending
+        end = off + wire_len
+        i = bisect_left(pending, off, key=_offset_of)
+        if i and pending[i - 1].off + pending[i - 1].wire > off:
+            i -= 1
+        pieces = []
+        a = off
+        while i < len(pending) and pending[i].off < end:
+            q_off, q_end = pending[i].off, pending[i].off + pending[i].wire
+            if q_off > a:
+                pieces.append((a, q_off))
+            if q_end > a:
+                a = q_end
+            i += 1
+        if a < end:
+            pieces.append((a, end))
+        for a, b in pieces:
+            piece = payload[a - off : b - off]
+            self.captured += len(piece)
+            insort(pending, Queued(a, piece, b - a, ts, number), key=_offset_of)
+            self.pending_bytes += b - a
+
+    def _deliver(self, payload: bytes, wire_len: int, ts: int, number: int) -> None:
+        if payload:
+            self.sink.data(payload, ts, number)  # type: ignore[union-attr]
+        if wire_len > len(payload):  # cut by the snaplen
+            self._hole(self.nxt + len(payload), self.nxt + wire_len)
+            self.sink.gap(wire_len - len(payload), ts, number)  # type: ignore[union-attr]
+        self.nxt += wire_len
+
+    def _drain(self) -> None:
+        pending = self.pending
+        i = 0
+        while i < len(pending) and pending[i].off <= self.nxt:
+            off, payload, wire_len, ts, number = pending[i]
+            i += 1
+            self.pending_bytes -= wire_len
+            if off + wire_len <= self.nxt:
+                continue
+            if off < self.nxt:
+                cut = self.nxt - off
+                payload = payload[cut:]
+                wire_len -= cut
+            self._deliver(payload, wire_len, ts, number)
+        del pending[:i]
+
+    def acked(self, ack: int) -> None:
+        """The receiver acknowledged bytes up to ``ack``: a hole it covers was lost by the capture,
+        not by the network (no retransmission will fill it), so the bytes queued after it go on."""
+        if self.base is None:
+            return
+        delta = (ack - self.base - self.nxt) & MASK32
+        if delta >= 0x80000000:
+            return  # an old acknowledgement
+        ack_off = self.nxt + delta
+        while self.pending and self.pending[0].off <= ack_off and self.nxt < ack_off:
+            self._skip_hole()
+
+    def _skip_hole(self) -> None:
+        first = self.pending[0]
+        self._gap_to(first.off, first.ts, first.number)
+        self._drain()
+
+    def _gap_to(self, off: int, ts: int, number: int) -> None:
+        self._hole(self.nxt, off)
+        self.sink.gap(off - self.nxt, ts, number)  # type: ignore[union-attr]
+        self.nxt = off
+
+    def close(self) -> None:
+        while self.pending:
+            self._skip_hole()
+        if self.sink is None:
+            return
+        if self.fin_off is not None and self.fin_off > self.nxt:  # a tail lost before the FIN
+            self._gap_to(self.fin_off, self.last_ts, 0)
+        self.sink.end()
+
+
+class Listener(Protocol):
+    def opened(self, conn: "Connection") -> tuple[Sink, Sink]: ...
+    def closed(self, conn: "Connection") -> None: ...
+
+
+class Connection(ConnCore):
+    """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
+
+    # (last_ts, halves, done, self_connected and opened are ConnCore's: see cores.py)
+    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys")
+
+    def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
+        self.a = a
+        self.b = b
+        self.client: int | None = None  # 0: a sent the SYN, 1: b did, None: no SYN seen
+        self.first_ts = ts
+        self.last_ts = ts
+        self.first_number = number
+        self.halves: list[HalfStream] = []
+        self.isn: list[int | None] = [None, None]
+        self.rst = False
+        self.done = False
+        self.state: object = None  # the listener's own state for this connection
+        self.self_connected = False  # a == b: directions told apart by sequence numbers
+        self.opened = False  # the listener has been told (at the first payload: most scans carry none)
+        self.evicted = False  # retired to keep the table within maxConnections
+        self.keys: tuple[tuple, ...] = ()  # its keys in the reassembler's table
+
+    def self_direction(self, seg: Segment) -> int:
+        """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
+        the SYN opens direction 0 and the SYN-ACK direction 1; otherwise the direction whose
+        stream the sequence number lies closer to."""
+        if seg.flags & TCP_SYN:
+            return 1 if seg.flags & TCP_ACK else 0
+        best, best_d = None, 0
+        for d, h in enumerate(self.halves):
+            if h.base is None:
+                if best is None:
+                    best_d = d
+                continue
+            dist = abs(h.offset(seg.seq) - h.nxt)
+            if best is None or dist < best:
+                best, best_d = dist, d
+        return best_d
+
+    def finished(self) -> bool:
+        return self.rst or (self.halves[0].fin and self.halves[1].fin)
+
+
+class Reassembler:
+    """Feed segments in capture order; the listener gets each connection's two byte streams."""
+
+    def __init__(self, listener: Listener, max_pending: int = DEFAULT_MAX_PENDING, ports: frozenset[int] | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+        self.listener = listener
+        self.max_pending = max_pending
+        self.ports = ports
+        self.max_connections = max_connections
+        self.table: dict[tuple, tuple[Connection, int]] = {}
+        self.live: OrderedDict[Connection, None] = OrderedDict()  # open connections, least recently used first
+        self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
+
+    def feed(self, seg: Segment) -> None:
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
+        ended = self.ended
+        if ended:
+            after = self.forget_after()
+            if after is None or ts > after:
+                self._forget(ended.popleft())
+        if self.ports is not None and sport not in self.ports and dport not in self.ports:
+            return
+        key = (src, sport, dst, dport)
+        hit = self.table.get(key)
+        if hit is not None and not flags & (TCP_SYN | TCP_FIN | TCP_RST):  # the common case, in short
+            conn, d = hit
+            if not conn.done and not conn.self_connected:
+                conn.last_ts = ts
+                self.live.move_to_end(conn)
+                if wire_len:
+                    self._data(conn, d, seg)
+                return
+        self._segment(seg, key, hit)
+
+    def forget_after(self) -> int | None:
+        """The linger rule: after which time (ns) the oldest ended connection is forgotten. An ended
+        connection is remembered LINGER_NS after its last packet, for its late copies, unless more
+        than ``max_connections`` ended ones are remembered (then at once: None). NEVER: none has
+        ended. The fast lane is given the same time (lane.py)."""
+        ended = self.ended
+        if not ended:
+            return NEVER
+        return None if len(ended) > self.max_connections else ended[0].last_ts + LINGER_NS
+
+    def _data(self, conn: Connection, d: int, seg: Segment) -> None:
+        """A segment's payload into its direction. First the other direction's bytes it acknowledges
+        that the capture lacks are lost by the capture (settled before this data: a response
+        follows its request). Only data segments settle this: captures reorder pure ACKs around
+        data."""
+        if not conn.opened:
+            self._open(conn)
+        if seg.flags & TCP_ACK:
+            other = conn.halves[1 - d]
+            if other.pending:
+                other.acked(seg.ack)
+        conn.halves[d].feed(seg.seq + (1 if seg.flags & TCP_SYN else 0), seg.payload, seg.wire_len, seg.ts_ns,
+                            seg.number)
+
+    def _segment(self, seg: Segment, key: tuple, hit: tuple[Connection, int] | None) -> None:
+        """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a
+        self-connection."""
+        found = self._connection(seg, key, hit)
+        if found is None:
+            return
+        conn, d = found
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
+        conn.last_ts = ts
+        half = conn.halves[d]
+        if flags & TCP_SYN:
+            if conn.isn[d] is None:
+                conn.isn[d] = seq
+                half.start(seq + 1)
+                if conn.client is None:
+                    conn.client = 1 - d if flags & TCP_ACK else d
+            seq += 1
+        if wire_len:
+            self._data(conn, d, seg)
+        if flags & TCP_FIN and half.base is not None:
+            fin_off = half.offset(seq) + wire_len
+            if half.fin_off is None or fin_off > half.fin_off:
+                half.fin_off = fin_off
+        if flags & TCP_RST:
+            conn.rst = True
+            self._finish(conn)
+        elif flags & TCP_FIN:
+            half.fin = True
+            if conn.finished():
+                self._finish(conn)
+
+    def _connection(self, seg: Segment, key: tuple,
+                    hit: tuple[Connection, int] | None) -> tuple[Connection, int] | None:
+        """The connection and direction a segment belongs to: the one in the table, or a new one
+        where the table's has ended or its 4-tuple is reused by a new SYN; None for a late packet of
+        an ended connection (dropped)."""
+        if hit is not None:
+            conn, d = hit
+            if conn.self_connected:
+                d = conn.self_direction(seg)
+            if conn.done:
+                if self._late(seg, conn, d):
+                    return None
+            elif seg.flags & TCP_SYN and conn.isn[d] != seg.seq and \
+                    (conn.isn[d] is not None or conn.halves[d].base is not None):
+                self._finish(conn)  # the 4-tuple is reused by a new connection
+            else:
+                self.live.move_to_end(conn)
+                return conn, d
+        return self._new_connection(seg, key)
+
+    @staticmethod
+    def _late(seg: Segment, conn: Connection, d: int) -> bool:
+        """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
+        where it starts a new one (a SYN with a new sequence number) or carries bytes the ended one
+        never had (data after an RST or after both FINs, a late copy of a lost tail): those open a
+        connection of their own, so that every captured byte is counted once."""
+        if seg.flags & TCP_SYN:
+            return conn.isn[d] == seg.seq
+        return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
+
+    def _new_connection(self, seg: Segment, key: tuple) -> tuple[Connection, int]:
+        """A connection begun by this segment: in the table under both directions' keys, and the
+        newest of the live ones (the longest idle retired if there are too many)."""
+        src, sport, dst, dport = key
+        conn = Connection((src, sport), (dst, dport), seg.ts_ns, seg.number)
+        d = 0
+        table = self.table
+        table[key] = (conn, 0)
+        rkey = (dst, dport, src, sport)
+        mp = self.max_pending
+        conn.halves = [HalfStream(None, mp), HalfStream(None, mp)]
+        if rkey == key:  # both ends share address and port (a TCP self-connection)
+            conn.self_connected = True
+            conn.keys = (key,)
+            d = conn.self_direction(seg)
+        else:
+            table[rkey] = (conn, 1)
+            conn.keys = (key, rkey)
+        live = self.live
+        live[conn] = None
+        if len(live) > self.max_connections:  # retire the longest idle, as if it had closed
+            oldest = next(iter(live))
+            oldest.evicted = True
+            self._finish(oldest)
+            self._forget(oldest)
+        return conn, d
+
+    def _open(self, conn: Connection) -> None:
+        """The connection carries payload: now the listener makes its sinks."""
+        conn.opened = True
+        sinks = self.listener.opened(conn)
+        for h, sink in zip(conn.halves, sinks):
+            h.sink = sink
+            if h.started:
+                sink.start()
+
+    def _forget(self, conn: Connection) -> None:
+        """Drop a connection's table entries (an ended one past its linger, or one evicted)."""
+        table = self.table
+        for key in conn.keys:
+            hit = table.get(key)
+            if hit is not None and hit[0] is conn:
+                del table[key]
+
+    def _finish(self, conn: Connection) -> None:
+        if conn.done:
+            return
+        conn.done = True
+        self.live.pop(conn, None)
+        for h in conn.halves:
+            h.close()
+        self.listener.closed(conn)
+        if not conn.evicted:
+            self.ended.append(conn)
+        # the table keeps the (now light) entry so that late retransmissions and ACKs are
+        # recognised as belonging to a connection that has ended
+        for h in conn.halves:
+            h.sink = None
+            if h.pending:
+                h.pending = []
+        conn.state = None
+
+    def open_connections(self):
+        return list(self.live)
+
+    def closing(self) -> Iterator[None]:
+        """End of capture: flush the open connections one at a time, pausing after each (its rows
+        can be handed on before the next: there may be a hundred thousand of them)."""
+        for conn, d in list(self.table.values()):
+            if d == 0 and not conn.done:
+                self._finish(conn)
+                yield
+        self.table.clear()

@@ -1,0 +1,90 @@
+"""Columns built from buffers (spark_kafkawire/arrays.py) equal pyarrow.array's, value for value.
+
+pyarrow.array is the reference: every column of every row shape of the sample captures, and edge
+cases (nulls, empty and null lists, non-ASCII text, empty columns), must come out equal, with
+values a type cannot hold refused as pyarrow refuses them. And a read no longer imports pandas.
+"""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from conftest import SAMPLES
+from spark_kafkawire import arrays, read_capture
+from spark_kafkawire.rows.table import ROW_SHAPES
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+def test_every_column_of_the_samples_equals_pyarrows(shape):
+    opts = {"includeRecords": "true"} if shape == "records" else {}
+    table = read_capture(SAMPLES, rows=shape, **opts)
+    assert table.num_rows
+    for field in table.schema:
+        column = table.column(field.name)
+        # the builder is given microseconds for a time
+        values = (column.cast(pa.int64()) if field.type == TS else column).to_pylist()
+        ours = arrays._build(values, field.type)
+        assert ours.equals(pa.array(values, type=field.type)), f"rows={shape} column {field.name}"
+        ours.validate(full=True)
+
+
+@pytest.mark.parametrize("typ,values", [
+    (pa.int8(), [1, None, -128, 127]),
+    (pa.int16(), [None, None]),
+    (pa.int32(), [2**31 - 1, -(2**31)]),
+    (pa.int64(), [2**63 - 1, None, -(2**63)]),
+    (pa.float64(), [1.5, None, 0.0, -2.0]),
+    (TS, [1_700_000_000_000_000, None]),
+    (pa.bool_(), [True, None, False, True, False, False, True, None, True]),
+    (pa.string(), ["a", None, "", "żółw ✓ 𝄞", "x" * 1000]),
+    (pa.binary(), [b"\x00\xff", None, b""]),
+    (pa.list_(pa.string()), [["a", "b"], None, [], ["ü"], [None, "c"]]),
+    (pa.int32(), [i if i % 3 else None for i in range(1001)]),  # bitmaps over many bytes
+    (pa.bool_(), [None if i % 7 == 0 else i % 5 == 0 for i in range(1003)]),
+    (pa.string(), []),
+    (pa.list_(pa.string()), []),
+])
+def test_edge_values_equal_pyarrows(typ, values):
+    ours = arrays._build(values, typ)
+    ours.validate(full=True)
+    assert ours.equals(pa.array(values, type=typ))
+    assert ours.null_count == pa.array(values, type=typ).null_count
+
+
+@pytest.mark.parametrize("typ,values", [
+    (pa.int8(), [128]),
+    (pa.int16(), [-(2**15) - 1]),
+    (pa.int32(), [2**31]),
+    (pa.int64(), [2**63]),
+    (pa.int32(), ["1"]),
+    (pa.string(), [5]),
+])
+def test_values_a_type_cannot_hold_are_refused(typ, values):
+    with pytest.raises((OverflowError, TypeError, pa.ArrowInvalid)):
+        pa.array(values, type=typ)
+    with pytest.raises((OverflowError, TypeError)):
+        arrays._build(values, typ)
+
+
+@pytest.mark.spies
+def test_a_large_read_leaves_the_rest_to_pyarrow(monkeypatch):
+    calls = []
+    monkeypatch.setattr(arrays, "_pandas_loaded", lambda: False)
+    monkeypatch.setattr(arrays, "_built", [arrays.BUDGET - 10])
+    monkeypatch.setattr(arrays, "_build", lambda v, t: calls.append(len(v)) or pa.array(v, type=t))
+    arrays.array(list(range(5)), pa.int64())
+    arrays.array(list(range(20)), pa.int64())  # the budget is spent: pyarrow's own
+    arrays.array(list(range(20)), pa.int64())
+    assert calls == [5, 20]
+
+
+def test_a_read_does_not_import_pandas(tmp_path):
+    code = ("import sys, spark_kafkawire as k; t = k.read_capture(sys.argv[1]); "
+            "assert t.num_rows; print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "tansu-admin-txn.pcap")], capture_output=True,
+                         text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "False"
