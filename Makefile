@@ -16,7 +16,8 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: $(SRC)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	find spark_kafkawire -name '*.so' -delete; rm -f spark_kafkawire/_native.json
+	# (setuptools' build/ keeps the files of earlier builds: a module since moved or removed would be installed again)
+	rm -rf build; find spark_kafkawire -name '*.so' -delete; rm -f spark_kafkawire/_native.json
 	$(PY) -m pip install -q --upgrade pip
 	# a regular (not editable) install: Spark finds the 'kafkawire' source among installed modules;
 	# setup.py compiles the fast lane and the stages (mypyc) where a C compiler is there

@@ -11,7 +11,8 @@ from kio.static.constants import EntityType
 
 from kiogen import build, expected, write
 from spark_kafkawire import protocol
-from spark_kafkawire.kafka.body import BodyError, schemas
+from spark_kafkawire.kafka.body import BodyError
+from spark_kafkawire.kafka.layouts import schemas
 from stages import decode_body, run
 
 TRIPLES = [(key, ver, et) for key, name in sorted(api_key_map.items())
@@ -266,7 +267,7 @@ def test_uuid_text_is_the_uuid_modules_text():
     """Topic ids are written without making uuid.UUID objects; the text must be that module's."""
     import uuid
 
-    from spark_kafkawire.kafka.body import uuid_text
+    from spark_kafkawire.kafka.layouts import uuid_text
 
     rng = random.Random(7)
     for b in [bytes(16), b"\xff" * 16] + [rng.randbytes(16) for _ in range(200)]:

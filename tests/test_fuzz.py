@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from conftest import FINDINGS, SAMPLES
 from pcapgen import Conversation, request, write_pcap
 from spark_kafkawire import protocol, read_capture
-from spark_kafkawire.kafka.body import BodyError, schemas
+from spark_kafkawire.kafka.body import BodyError
+from spark_kafkawire.kafka.layouts import schemas
 from stages import decode_body
 from spark_kafkawire.wire.capture import CaptureError
 

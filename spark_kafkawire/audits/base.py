@@ -115,6 +115,14 @@ class Audit:
         return self.run(rows, policy)
 
 
+def found(items: list[str], most: int = 20) -> str:
+    """What a verdict found, for its detail: the first ``most`` items and how many more, or
+    ``none seen``."""
+    if not items:
+        return "none seen"
+    return "; ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
 def exit_status(verdicts: list[Verdict]) -> int:
     """0 every verdict holds, 2 one fails, 3 none fails but one is inconclusive."""
     if any(v.ok is False for v in verdicts):

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..protocol import API_VERSIONS_KEY, KEY, PRODUCE_KEY
-from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, client_software, ex_time, refused
+from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, client_software, ex_time, found, refused
 from .plots import bars
 
 #: the findings of client_hygiene, in report order, with what to change
@@ -164,8 +164,7 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
     bad = sorted({f"{r['client_id']}@{r['client_ip']}: {r['finding']}"
                   for r in results["client_hygiene"]["client_hygiene"] if r["finding"] in policy.hygiene_fail_on})
     return [Verdict(f"no client shows {', '.join(policy.hygiene_fail_on)}", not bad,
-                    "; ".join(bad[:20]) + (f" and {len(bad) - 20} more" if len(bad) > 20 else "") if bad
-                    else "none seen")]
+                    found(bad))]
 
 
 AUDIT = Audit(

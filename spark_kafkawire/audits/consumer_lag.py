@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..protocol import KEY, PRODUCE_KEY
-from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, with_groups
+from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, found, with_groups
 from .plots import lines
 
 
@@ -105,8 +105,8 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
         for r in groups:
             if r[col] is not None and r[col] > bound:
                 worst[r["group"]] = max(worst.get(r["group"], 0), r[col])
-        who = "; ".join(f"{g}: {v:g} {unit}" for g, v in sorted(worst.items(), key=lambda kv: -kv[1])[:20])
-        out.append(Verdict(f"no consumer more than {bound:g} {unit} behind", not worst, who or "none seen"))
+        who = [f"{g}: {v:g} {unit}" for g, v in sorted(worst.items(), key=lambda kv: -kv[1])]
+        out.append(Verdict(f"no consumer more than {bound:g} {unit} behind", not worst, found(who)))
     return out
 
 

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from .. import protocol
 from ..protocol import SASL_APIS as SASL
-from .base import Audit, Policy, Results, Rows, Verdict, ex_time, listener
+from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
 
 
 def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -97,18 +97,18 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
         who = sorted({f"{r['client_id']}@{r['client_ip']} -> {r['listener']} "
                       f"(user {r['sasl_user'] if r['sasl_user'] is not None else 'not captured'})"
                       for r in tables["plain_without_tls"]})
-        out.append(Verdict("no SASL PLAIN login outside TLS", not who, "; ".join(who) if who else "none seen",
+        out.append(Verdict("no SASL PLAIN login outside TLS", not who, found(who),
                            "plaintext"))
     if not policy.allow_weak_tls:
         weak = sorted({f"{r['client_ip']} -> {r['listener']}: {r['tls_version']} {r['tls_cipher']}"
                        for r in tables["tls_versions"] if r["weak"]})
-        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, "; ".join(weak) if weak else "none seen",
+        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, found(weak),
                            "handshakes"))
     soon = sorted({f"{r['listener']}: {r['tls_cert_subject']} until {r['tls_cert_not_after']}"
                    for r in tables["certificates"]
                    if r["days_left"] is not None and r["days_left"] < policy.min_certificate_days})
     out.append(Verdict(f"no server certificate expires within {policy.min_certificate_days} days", not soon,
-                       "; ".join(soon) if soon else "none seen", "certificates"))
+                       found(soon), "certificates"))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .base import Audit, Policy, Results, Rows, Verdict, ex_time, refused
+from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, refused
 
 
 def upgrade_readiness(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -26,8 +26,7 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
     who = sorted({f"{r['client_id']}@{r['client_ip']}: {r['api_name']} v{r['api_version']} ({r['refusal']})"
                   for r in up})
     return [Verdict(f"no client sends a version Kafka {policy.target_release} rejects", not up,
-                    "; ".join(who[:20]) + (f" and {len(who) - 20} more" if len(who) > 20 else "") if up
-                    else "none seen")]
+                    found(who))]
 
 
 AUDIT = Audit(

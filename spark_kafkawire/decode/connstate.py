@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import protocol
-from ..kafka.body import redact
+from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
 from ..kafka.headers import RequestHeader, looks_like_request
 from ..wire.tcp import Connection
@@ -79,7 +79,7 @@ class ConnState:
         self.tls: str | None = None  # what the TLS record header said, when the connection is TLS
         self.framed = False  # any Kafka frame seen
         self.sasl_raw = False  # after a SaslHandshake v0: raw SASL tokens until the next Kafka request
-        self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see body.seal)
+        self.secrets: list[str] | None = None  # texts of the connection's secret fields so far (see kafka/secrets.seal)
         self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
         self.tls_session: TlsSession | None = None  # the connection's TLS, once its first bytes show it
         self.tls_guess: TlsGuess | None = None  # a direction began like a TLS record: held until that is settled

@@ -40,8 +40,9 @@ from struct import Struct
 from typing import Callable, Final, Iterable, Protocol
 
 from .. import protocol
-from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, leading_field, \
-    schemas, seal
+from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, leading_field
+from ..kafka.layouts import schemas
+from ..kafka.secrets import seal
 from .connstate import ConnState, Endpoints, Request, Response
 from ..wire.frames import DEFAULT_MAX_FRAME, Frame, Framer
 from ..kafka.headers import HeaderError, RequestHeader, parse_request_header, parse_response_header

@@ -261,7 +261,7 @@ def _literal_ok(name: str, op: str, value: Any) -> bool:
 def names_topic_ids(api_key: int, version: int) -> bool:
     """Does this response's layout hold a struct with a TopicId beside a topic name? Such bodies
     teach the decoder topic id -> name, which other exchanges' ``topics`` depend on."""
-    from ..kafka.body import schemas
+    from ..kafka.layouts import schemas
 
     s = schemas()
     entry = s.messages.get((api_key, version, False))
@@ -295,6 +295,6 @@ def always_decode(api_key: int, version: int, request: bool) -> bool:
 
 @lru_cache(maxsize=None)
 def _secret_api(api_key: int) -> bool:
-    from ..kafka.body import schemas
+    from ..kafka.layouts import schemas
 
     return api_key in schemas().secret_apis

@@ -2,9 +2,12 @@
 interpreter of protocol/messages.json, and the facts rows and audits use.
 
 * headers.py: request and response headers (their versions from the api key and version, by rule);
+* layouts.py: protocol/messages.json read once into the fields every body reader walks;
 * body.py: a body -> its values (JSON) and facts (topics, partitions, error codes, group and
-  transaction ids, records), secrets redacted (sasl.py: what a SASL token looks like); codegen.py:
-  readers generated from the same layouts for the common path, the interpreter the reference;
+  transaction ids, records) by one interpreter of the layouts; codegen.py: readers generated from
+  the same layouts for the common path, the interpreter the reference;
+* secrets.py, sasl.py: secret fields redacted and sealed; what a SASL token looks like (refused
+  wherever a header or field is read);
 * records.py: record batches (v0/v1 message sets and v2 batches): CRCs, codecs, record summaries;
 * headline.py, partitions.py, topicids.py: facts -> a row's headline, its partition rows, and the
   topic ids learnt from Metadata and the like;

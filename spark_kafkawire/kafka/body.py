@@ -15,9 +15,6 @@ Every length and count is checked against the bytes that remain before anything 
 from __future__ import annotations
 
 import base64
-import json
-from importlib import resources
-from struct import Struct
 from struct import error as struct_error
 from typing import Final, NamedTuple
 
@@ -26,15 +23,11 @@ from ..compiled import native
 from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
-from .values import RawRecords, Redacted
+from .values import RawRecords
+from .layouts import FIXED, HL_ERROR, HL_NAME, HL_PARTITIONS, HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, \
+    K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
+from .secrets import SECRET_FIELDS, _b64, redact
 
-NULLABLE: Final = 1
-ARRAY: Final = 2
-ERROR_CODE: Final = 4
-#: bytes fields that carry credentials: SASL tokens (PLAIN passwords, SCRAM proofs and server
-#: signatures), delegation-token HMACs, SCRAM salts and salted passwords, and Envelope's wrapped
-#: request. Their values never leave the decoder; only a length (and a SASL user name) remain.
-SECRET_FIELDS: Final = frozenset({"AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData"})
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
 SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
 UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
@@ -43,12 +36,8 @@ UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
 #: which are interpreted Python: it reads every body itself.
 GENERATED = not native
 
-_FIXED: Final = {
-    "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
-    "uint16": Struct("!H"), "float64": Struct("!d"), "bool": Struct("!?"),
-}
-_I16: Final = _FIXED["int16"]
-_I32: Final = _FIXED["int32"]
+_I16: Final = FIXED["int16"]
+_I32: Final = FIXED["int32"]
 
 
 class RecordOptions(NamedTuple):
@@ -65,65 +54,6 @@ class BodyError(ValueError):
     def __init__(self, message: str, offset: int):
         super().__init__(f"{message} at body byte {offset}")
         self.offset = offset
-
-
-#: what a field tells the headline columns (see Facts), decided once per field from its name and type
-HL_ERROR: Final = 1
-HL_TOPIC: Final = 2
-HL_NAME: Final = 3
-HL_TOPIC_ID: Final = 4
-HL_TOPIC_NAMES: Final = 5
-HL_PARTITIONS: Final = 6
-HL_RECORDS: Final = 7
-ZERO_UUID: Final = protocol.ZERO_UUID
-
-
-def _headline_kind(name: str, typ: str, array: bool) -> int:
-    if array:
-        if name == "TopicNames" and typ == "string":
-            return HL_TOPIC_NAMES
-        return HL_PARTITIONS if name.startswith("Partition") else 0
-    if name.endswith("ErrorCode") and typ in ("int8", "int16", "int32"):
-        return HL_ERROR
-    if typ == "string":
-        return HL_TOPIC if name in ("Topic", "TopicName") else HL_NAME if name == "Name" else 0
-    if name == "TopicId" and typ == "uuid":
-        return HL_TOPIC_ID
-    return HL_RECORDS if name == "Records" and typ == "records" else 0
-
-
-#: a field's type as the interpreter tests it (one integer comparison, not a string's)
-K_FIXED: Final = 0
-K_STRING: Final = 1
-K_BYTES: Final = 2
-K_RECORDS: Final = 3
-K_UUID: Final = 4
-K_STRUCT: Final = 5
-K_OTHER: Final = 6
-_KINDS: Final = {"string": K_STRING, "bytes": K_BYTES, "records": K_RECORDS, "uuid": K_UUID, "struct": K_STRUCT}
-
-
-def uuid_text(b: bytes) -> str:
-    """16 bytes as a UUID's text (``str(uuid.UUID(bytes=b))``, without making the object)."""
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-class Field:
-    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array")
-
-    def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
-        self.name = name
-        self.type = typ
-        self.fixed = _FIXED.get(typ)
-        self.size = self.fixed.size if self.fixed is not None else 0
-        self.kind = K_FIXED if self.fixed is not None else _KINDS.get(typ, K_OTHER)
-        self.nullable = bool(flags & NULLABLE)
-        self.array = bool(flags & ARRAY)
-        self.tag = tag
-        self.sub = sub
-        self.hl = _headline_kind(name, typ, self.array)
-        self.topic_array = self.array and "Topic" in name  # its elements' Name is a topic name
 
 
 class Facts:
@@ -150,50 +80,6 @@ class Facts:
         self.records = self.record_bytes = 0
         self.topic_ids: list[tuple[str, str]] = []
         self.in_partitions = 0
-
-
-class Schemas:
-    """messages.json, compiled once per process."""
-
-    def __init__(self, data: dict):
-        self.structs: list[tuple[list[Field], dict[int, Field]]] = []
-        self.has_topic_id: list[bool] = []
-        for fields in data["structs"]:
-            fl = [Field(*f) for f in fields]
-            self.structs.append(([f for f in fl if f.tag < 0], {f.tag: f for f in fl if f.tag >= 0}))
-            self.has_topic_id.append(any(f.hl == HL_TOPIC_ID for f in fl))
-        self.messages: dict[tuple[int, int, bool], tuple[int, bool]] = {}
-        for key, kinds in data["messages"].items():
-            for kind, versions in kinds.items():
-                for ver, (sid, flex) in versions.items():
-                    self.messages[(int(key), int(ver), kind == "request")] = (sid, bool(flex))
-        self.newest: dict[tuple[int, bool], int] = {}
-        for key, ver, req in self.messages:
-            self.newest[(key, req)] = max(ver, self.newest.get((key, req), -1))
-        #: api keys with a secret field in some version and direction, and SaslHandshake: their
-        #: bodies are sealed (see seal())
-        self.secret_apis = {SASL_HANDSHAKE} | {key for (key, _v, _r), (sid, _f) in self.messages.items()
-                                               if self._holds_secret(sid, set())}
-
-    def _holds_secret(self, sid: int, seen: set[int]) -> bool:
-        seen.add(sid)
-        plain, tagged = self.structs[sid]
-        for f in plain + list(tagged.values()):
-            if f.name in SECRET_FIELDS or \
-                    (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
-                return True
-        return False
-
-
-_schemas: list[Schemas] = []
-
-
-def schemas() -> Schemas:
-    """messages.json's layouts, read once per process."""
-    if not _schemas:
-        pkg = resources.files("spark_kafkawire.protocol")
-        _schemas.append(Schemas(json.loads(pkg.joinpath("messages.json").read_text())))
-    return _schemas[0]
 
 
 class _Reader:
@@ -390,74 +276,6 @@ class _Reader:
                 self.facts.topic_ids.append((out["TopicId"], name))
 
 
-def redact(name: str, data: Bytes) -> dict:
-    """What may be said of a secret: its length, and the user name of a SASL PLAIN/SCRAM token."""
-    data = bytes(data)
-    out = Redacted(redacted=True, length=len(data))
-    secrets = [data.decode("utf-8", "replace"), _b64(data)]
-    if name == "AuthBytes":
-        parts = data.split(b"\x00")
-        if len(parts) == 3:  # PLAIN: authzid NUL user NUL password
-            out["mechanism_hint"] = "PLAIN"
-            out["user"] = parts[1].decode("utf-8", "replace")
-            secrets.append(parts[2].decode("utf-8", "replace"))
-        elif data[:3] in (b"n,,", b"y,,", b"p=t") or data[:2] in (b"n,", b"y,"):  # SCRAM client-first
-            for attr in data.split(b","):
-                if attr.startswith(b"n=") and len(attr) > 2:
-                    out["mechanism_hint"] = "SCRAM"
-                    out["user"] = attr[2:].decode("utf-8", "replace")
-        # SCRAM proofs and signatures, OAUTHBEARER tokens
-        for attr in data.replace(b"\x01", b",").split(b","):
-            for prefix in (b"p=", b"v=", b"auth=Bearer ", b"auth="):
-                if attr.startswith(prefix) and len(attr) > len(prefix):
-                    secrets.append(attr[len(prefix):].decode("utf-8", "replace"))
-                    break
-    out.secrets = [x for x in secrets if x]
-    return out
-
-
-def seal(value: dict, secrets: list[str]) -> dict:
-    """A body of a message with secret fields (SASL, delegation tokens, SCRAM credentials), made
-    safe to show: unknown tagged fields and trailing bytes (which could hold a token a length got
-    wrong) become their lengths, and any string that contains a secret of this body or of the
-    connection's earlier ones (``secrets``, added to) has it replaced by ``[redacted]``."""
-    _collect(value, secrets)
-    return _sealed(value, sorted(set(secrets), key=len, reverse=True))
-
-
-def _collect(value, secrets: list[str]) -> None:
-    if isinstance(value, Redacted):
-        secrets.extend(getattr(value, "secrets", ()))
-    elif isinstance(value, dict):
-        for v in value.values():
-            _collect(v, secrets)
-    elif isinstance(value, list):
-        for v in value:
-            _collect(v, secrets)
-
-
-def _sealed(value, secrets: list[str]):
-    if isinstance(value, Redacted):
-        return value
-    if isinstance(value, dict):
-        out: dict = {}
-        for k, v in value.items():
-            if k == "_unknown_tagged_fields":
-                out[k] = [{"tag": t["tag"], "length": len(base64.b64decode(t["data"]))} for t in v]
-            elif k == "_trailing_bytes":
-                out[k] = {"redacted": True, "length": len(base64.b64decode(v))}
-            else:
-                out[k] = _sealed(v, secrets)
-        return out
-    if isinstance(value, list):
-        return [_sealed(v, secrets) for v in value]
-    if isinstance(value, str):
-        for x in secrets:
-            if x in value:
-                value = value.replace(x, "[redacted]")
-    return value
-
-
 def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, pos: int,
                       opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
     """Decode the body that starts at data[pos]; returns (value, version used for it, the
@@ -589,5 +407,3 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, 
     return value, reader.facts
 
 
-def _b64(data: Bytes) -> str:
-    return base64.b64encode(data).decode()

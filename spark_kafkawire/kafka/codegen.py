@@ -17,7 +17,8 @@ from typing import Callable
 
 from . import records as rec
 from .sasl import suspect, token_shaped
-from .body import (HL_PARTITIONS, SECRET_FIELDS, ZERO_UUID, Schemas, redact, uuid_text)
+from .layouts import HL_PARTITIONS, ZERO_UUID, Schemas, uuid_text
+from .secrets import SECRET_FIELDS, redact
 from .values import RawRecords
 
 _SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1}

@@ -1,0 +1,122 @@
+"""Message layouts: protocol/messages.json read once per process into the fields the body
+interpreter (body.py) and the generated readers (codegen.py) walk: each field's name, type, kind
+(one integer the interpreter tests), flags, and what it tells the headline columns."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from struct import Struct
+from typing import Final
+
+from .. import protocol
+from .secrets import SECRET_FIELDS
+
+SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
+NULLABLE: Final = 1
+ARRAY: Final = 2
+ERROR_CODE: Final = 4
+#: the fixed-width types, as the Structs that read them
+FIXED: Final = {
+    "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
+    "uint16": Struct("!H"), "float64": Struct("!d"), "bool": Struct("!?"),
+}
+#: what a field tells the headline columns (see Facts), decided once per field from its name and type
+HL_ERROR: Final = 1
+HL_TOPIC: Final = 2
+HL_NAME: Final = 3
+HL_TOPIC_ID: Final = 4
+HL_TOPIC_NAMES: Final = 5
+HL_PARTITIONS: Final = 6
+HL_RECORDS: Final = 7
+ZERO_UUID: Final = protocol.ZERO_UUID
+
+
+def _headline_kind(name: str, typ: str, array: bool) -> int:
+    if array:
+        if name == "TopicNames" and typ == "string":
+            return HL_TOPIC_NAMES
+        return HL_PARTITIONS if name.startswith("Partition") else 0
+    if name.endswith("ErrorCode") and typ in ("int8", "int16", "int32"):
+        return HL_ERROR
+    if typ == "string":
+        return HL_TOPIC if name in ("Topic", "TopicName") else HL_NAME if name == "Name" else 0
+    if name == "TopicId" and typ == "uuid":
+        return HL_TOPIC_ID
+    return HL_RECORDS if name == "Records" and typ == "records" else 0
+
+#: a field's type as the interpreter tests it (one integer comparison, not a string's)
+K_FIXED: Final = 0
+K_STRING: Final = 1
+K_BYTES: Final = 2
+K_RECORDS: Final = 3
+K_UUID: Final = 4
+K_STRUCT: Final = 5
+K_OTHER: Final = 6
+_KINDS: Final = {"string": K_STRING, "bytes": K_BYTES, "records": K_RECORDS, "uuid": K_UUID, "struct": K_STRUCT}
+
+
+def uuid_text(b: bytes) -> str:
+    """16 bytes as a UUID's text (``str(uuid.UUID(bytes=b))``, without making the object)."""
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class Field:
+    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array")
+
+    def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
+        self.name = name
+        self.type = typ
+        self.fixed = FIXED.get(typ)
+        self.size = self.fixed.size if self.fixed is not None else 0
+        self.kind = K_FIXED if self.fixed is not None else _KINDS.get(typ, K_OTHER)
+        self.nullable = bool(flags & NULLABLE)
+        self.array = bool(flags & ARRAY)
+        self.tag = tag
+        self.sub = sub
+        self.hl = _headline_kind(name, typ, self.array)
+        self.topic_array = self.array and "Topic" in name  # its elements' Name is a topic name
+
+
+class Schemas:
+    """messages.json, compiled once per process."""
+
+    def __init__(self, data: dict):
+        self.structs: list[tuple[list[Field], dict[int, Field]]] = []
+        self.has_topic_id: list[bool] = []
+        for fields in data["structs"]:
+            fl = [Field(*f) for f in fields]
+            self.structs.append(([f for f in fl if f.tag < 0], {f.tag: f for f in fl if f.tag >= 0}))
+            self.has_topic_id.append(any(f.hl == HL_TOPIC_ID for f in fl))
+        self.messages: dict[tuple[int, int, bool], tuple[int, bool]] = {}
+        for key, kinds in data["messages"].items():
+            for kind, versions in kinds.items():
+                for ver, (sid, flex) in versions.items():
+                    self.messages[(int(key), int(ver), kind == "request")] = (sid, bool(flex))
+        self.newest: dict[tuple[int, bool], int] = {}
+        for key, ver, req in self.messages:
+            self.newest[(key, req)] = max(ver, self.newest.get((key, req), -1))
+        #: api keys with a secret field in some version and direction, and SaslHandshake: their
+        #: bodies are sealed (see seal())
+        self.secret_apis = {SASL_HANDSHAKE} | {key for (key, _v, _r), (sid, _f) in self.messages.items()
+                                               if self._holds_secret(sid, set())}
+
+    def _holds_secret(self, sid: int, seen: set[int]) -> bool:
+        seen.add(sid)
+        plain, tagged = self.structs[sid]
+        for f in plain + list(tagged.values()):
+            if f.name in SECRET_FIELDS or \
+                    (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
+                return True
+        return False
+
+_schemas: list[Schemas] = []
+
+
+def schemas() -> Schemas:
+    """messages.json's layouts, read once per process."""
+    if not _schemas:
+        pkg = resources.files("spark_kafkawire.protocol")
+        _schemas.append(Schemas(json.loads(pkg.joinpath("messages.json").read_text())))
+    return _schemas[0]
