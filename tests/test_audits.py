@@ -730,3 +730,61 @@ def test_the_command_line_summary_and_the_audits_count_alike(samples):
         theirs = files[r["capture_file"]]
         for c in ("connections", "bytes", "gap_bytes", "skipped_bytes", "resyncs", "damaged_exchanges"):
             assert r[c] == (theirs[c] or 0), (r["capture_file"], c)
+
+
+def test_quotas_count_the_throttling_tshark_reads(spark, tmp_path):
+    """Three clients against one broker, the answers built with kio: a producer the broker throttles
+    on some answers, one it never throttles, and an admin client whose CreateTopics is refused
+    with THROTTLING_QUOTA_EXCEEDED for one topic. The quotas audit's counts per client equal what
+    tshark reads of the same capture (kafka.throttle_time, kafka.error), and the policy fails the
+    throttled client only."""
+    # (versions tshark 4.0 decodes: Produce v7, CreateTopics v4, the last before flexible ones)
+    from kio.schema.create_topics.v4 import request as cq
+    from kio.schema.create_topics.v4 import response as ct
+    from kio.schema.errors import ErrorCode
+    from kio.schema.produce.v7 import response as pr
+    from kiogen import write
+    from test_records import _record, batch
+
+    throttles = {"slow-producer": [0, 250, 0, 1200, 40, 0, 0, 310], "free-producer": [0] * 5}
+    packets = []
+    for port, (client, ms) in enumerate(throttles.items(), start=41000):
+        conv = Conversation(client=("10.0.0.1", port)).handshake()
+        for corr, t in enumerate(ms, start=1):
+            conv.send("c", produce_request(7, corr, client, batch([_record(0, b"k", b"v")])))
+            conv.send("b", response(corr, 0, 7, write(pr.ProduceResponse(responses=(),
+                                                                          throttle_time=dt.timedelta(milliseconds=t)))))
+        packets += conv.fin().packets
+    admin = Conversation(client=("10.0.0.3", 42000)).handshake()
+    admin.send("c", request(19, 4, 1, client_id="admin", body=write(cq.CreateTopicsRequest(topics=(
+        cq.CreatableTopic(name="t", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+        timeout=dt.timedelta(seconds=30), validate_only=False))))
+    admin.send("b", response(1, 19, 4, write(ct.CreateTopicsResponse(throttle_time=dt.timedelta(0), topics=(
+        ct.CreatableTopicResult(name="t", error_code=ErrorCode.throttling_quota_exceeded, error_message="quota"),)))))
+    packets += admin.fin().packets
+    write_pcap(tmp_path / "quotas.pcap", packets)
+
+    theirs: dict = defaultdict(lambda: [0, 0, 0, 0])  # answers, throttled, throttle ms, quota exceeded
+    for sport, throttle, errors in tshark_fields(tmp_path / "quotas.pcap", [9092],
+                                                 ("tcp.dstport", "kafka.throttle_time", "kafka.error")):
+        n = theirs[int(sport)]
+        if throttle:
+            n[0] += 1
+            n[1] += int(throttle) > 0
+            n[2] += int(throttle)
+        n[3] += sum(int(e) == 89 for e in errors.split(";") if e)
+    res = run("quotas", rows_of(spark, tmp_path, [tmp_path / "quotas.pcap"]), max_throttled_share=0.25)
+    ours: dict = defaultdict(lambda: [0, 0, 0, 0])
+    for r in res["throttling"]:
+        n = ours[r["client_id"]]
+        for i, c in enumerate(("answers", "throttled", "throttle_ms", "quota_exceeded")):
+            n[i] += r[c]
+    ports = {41000: "slow-producer", 41001: "free-producer", 42000: "admin"}
+    assert {ports[p]: n for p, n in theirs.items() if any(n)} == dict(ours)
+    assert ours["slow-producer"] == [8, 4, 1800, 0] and ours["admin"][3] == 1
+    minutes = sum(r["throttle_ms"] for r in res["throttling_by_minute"])
+    assert minutes == 1800
+    from spark_kafkawire.audits import policies
+
+    (verdict,) = [v for v in policies({"quotas": res}, Policy(max_throttled_share=0.25)) if "throttled" in v.name]
+    assert verdict.ok is False and "slow-producer" in verdict.detail and "free-producer" not in verdict.detail

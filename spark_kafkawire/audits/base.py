@@ -48,6 +48,7 @@ class Policy:
     allow_weak_tls: bool = False  # TLS 1.0/1.1 (or SSL), or a suite without AEAD (CBC, RC4, 3DES)
     min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
     max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
+    max_throttled_share: float | None = None  # quotas: a client's throttled answers / its answers with a throttle time
     # lineage
     require_readers: bool = False  # every topic produced to must be fetched by some consumer
     # consumer lag

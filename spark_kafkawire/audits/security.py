@@ -68,7 +68,8 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     weak = F.col("tls_version").isin("SSL 3.0", "TLS 1.0", "TLS 1.1") | \
         ~(F.col("tls_cipher").contains("GCM") | F.col("tls_cipher").contains("CHACHA20") |
           F.col("tls_cipher").contains("CCM"))
-    tls_versions = (tls_conns.groupBy("capture_date", "listener", "client_ip", "tls_version", "tls_cipher", "tls_ja3")
+    tls_versions = (tls_conns.groupBy("capture_date", "listener", "client_ip", "tls_version", "tls_cipher", "tls_ja3",
+                                     "tls_ja4")
                     .agg(F.count("*").alias("connections"))
                     .withColumn("weak", F.coalesce(weak, F.lit(False)))
                     .orderBy("listener", "client_ip", "tls_version"))
@@ -117,6 +118,6 @@ AUDIT = Audit(
     intro=('SASL mechanisms per listener; SASL PLAIN logins on connections that are not TLS (the '
            'password crosses the network readable; it is never stored here); clients that never '
            'authenticate on a listener where others do; TLS versions, suites and client fingerprints '
-           '(JA3) per client and listener, TLS 1.0/1.1 and suites without AEAD flagged; server '
+           '(JA3, JA4) per client and listener, TLS 1.0/1.1 and suites without AEAD flagged; server '
            'certificates by days left; clients that use TLS and also plaintext Kafka.'),
     verdicts=verdicts)

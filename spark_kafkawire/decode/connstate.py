@@ -58,6 +58,7 @@ class Endpoints(NamedTuple):
     client_port: int
     broker_ip: str
     broker_port: int
+    community_id: str  # the flow's Community ID (wire/flow.py), as Zeek and Suricata write it
 
 
 class ConnState:

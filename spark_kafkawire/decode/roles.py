@@ -14,6 +14,7 @@ from struct import Struct
 from .connstate import ConnState, Endpoints
 from ..wire.frames import ALIGNED_ONLY, Frame
 from ..kafka.headers import looks_like_request, looks_like_request_loosely
+from ..wire.flow import community_id
 from ..wire.packets import ip_text
 
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
@@ -128,4 +129,5 @@ class Roles:
 def _endpoints(st: ConnState, role: int) -> Endpoints:
     conn = st.conn
     client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
-    return Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1])
+    return Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1],
+                     community_id(client[0], client[1], broker[0], broker[1]))

@@ -264,6 +264,9 @@ class ConnectionRows(RowBuilder):
         c["first_packet"].append(conn.first_number)
         c["start_captured"].append(conn.client is not None)
         c["end_captured"].append(_end(conn))
+        rtt, near = conn.round_trip()
+        c["handshake_rtt_ms"].append(rtt / 1e6 if rtt is not None else None)
+        c["capture_side"].append(_side(near, conn.client == client_dir))
         c["protocol"].append(protocol_name)
         c["detail"].append(None)
         halves = conn.halves
@@ -282,6 +285,7 @@ class ConnectionRows(RowBuilder):
         c["tls_server_name"].append(tls.server_name if tls else None)
         c["tls_alpn"].append(",".join(tls.alpn) if tls and tls.alpn else None)
         c["tls_ja3"].append(tls.ja3 if tls else None)
+        c["tls_ja4"].append(tls.ja4 if tls else None)
         cert = tls.cert if tls else None
         c["tls_cert_subject"].append(cert[0] if cert else None)
         c["tls_cert_issuer"].append(cert[1] if cert else None)
@@ -298,6 +302,13 @@ class ConnectionRows(RowBuilder):
 
 
 _NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
+
+
+def _side(near: str | None, syn_sender_is_client: bool) -> str | None:
+    """Where the capture point sits, in the row's terms (client: the Kafka client's end)."""
+    if near is None or near == "middle":
+        return near
+    return "client" if (near == "near_syn_sender") == syn_sender_is_client else "broker"
 
 
 def _end(conn) -> str:

@@ -68,6 +68,7 @@ _ENDPOINTS: Final = [
     ("client_port", "int"),
     ("broker_ip", "string"),
     ("broker_port", "int"),
+    ("community_id", "string"),
 ]
 
 _TIMES: Final = [
@@ -164,6 +165,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("first_packet", "bigint"),
         ("start_captured", "boolean"),
         ("end_captured", "string"),
+        ("handshake_rtt_ms", "double"),
+        ("capture_side", "string"),
         ("protocol", "string"),
         ("detail", "string"),
     ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
@@ -172,6 +175,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("tls_server_name", "string"),
         ("tls_alpn", "string"),
         ("tls_ja3", "string"),
+        ("tls_ja4", "string"),
         ("tls_cert_subject", "string"),
         ("tls_cert_issuer", "string"),
         ("tls_cert_not_after", "string"),
@@ -266,6 +270,7 @@ class RowBuilder:
         c["client_port"].append(ep.client_port if ep else None)
         c["broker_ip"].append(ep.broker_ip if ep else None)
         c["broker_port"].append(ep.broker_port if ep else None)
+        c["community_id"].append(ep.community_id if ep else None)
 
     def _headline(self, extra: dict | None) -> None:
         c = self.cols

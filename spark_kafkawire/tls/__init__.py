@@ -1,7 +1,7 @@
 """TLS: between the TCP byte streams (wire/) and the Kafka framers (kafka/... see wire/frames.py).
 
 A connection whose bytes start like TLS records is recognised (guess.py); its handshake is read in
-clear (handshake.py: version, suite, server name, ALPN, certificate; fingerprints.py: JA3) and, with
+clear (handshake.py: version, suite, server name, ALPN, certificate; fingerprints.py: JA3, JA4) and, with
 the session's secrets from a key log (keylog.py), its records are decrypted (records.py: the record
 layer; keys.py: key schedule and record ciphers; suites.py: the cipher suites as data) into the
 same framers a plaintext connection feeds (session.py: one connection).

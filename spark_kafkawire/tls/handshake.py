@@ -6,7 +6,7 @@ from __future__ import annotations
 from struct import Struct
 from typing import Any, Callable, Iterator
 
-from .fingerprints import ja3
+from .fingerprints import ja3, ja4
 from .keys import TLS13
 from .suites import SUITES
 
@@ -37,7 +37,8 @@ class Handshake:
         self.alpn: list[str] | None = None
         self.offered_versions: list[int] = []
         self.cert: tuple[str, str, str] | None = None  # subject, issuer, not after (ISO date)
-        self.ja3: str | None = None  # the client's fingerprint (see ja3)
+        self.ja3: str | None = None  # the client's fingerprints (see fingerprints.py)
+        self.ja4: str | None = None
         self.handshake_seen = False  # the ClientHello is in the capture
         self.notes: list[str] = []  # handshake facts that could not be read
         self.etm = False  # encrypt-then-MAC agreed (CBC suites)
@@ -83,7 +84,9 @@ class Handshake:
         ciphers = [int.from_bytes(b[i:i + 2], "big") for i in range(pos + 2, pos + 2 + n - 1, 2)]
         pos += 2 + n
         pos += 1 + b[pos]  # compression methods
-        types, groups, formats = [], [], []
+        types, groups, formats, sigalgs = [], [], [], []
+        alpn: bytes | None = None
+        offered: list[int] = []
         for ext, data in extensions(b, pos):
             types.append(ext)
             if ext == 0 and len(data) > 5 and data[2] == 0:  # server_name: host_name
@@ -93,17 +96,23 @@ class Handshake:
                 names, i = [], 2
                 while i < len(data):
                     n = data[i]
-                    names.append(data[i + 1:i + 1 + n].decode("ascii", "replace"))
+                    names.append(data[i + 1:i + 1 + n])
                     i += 1 + n
-                self.alpn = names
+                self.alpn = [name.decode("ascii", "replace") for name in names]
+                alpn = names[0] if names else None
+            elif ext == 13 and len(data) >= 2:  # signature_algorithms
+                end = 2 + int.from_bytes(data[:2], "big")
+                sigalgs = [int.from_bytes(data[i:i + 2], "big") for i in range(2, min(end, len(data)) - 1, 2)]
             elif ext == 43 and data:  # supported_versions
-                self.offered_versions = [int.from_bytes(data[i:i + 2], "big") for i in range(1, 1 + data[0], 2)]
+                offered = [int.from_bytes(data[i:i + 2], "big") for i in range(1, 1 + data[0], 2)]
             elif ext == 10 and len(data) >= 2:  # supported_groups
                 end = 2 + int.from_bytes(data[:2], "big")
                 groups = [int.from_bytes(data[i:i + 2], "big") for i in range(2, end, 2)]
             elif ext == 11 and data:  # ec_point_formats
                 formats = list(data[1:1 + data[0]])
+        self.offered_versions = offered
         self.ja3 = ja3(int.from_bytes(b[0:2], "big"), ciphers, types, groups, formats)
+        self.ja4 = ja4(int.from_bytes(b[0:2], "big"), ciphers, types, offered, alpn, sigalgs)
 
     def _server_hello(self, b: bytes) -> None:
         random = b[2:34]

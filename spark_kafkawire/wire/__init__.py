@@ -4,7 +4,7 @@
 * capture.py: pcap and pcapng files (gzip too) read record by record, damage reported not raised;
 * packets.py: link, IP and TCP headers -> segments (endpoints, sequence numbers, flags, payload);
 * tcp.py: segments -> the two byte streams of each connection (reassembly, holes, retransmissions,
-  idle and closed connections);
+  idle and closed connections, the handshake's times); flow.py: its Community ID;
 * frames.py: a byte stream -> Kafka's size-prefixed frames (the cut, and the resync scan that finds
   a frame boundary again after a hole); TLS plaintext (tls/) is cut by the same Framer;
 * lane.py, _lane.c, cores.py: the fast lane, the common packet taken from record to frame in C on

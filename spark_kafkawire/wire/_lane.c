@@ -1,7 +1,7 @@
 /* The fast lane: the common packet of a capture, taken from record to stream in C.
  *
  * Most packets of a Kafka capture are the next in-order segment of a connection already followed,
- * or a pure acknowledgement. For those the pure Python stages (capture.py -> packets.py -> tcp.py
+ * or a pure acknowledgement of one. For those the pure Python stages (capture.py -> packets.py -> tcp.py
  * -> frames.py) do a fixed, small amount of work; this module does the same work on the same
  * objects, through the fields of their four core types (below: the boundary, nothing else of those
  * objects is read), and hands every other packet back untouched.
@@ -648,7 +648,9 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if (found < 0) return FAILED;
     if (!found) FEED;
     if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False) FEED;
-    if (wire_len == 0) { /* a pure acknowledgement: the connection is only touched */
+    /* a pure acknowledgement of a connection that carried payload: the connection is only touched
+       (before that, the reassembler reads it: it may be the handshake's last step, see Connection.handshake) */
+    if (wire_len == 0 && CC(conn)->opened == Py_True) {
         PyObject *ts = PyLong_FromLongLong(ts_ns);
         if (ts == NULL) return FAILED;
         int r = touch(self, rs, conn, ts);

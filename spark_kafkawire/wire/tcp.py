@@ -37,6 +37,10 @@ _offset_of = itemgetter(0)  # a queued segment's stream offset
 DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 NEVER = (1 << 63) - 1  # a time no packet has
+#: where the capture point sits, from the handshake: a share of the round trip on one side of it
+#: below this puts the capture near that end, else in the middle; under MIN_SIDE_RTT_NS no side is told
+SIDE_SHARE = 0.2
+MIN_SIDE_RTT_NS = 50_000
 
 
 class Queued(NamedTuple):
@@ -282,7 +286,8 @@ class Connection(ConnCore):
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
     # (last_ts, halves, done, self_connected and opened are ConnCore's: see cores.py)
-    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys")
+    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys", "syn_ts",
+                 "synack_ts", "ack_ts", "shake_unclear")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -300,6 +305,46 @@ class Connection(ConnCore):
         self.opened = False  # the listener has been told (at the first payload: most scans carry none)
         self.evicted = False  # retired to keep the table within maxConnections
         self.keys: tuple[tuple, ...] = ()  # its keys in the reassembler's table
+        # the three-way handshake as captured: the SYN, the SYN-ACK, and the SYN's sender's first ACK
+        # after it; shake_unclear says why their times tell no round trip (a SYN or SYN-ACK sent again,
+        # a simultaneous open), else None
+        self.syn_ts: int | None = None
+        self.synack_ts: int | None = None
+        self.ack_ts: int | None = None
+        self.shake_unclear: str | None = None
+
+    def round_trip(self) -> tuple[int | None, str | None]:
+        """The handshake's round trip (ns, SYN to the ACK of the SYN-ACK: tshark's initial RTT) and
+        where the capture point sits: ``near_syn_sender`` (the SYN-ACK came a round trip after the
+        SYN, the ACK at once), ``near_syn_receiver`` (the other way round) or ``middle``; None where
+        the handshake's times tell neither (part of it not captured, a SYN or SYN-ACK sent again, a
+        simultaneous open, times out of order), and no side under MIN_SIDE_RTT_NS (both ends seen
+        from one host, as on loopback)."""
+        syn, synack, ack = self.syn_ts, self.synack_ts, self.ack_ts
+        if syn is None or synack is None or ack is None or self.shake_unclear or not syn <= synack <= ack:
+            return None, None
+        rtt = ack - syn
+        if rtt < MIN_SIDE_RTT_NS:
+            return rtt, None
+        share = (ack - synack) / rtt  # of the round trip, the part between the SYN-ACK and the ACK
+        return rtt, ("near_syn_sender" if share < SIDE_SHARE else "near_syn_receiver" if share > 1 - SIDE_SHARE
+                     else "middle")
+
+    def handshake(self, d: int, flags: int, ts: int) -> None:
+        """A segment of direction ``d`` before the connection carried payload: notes the
+        handshake's times (see syn_ts)."""
+        if flags & TCP_SYN:
+            if flags & TCP_ACK:
+                if self.synack_ts is None:
+                    self.synack_ts = ts
+                else:
+                    self.shake_unclear = "SYN-ACK sent again"
+            elif self.syn_ts is None:
+                self.syn_ts = ts
+            else:
+                self.shake_unclear = "SYN sent again" if d == self.client else "simultaneous open"
+        elif flags & TCP_ACK and d == self.client and self.synack_ts is not None and self.ack_ts is None:
+            self.ack_ts = ts
 
     def self_direction(self, seg: Segment) -> int:
         """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
@@ -351,6 +396,8 @@ class Reassembler:
             if not conn.done and not conn.self_connected:
                 conn.last_ts = ts
                 self.live.move_to_end(conn)
+                if not conn.opened:
+                    conn.handshake(d, flags, ts)
                 if wire_len:
                     self._data(conn, d, seg)
                 return
@@ -390,6 +437,8 @@ class Reassembler:
         number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
         conn.last_ts = ts
         half = conn.halves[d]
+        if not conn.opened:
+            conn.handshake(d, flags, ts)
         if flags & TCP_SYN:
             if conn.isn[d] is None:
                 conn.isn[d] = seq

@@ -1,0 +1,82 @@
+"""What the TCP handshake tells (connection rows' handshake_rtt_ms and capture_side), against
+tshark's own TCP analysis of the same captures (tcp.analysis.initial_rtt), and on hand-built
+handshakes for the cases the capture leaves unclear (null, never a wrong figure)."""
+
+from __future__ import annotations
+
+import dpkt
+import pytest
+
+from conftest import ROOT, SAMPLES
+from pcapgen import tcp_packet
+from spark_kafkawire import read_capture
+from test_tshark import tshark_fields
+
+PUBLIC = ROOT.parent / "shared" / "public-captures"
+JA4 = ROOT / "tests" / "ja4"
+
+
+def _captures():
+    return [p for p in sorted(SAMPLES.glob("*.pcap*")) + sorted(PUBLIC.glob("*.pcap*")) + sorted(JA4.glob("*.pcap*"))
+            if not p.name.endswith(".json")]
+
+
+def _tshark_initial_rtt(path) -> dict[frozenset, float]:
+    """{the connection's two endpoints: tshark's initial RTT (ms)}, for connections it gives one."""
+    out: dict[frozenset, float] = {}
+    rows = tshark_fields(path, (), ("ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst", "tcp.dstport",
+                                    "tcp.analysis.initial_rtt"), display="tcp.analysis.initial_rtt")
+    for src4, src6, sport, dst4, dst6, dport, irtt in rows:
+        key = frozenset({(src4 or src6, int(sport)), (dst4 or dst6, int(dport))})
+        out.setdefault(key, float(irtt) * 1000)
+    return out
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
+def test_handshake_rtt_equals_tsharks_initial_rtt(path):
+    theirs = _tshark_initial_rtt(path)
+    ours = {}
+    for r in read_capture(path, rows="connections").to_pylist():
+        if r["status"] == "connection" and r["handshake_rtt_ms"] is not None:
+            ours[frozenset({(r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])})] = \
+                r["handshake_rtt_ms"]
+    # every round trip we give is tshark's, to the microsecond; we give one wherever tshark does,
+    # except where the handshake was unclear (then tshark still measures from the last SYN)
+    for key, rtt in ours.items():
+        assert key in theirs and abs(rtt - theirs[key]) < 0.001, (key, rtt, theirs.get(key))
+    assert len(ours) >= len(theirs) * 0.9
+
+
+CLIENT, BROKER = ("10.0.0.1", 40000), ("10.0.0.2", 9092)
+
+
+def _handshake(path, times_us, syn_again=False):
+    """A pcap of one handshake, SYN, SYN-ACK and ACK at the given microseconds (the SYN sent twice
+    where asked), written by dpkt with those times."""
+    syn, synack, ack = dpkt.tcp.TH_SYN, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK, dpkt.tcp.TH_ACK
+    pkts = [(times_us[0], tcp_packet(CLIENT, BROKER, 1000, flags=syn))]
+    if syn_again:
+        pkts.append((times_us[0] + 1, tcp_packet(CLIENT, BROKER, 1000, flags=syn)))
+    pkts += [(times_us[1], tcp_packet(BROKER, CLIENT, 5000, flags=synack, ack=1001)),
+             (times_us[2], tcp_packet(CLIENT, BROKER, 1001, flags=ack, ack=5001))]
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, linktype=dpkt.pcap.DLT_EN10MB, nano=True)
+        for us, pkt in pkts:
+            w.writepkt(pkt, ts=1_700_000_000 + us / 1e6)
+
+
+@pytest.mark.parametrize("times, syn_again, rtt, side", [
+    ((0, 10_000, 10_050), False, 10.05, "client"),  # the SYN-ACK a round trip after the SYN: at the client
+    ((0, 40, 10_040), False, 10.04, "broker"),  # the ACK a round trip after the SYN-ACK: at the broker
+    ((0, 5_000, 10_000), False, 10.0, "middle"),
+    ((0, 10, 20), False, 0.02, None),  # one host sees both ends: no side
+    ((0, 10_000, 10_050), True, None, None),  # the SYN sent again: which one was answered is unclear
+])
+def test_unclear_handshakes_give_null_never_a_wrong_figure(tmp_path, times, syn_again, rtt, side):
+    path = tmp_path / "h.pcap"
+    _handshake(path, times, syn_again)
+    (row,) = [r for r in read_capture(path, rows="connections").to_pylist() if r["status"] == "connection"]
+    assert (row["handshake_rtt_ms"] is None) == (rtt is None)
+    if rtt is not None:
+        assert abs(row["handshake_rtt_ms"] - rtt) < 0.001  # a microsecond
+    assert row["capture_side"] == side
