@@ -775,13 +775,15 @@ def test_quotas_count_the_throttling_tshark_reads(spark, tmp_path):
         n[3] += sum(int(e) == 89 for e in errors.split(";") if e)
     res = run("quotas", rows_of(spark, tmp_path, [tmp_path / "quotas.pcap"]), max_throttled_share=0.25)
     ours: dict = defaultdict(lambda: [0, 0, 0, 0])
-    for r in res["throttling"]:
+    for r in res["throttled_clients"]:
         n = ours[r["client_id"]]
         for i, c in enumerate(("answers", "throttled", "throttle_ms", "quota_exceeded")):
             n[i] += r[c]
     ports = {41000: "slow-producer", 41001: "free-producer", 42000: "admin"}
-    assert {ports[p]: n for p, n in theirs.items() if any(n)} == dict(ours)
-    assert ours["slow-producer"] == [8, 4, 1800, 0] and ours["admin"][3] == 1
+    # every client tshark sees throttled or refused, with its answers; none other
+    assert {ports[p]: n for p, n in theirs.items() if n[1] or n[3]} == dict(ours)
+    assert ours["slow-producer"] == [8, 4, 1800, 0] and ours["admin"][3] == 1 and theirs[41001] == [5, 0, 0, 0]
+    assert {r["api_name"] for r in res["throttling"]} == {"Produce", "CreateTopics"}
     minutes = sum(r["throttle_ms"] for r in res["throttling_by_minute"])
     assert minutes == 1800
     from spark_kafkawire.audits import policies

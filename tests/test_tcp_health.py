@@ -1,6 +1,7 @@
-"""What the TCP handshake tells (connection rows' handshake_rtt_ms and capture_side), against
-tshark's own TCP analysis of the same captures (tcp.analysis.initial_rtt), and on hand-built
-handshakes for the cases the capture leaves unclear (null, never a wrong figure)."""
+"""What the TCP handshake and its end tell (connection rows' handshake_rtt_ms, capture_side, and
+who reset the connection), against tshark's own reading of the same captures
+(tcp.analysis.initial_rtt, the first packet with the RST flag), and on hand-built connections for
+the cases the capture leaves unclear (null, never a wrong figure)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,46 @@ def test_unclear_handshakes_give_null_never_a_wrong_figure(tmp_path, times, syn_
     if rtt is not None:
         assert abs(row["handshake_rtt_ms"] - rtt) < 0.001  # a microsecond
     assert row["capture_side"] == side
+
+
+def _tshark_first_reset(path) -> dict[frozenset, tuple]:
+    """{the connection's two endpoints: the (address, port) that sent its first RST}, as tshark reads it."""
+    out: dict[frozenset, tuple] = {}
+    rows = tshark_fields(path, (), ("ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst", "tcp.dstport"),
+                         display="tcp.flags.reset == 1")
+    for src4, src6, sport, dst4, dst6, dport in rows:
+        src, dst = (src4 or src6, int(sport)), (dst4 or dst6, int(dport))
+        out.setdefault(frozenset({src, dst}), src)
+    return out
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
+def test_who_reset_a_connection_is_whom_tshark_sees_reset_it(path):
+    theirs = _tshark_first_reset(path)
+    for r in read_capture(path, rows="connections").to_pylist():
+        if r["status"] != "connection":
+            continue
+        key = frozenset({(r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])})
+        if r["end_captured"] == "rst":
+            sender = (r["client_ip"], r["client_port"]) if r["client_resets"] else (r["broker_ip"], r["broker_port"])
+            assert r["client_resets"] + r["broker_resets"] == 1 and theirs.get(key) == sender, (r, theirs.get(key))
+        else:
+            assert r["client_resets"] == r["broker_resets"] == 0
+
+
+@pytest.mark.parametrize("who", ["client", "broker"])
+def test_a_reset_names_its_sender(tmp_path, who):
+    """A connection with one request each way, then an RST from one side (and a late RST copy from
+    it after the end, which counts no second time)."""
+    from pcapgen import Conversation, request, response, write_pcap
+
+    conv = Conversation().handshake()
+    conv.send("c", request(18, 3, 1))
+    conv.send("b", response(1, 18, 3))
+    src, dst, side = (conv.client, conv.broker, "c") if who == "client" else (conv.broker, conv.client, "b")
+    rst = tcp_packet(src, dst, conv.seq[side], flags=dpkt.tcp.TH_RST | dpkt.tcp.TH_ACK)
+    write_pcap(tmp_path / "r.pcap", conv.packets + [rst, rst])
+    (row,) = [r for r in read_capture(tmp_path / "r.pcap", rows="connections").to_pylist()
+              if r["status"] == "connection"]
+    assert row["end_captured"] == "rst"
+    assert (row["client_resets"], row["broker_resets"]) == ((1, 0) if who == "client" else (0, 1))

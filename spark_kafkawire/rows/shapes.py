@@ -267,6 +267,8 @@ class ConnectionRows(RowBuilder):
         rtt, near = conn.round_trip()
         c["handshake_rtt_ms"].append(rtt / 1e6 if rtt is not None else None)
         c["capture_side"].append(_side(near, conn.client == client_dir))
+        c["client_resets"].append(int(conn.reset_by == client_dir))
+        c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
         c["detail"].append(None)
         halves = conn.halves

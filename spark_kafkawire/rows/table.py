@@ -167,6 +167,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("end_captured", "string"),
         ("handshake_rtt_ms", "double"),
         ("capture_side", "string"),
+        ("client_resets", "int"),
+        ("broker_resets", "int"),
         ("protocol", "string"),
         ("detail", "string"),
     ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [

@@ -286,8 +286,8 @@ class Connection(ConnCore):
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
     # (last_ts, halves, done, self_connected and opened are ConnCore's: see cores.py)
-    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys", "syn_ts",
-                 "synack_ts", "ack_ts", "shake_unclear")
+    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys", "reset_by",
+                 "syn_ts", "synack_ts", "ack_ts", "shake_unclear")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -299,6 +299,7 @@ class Connection(ConnCore):
         self.halves: list[HalfStream] = []
         self.isn: list[int | None] = [None, None]
         self.rst = False
+        self.reset_by: int | None = None  # the direction whose RST ended it
         self.done = False
         self.state: object = None  # the listener's own state for this connection
         self.self_connected = False  # a == b: directions told apart by sequence numbers
@@ -454,6 +455,7 @@ class Reassembler:
                 half.fin_off = fin_off
         if flags & TCP_RST:
             conn.rst = True
+            conn.reset_by = d
             self._finish(conn)
         elif flags & TCP_FIN:
             half.fin = True
