@@ -321,10 +321,9 @@ def _shape(args, options: dict) -> str:
 
 def _undecrypted(options: dict, table: pa.Table, shape: str) -> str | None:
     """One line when TLS connections were not (wholly) decrypted: how many, and how to decrypt them."""
-    if shape == "connections":
-        rows = [r for r in table.select(["protocol", "tls_undecrypted_bytes", "tls_decrypted_bytes"]).to_pylist()
-                if r["protocol"] == "tls" and (r["tls_undecrypted_bytes"] or not r["tls_decrypted_bytes"])]
-        n, nbytes = len(rows), sum(r["tls_undecrypted_bytes"] or 0 for r in rows)
+    if shape == "connections":  # (figures.TLS_NOT_DECRYPTED: as the audits' coverage counts them)
+        rows = table.filter(figures.mask(figures.TLS_NOT_DECRYPTED, table)).column("tls_undecrypted_bytes").to_pylist()
+        n, nbytes = len(rows), sum(b or 0 for b in rows)
     else:
         n, nbytes = sum(1 for s in table.column("status").to_pylist() if s == "tls"), None
     if not n:

@@ -1,7 +1,8 @@
-"""What the TCP handshake and its end tell (connection rows' handshake_rtt_ms, capture_side, and
-who reset the connection), against tshark's own reading of the same captures
-(tcp.analysis.initial_rtt, the first packet with the RST flag), and on hand-built connections for
-the cases the capture leaves unclear (null, never a wrong figure)."""
+"""Where the time goes on the wire, against tshark's own reading of the same captures: exchange
+rows' transfer times (the packets tshark reassembles each PDU from), connection rows'
+handshake_rtt_ms (tcp.analysis.initial_rtt), capture_side, and who reset the connection (the first
+packet with the RST flag); and hand-built connections for the cases the capture leaves unclear
+(null, never a wrong figure)."""
 
 from __future__ import annotations
 
@@ -124,3 +125,49 @@ def test_a_reset_names_its_sender(tmp_path, who):
               if r["status"] == "connection"]
     assert row["end_captured"] == "rst"
     assert (row["client_resets"], row["broker_resets"]) == ((1, 0) if who == "client" else (0, 1))
+
+
+def _tshark_pdu_spans(path, ports) -> dict[tuple, tuple[int, int]]:
+    """{(client port, broker port, request?, correlation id): (first packet, last packet)} of every
+    Kafka PDU tshark shows alone in its packet (a PDU shown where its reassembly completes; its
+    first packet: the lowest of its segments)."""
+    out = {}
+    for num, sport, dport, corrs, segments in tshark_fields(
+            path, ports, ("frame.number", "tcp.srcport", "tcp.dstport", "kafka.correlation_id", "tcp.segment")):
+        if not corrs or ";" in corrs:
+            continue
+        sport, dport = int(sport), int(dport)
+        request = dport in ports
+        first = min(int(s) for s in segments.split(";")) if segments else int(num)
+        key = (sport, dport, True, int(corrs)) if request else (dport, sport, False, int(corrs))
+        out[key] = (first, int(num))
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in _captures() if "ja4" not in str(p)], ids=lambda p: p.name)
+def test_transfer_times_span_the_packets_tshark_reassembles(path):
+    """request_transfer_ms and response_transfer_ms: from the packet of a frame's first byte to the
+    packet of its last, the packets tshark reassembles the PDU from (its segments), timed by
+    tshark's own frame.time_epoch."""
+    rows = [r for r in read_capture(path).to_pylist() if r["status"] == "complete"]
+    ports = sorted({r["broker_port"] for r in rows})
+    if not rows:
+        pytest.skip("no complete exchange")
+    times = {int(n): float(t) for n, t in tshark_fields(path, (), ("frame.number", "frame.time_epoch"),
+                                                           display="frame")}
+    spans = _tshark_pdu_spans(path, ports)
+    checked = spanning = 0
+    for r in rows:
+        for request, first_col, ms_col in ((True, "request_packet", "request_transfer_ms"),
+                                           (False, "response_packet", "response_transfer_ms")):
+            span = spans.get((r["client_port"], r["broker_port"], request, r["correlation_id"]))
+            if span is None:
+                continue
+            first, last = span
+            assert r[first_col] == first, (r, span)
+            assert abs(r[ms_col] - (times[last] - times[first]) * 1000) < 0.001, (r, span)
+            checked += 1
+            spanning += last != first
+    assert checked >= len(rows) // 2
+    if path.name == "veth-confluent-mtu.pcap":
+        assert spanning > 0  # MTU-sized segments: some frames cross several packets

@@ -56,6 +56,8 @@ class ExchangeRows(RowBuilder):
         c["request_time"].append(rq.ts_ns if rq else None)
         c["response_time"].append(rs.ts_ns if rs else None)
         c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+        c["request_transfer_ms"].append(_transfer(rq))
+        c["response_transfer_ms"].append(_transfer(rs))
         c["request_header_version"].append(h.header_version if h else None)
         c["response_header_version"].append(resp.header_version if resp else None)
         c["request_size"].append(rq.size if rq else None)
@@ -304,6 +306,13 @@ class ConnectionRows(RowBuilder):
 
 
 _NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
+
+
+def _transfer(frame: Frame | None) -> float | None:
+    """How long a whole frame took to cross the capture point: its first byte's packet to its last's."""
+    if frame is None or frame.last_ts is None:
+        return None
+    return (frame.last_ts - frame.ts_ns) / 1e6
 
 
 def _side(near: str | None, syn_sender_is_client: bool) -> str | None:

@@ -76,6 +76,8 @@ _TIMES: Final = [
     ("response_time", "timestamp"),
     ("latency_ms", "double"),
 ]
+#: how long an exchange's frames took to cross the capture point
+_TRANSFER: Final = [("request_transfer_ms", "double"), ("response_transfer_ms", "double")]
 _API: Final = [
     ("api_key", "smallint"),
     ("api_name", "string"),
@@ -83,7 +85,7 @@ _API: Final = [
 ]
 
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "exchanges": _ENDPOINTS + _TIMES + _API + [
+    "exchanges": _ENDPOINTS + _TIMES + _TRANSFER + _API + [
         ("request_header_version", "tinyint"),
         ("response_header_version", "tinyint"),
         ("correlation_id", "int"),

@@ -207,13 +207,14 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of eleven fields; feed: callable");
         return -1;
     }
-    /* Frame: a tuple of six (ts_ns, number, offset, size, data, complete), made as tuple.__new__ would */
+    /* Frame: a tuple of seven (ts_ns, number, offset, size, data, complete, last_ts), made as tuple.__new__
+       would */
     PyObject *fields = PyObject_GetAttrString(frt, "_fields");
     if (fields == NULL) return -1;
-    int six = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 6;
+    int seven = PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 7;
     Py_DECREF(fields);
-    if (!six || !PyType_IsSubtype((PyTypeObject *)frt, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Frame: a named tuple of six fields");
+    if (!seven || !PyType_IsSubtype((PyTypeObject *)frt, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Frame: a named tuple of seven fields");
         return -1;
     }
     if (ports != Py_None && (!PyBytes_Check(ports) || PyBytes_GET_SIZE(ports) != 8192)) {
@@ -337,11 +338,12 @@ static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
 
 static int empty_list(PyObject *v) { return v != NULL && PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0; }
 
-/* a Frame(ts, number, offset, size, data, True), taking the references to off, size and data */
-static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *off, PyObject *size, PyObject *data) {
+/* a Frame(ts, number, offset, size, data, True, last), taking the references to off, size and data */
+static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *off, PyObject *size, PyObject *data,
+                           PyObject *last) {
     PyObject *f = NULL;
     if (off != NULL && size != NULL && data != NULL)
-        f = ((PyTypeObject *)self->frame_type)->tp_alloc((PyTypeObject *)self->frame_type, 6);
+        f = ((PyTypeObject *)self->frame_type)->tp_alloc((PyTypeObject *)self->frame_type, 7);
     if (f == NULL) {
         Py_XDECREF(off);
         Py_XDECREF(size);
@@ -357,6 +359,8 @@ static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *of
     PyTuple_SET_ITEM(f, 3, size);
     PyTuple_SET_ITEM(f, 4, data);
     PyTuple_SET_ITEM(f, 5, Py_True);
+    Py_INCREF(last);
+    PyTuple_SET_ITEM(f, 6, last);
     return f;
 }
 
@@ -454,7 +458,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
                     AC(acct)->frames += 1;
                     AC(acct)->frame_bytes += 4 + size;
                     PyObject *f = new_frame(self, ts, num, PyLong_FromLongLong(fpos + p), PyLong_FromLongLong(size),
-                                            PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size));
+                                            PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size), ts);
                     if (f == NULL) return -1;
                     PyObject *r = PyObject_CallOneArg(on_frame, f);
                     Py_DECREF(f);
@@ -504,7 +508,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
         buf = fresh;
         SET_FIELD(FC(fr)->buf, fresh);
         FC(fr)->target = 4;
-        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data);
+        PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data, ts);
         if (f == NULL) return -1;
         PyObject *r = PyObject_CallOneArg(on_frame, f);
         Py_DECREF(f);

@@ -36,6 +36,7 @@ class Frame(NamedTuple):
     data: bytes | bytearray  # header + body (shorter than size when incomplete); a frame that
     # spanned segments keeps the framer's buffer (a bytearray) instead of a copy of it
     complete: bool
+    last_ts: int | None = None  # time of the packet that carried its last byte (a whole frame's)
 
 
 class Accounting(AcctCore):
@@ -339,7 +340,7 @@ class Framer(Resync):
                     if end <= n:  # the common case: the whole frame is in this chunk
                         acct.frames += 1
                         acct.frame_bytes += 4 + size
-                        self.on_frame(Frame(ts, number, base + pos, size, chunk[pos + 4 : end], True))
+                        self.on_frame(Frame(ts, number, base + pos, size, chunk[pos + 4 : end], True, ts))
                         pos = end
                         continue
                     self.target = 4 + size
@@ -371,7 +372,7 @@ class Framer(Resync):
             del data[:4]
             self.buf = buf = bytearray()
             self.target = 4
-            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True))
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True, ts))
 
     def _flush_partial(self) -> None:
         if self.buf:
