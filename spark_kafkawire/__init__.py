@@ -13,11 +13,9 @@ __all__ = ["CaptureError", "Options", "iter_batches", "list_files", "read_captur
 def register(spark) -> None:
     """Register the 'kafkawire' data source with a SparkSession, after checking that Spark's Python
     workers can import this package and pyarrow (else one line says which interpreter they run)."""
-    from .spark.datasource import KafkaWireDataSource
-    from .spark.session import check_workers
+    from .spark.session import register as spark_register
 
-    check_workers(spark)
-    spark.dataSource.register(KafkaWireDataSource)
+    spark_register(spark)
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,

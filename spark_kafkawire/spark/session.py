@@ -52,10 +52,17 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
         builder = builder.master(master or "local[*]")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from .. import register
-
     register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
     return spark
+
+
+def register(spark) -> None:
+    """Register the 'kafkawire' data source with a SparkSession, after checking that Spark's Python
+    workers can import this package and pyarrow (else one line says which interpreter they run)."""
+    from .datasource import KafkaWireDataSource
+
+    check_workers(spark)
+    spark.dataSource.register(KafkaWireDataSource)
 
 
 _checked: set[int] = set()
