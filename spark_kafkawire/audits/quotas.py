@@ -7,12 +7,11 @@ import datetime as dt
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
+from .base import CLIENT, Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
 from .plots import timeline
 
 #: Kafka's error for a request refused by a controller mutation quota (KIP-599)
 QUOTA_EXCEEDED = "THROTTLING_QUOTA_EXCEEDED"
-CLIENT = ["client_id", "client_ip"]
 
 
 def quotas(rows: Rows, policy: Policy) -> dict[str, DataFrame]:

@@ -18,7 +18,6 @@ from typing import Final, Iterator
 
 import pyarrow as pa
 
-from .. import protocol
 from ..kafka import records as rec
 from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
@@ -96,9 +95,7 @@ class MessageRows(RowBuilder):
         h = req.header if req is not None else None
         c["direction"].append(direction)
         c["time"].append(frame.ts_ns if frame else None)
-        c["api_key"].append(h.api_key if h else None)
-        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
-        c["api_version"].append(h.api_version if h else None)
+        self._api(h)
         if resp is not None:
             c["header_version"].append(resp.header_version)
             c["correlation_id"].append(resp.correlation_id)

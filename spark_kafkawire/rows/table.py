@@ -20,6 +20,7 @@ from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
+from ..kafka.headers import RequestHeader
 
 _ARROW: Final = {
     "string": pa.string(),
@@ -281,13 +282,18 @@ class RowBuilder:
         for name, _t in _HEADLINE:
             c[name].append(extra.get(name) if extra else None)
 
+    def _api(self, h: RequestHeader | None) -> None:
+        """The api columns, from the request's header."""
+        c = self.cols
+        c["api_key"].append(h.api_key if h else None)
+        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_version"].append(h.api_version if h else None)
+
     def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
         c = self.cols
         self._endpoints(ep)
         h = req.header if req is not None else None
-        c["api_key"].append(h.api_key if h else None)
-        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
-        c["api_version"].append(h.api_version if h else None)
+        self._api(h)
         c["correlation_id"].append(h.correlation_id if h else resp.correlation_id if resp else None)
         c["client_id"].append(h.client_id if h else None)
 
