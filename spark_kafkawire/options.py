@@ -58,8 +58,6 @@ class Options:
         for key, (name, field, default, rule) in _RULES.items():
             raw = o.get(key)
             values[field] = default if raw is None else rule(name, raw)
-        if values["rows"] == "records" and not values["include_records"]:
-            raise ValueError("rows=records shows record keys and values (payload): set option includeRecords=true")
         return cls(**values)  # type: ignore[arg-type]  # each value checked above
 
 
@@ -160,11 +158,12 @@ _DOCS = {
     'rows': (
         '`exchanges`',
         'row shape: `exchanges` (one per request/response pair), `messages` (one per frame), `partitions` '
-        '(one per exchange, topic and partition), `records` (one per record; needs `includeRecords`) or '
+        '(one per exchange, topic and partition), `records` (one per record) or '
         '`connections` (one per TCP connection)'),
     'includeRecords': (
         'false',
-        '`true` allows `rows=records`, whose rows carry record keys, values and headers (payload is opt-in)'),
+        '`true` shows record keys, values and headers in `rows=records` (payload is opt-in; without it those '
+        'columns are null, and the rows carry offsets, formats, schema ids and trace context)'),
     'maxDecompressedBytes': (
         '67108864',
         'cap on what the record batches of one request or response decompress to, all together, 65536 to '

@@ -102,7 +102,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
         return
     topics = TopicIds()
     sink = row_builder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
-                       topic_ids=topics.names)
+                       topic_ids=topics.names, payload=opts.include_records)
     decoder, reasm = build_stages(sink, opts, predicate, share, topics)
     limit = opts.batch_size
     feed = reasm.feed

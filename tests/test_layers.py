@@ -28,7 +28,7 @@ LAYERS = [
 STEPS = {
     "wire": [{"fs", "cores", "flow"}, {"capture"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"session"}],
-    "kafka": [{"wiretypes", "values", "sasl"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
+    "kafka": [{"wiretypes", "values", "sasl", "carried"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
     "rows": [{"table"}, {"shapes"}],

@@ -233,9 +233,18 @@ def test_hostile_counts_and_truncation():
     assert [r.status for r in rec.iter_records(cut)] == ["truncated"]
 
 
-def test_records_rows_are_opt_in():
-    with pytest.raises(ValueError, match="includeRecords"):
-        read_capture(SAMPLES / "mock-kcat.pcap", rows="records")
+def test_record_payload_is_opt_in():
+    """Without includeRecords, record rows are there with their metadata and without keys, values
+    and headers; with it, the same rows carry them."""
+    bare = read_capture(SAMPLES / "tansu-confluent-codecs.pcap", rows="records").to_pylist()
+    full = read_capture(SAMPLES / "tansu-confluent-codecs.pcap", rows="records", includeRecords=True).to_pylist()
+    assert len(bare) == len(full) > 100
+    assert all(r["key"] is None and r["value"] is None and r["headers"] is None for r in bare)
+    assert any(r["value"] for r in full)
+    payload = {"key", "value", "headers"}
+    assert [{k: v for k, v in r.items() if k not in payload} for r in bare] == \
+        [{k: v for k, v in r.items() if k not in payload} for r in full]
+    assert b"sample payload" not in json.dumps(bare, default=str).encode()
     with pytest.raises(ValueError, match="maxDecompressedBytes"):
         read_capture(SAMPLES / "mock-kcat.pcap", maxDecompressedBytes="0")
     # exchange rows never carry payload bytes

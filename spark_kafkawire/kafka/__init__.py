@@ -9,6 +9,7 @@ interpreter of protocol/messages.json, and the facts rows and audits use.
 * secrets.py, sasl.py: secret fields redacted and sealed; what a SASL token looks like (refused
   wherever a header or field is read);
 * records.py: record batches (v0/v1 message sets and v2 batches): CRCs, codecs, record summaries;
+  carried.py: what a record carries besides its payload (trace context, key and value wire formats);
 * headline.py, partitions.py, topicids.py: facts -> a row's headline, its partition rows, and the
   topic ids learnt from Metadata and the like;
 * values.py, wiretypes.py: the value and byte types the stage hands on.

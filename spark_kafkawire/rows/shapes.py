@@ -19,6 +19,7 @@ from typing import Final, Iterator
 import pyarrow as pa
 
 from ..kafka import records as rec
+from ..kafka.carried import trace_context, wire_format
 from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
@@ -32,6 +33,10 @@ _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offse
                                       "last_stable_offset", "log_start_offset", "timestamp_ms", "record_count",
                                       "record_bytes"))
 _PARTITION_FIELDS: Final = tuple(_NO_PARTITION)
+#: the topic a schema registry keeps its schemas in (Confluent's and Karapace's default), read for
+#: each schema id's type
+SCHEMAS_TOPIC: Final = "_schemas"
+REGISTRY_TYPES: Final = {"AVRO": "confluent-avro", "PROTOBUF": "confluent-protobuf", "JSON": "confluent-json"}
 
 
 def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
@@ -202,12 +207,17 @@ class RecordRows(RowBuilder):
                      msg: Request | Response, parts: list) -> Iterator[None]:
         """One row per record of the message's record fields, one per step."""
         budget = rec.Budget(self.max_decompressed)  # one for all the batches of the message
+        appended = _appended(resp, self.topic_ids) if direction == "request" else None
         for topic, index, raw in parts:
+            # a Produce request's records are appended at the response's BaseOffset, one offset each in turn
+            base = appended.get((topic, index)) if appended is not None else None
+            position = 0
             for r in rec.iter_records(raw.data, budget, self.max_records):
                 c = self.cols  # a new set of columns after each batch leaves
                 # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
                 if r.status not in ("ok", "truncated") and \
                         not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
+                    base = None  # how many records the batch held is not known: later offsets neither
                     continue
                 self._identity(ep, req, resp)
                 c["time"].append(msg.frame.ts_ns)
@@ -215,12 +225,15 @@ class RecordRows(RowBuilder):
                 c["topic"].append(topic)
                 c["partition"].append(index)
                 c["offset"].append(r.offset)
+                if r.status != "ok":
+                    base = None
+                c["log_offset"].append(r.offset if appended is None and r.status == "ok" else
+                                       base + position if base is not None else None)
+                position += 1
                 ts = r.timestamp_ms
                 c["timestamp"].append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
                 c["timestamp_type"].append(r.timestamp_type)
-                c["key"].append(r.key)
-                c["value"].append(r.value)
-                c["headers"].append([{"key": k, "value": v} for k, v in r.headers] if r.headers is not None else None)
+                self._carried(c, topic, r)
                 c["producer_id"].append(r.producer_id)
                 c["producer_epoch"].append(r.producer_epoch)
                 c["sequence"].append(r.sequence)
@@ -230,9 +243,62 @@ class RecordRows(RowBuilder):
                 c["magic"].append(r.magic)
                 c["batch_offset"].append(r.batch_offset)
                 c["status"].append(r.status)
-                c["detail"].append(r.detail)
                 self.count += 1
                 yield
+
+    def _carried(self, c: dict[str, list], topic: str | None, r: rec.Record) -> None:
+        """The payload (only with ``payload``) and what the record carries besides (always): trace
+        context, and the wire format and schema id of key and value; ``detail`` says what is malformed."""
+        payload = self.payload
+        c["key"].append(r.key if payload else None)
+        c["value"].append(r.value if payload else None)
+        c["headers"].append([{"key": k, "value": v} for k, v in r.headers]
+                            if payload and r.headers is not None else None)
+        notes = [r.detail] if r.detail else []
+        trace, span, fmt, problem = trace_context(r.headers)
+        c["trace_id"].append(trace)
+        c["span_id"].append(span)
+        c["trace_format"].append(fmt)
+        if problem:
+            notes.append(problem)
+        if topic == SCHEMAS_TOPIC and r.status == "ok":
+            self._learn_schema(r.key, r.value)
+        for side, data in (("key", r.key), ("value", r.value)):
+            wire, sid, problem = wire_format(data)
+            if sid is not None and wire is not None and wire.startswith("confluent"):
+                wire = self.schema_types.get(sid, wire)
+            c[f"{side}_format"].append(wire)
+            c[f"{side}_schema_id"].append(sid)
+            if problem:
+                notes.append(f"{side}: {problem}")
+        c["detail"].append("; ".join(notes) if notes else None)
+
+    def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
+        """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
+        import json
+
+        try:
+            k, v = json.loads(key or b""), json.loads(value or b"")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return
+        if isinstance(k, dict) and k.get("keytype") == "SCHEMA" and isinstance(v, dict) and \
+                isinstance(v.get("id"), int) and not isinstance(v.get("id"), bool):
+            kind = v.get("schemaType", "AVRO")
+            if kind in REGISTRY_TYPES:
+                self.schema_types[v["id"]] = REGISTRY_TYPES[kind]
+
+
+def _appended(resp: Response | None, topic_ids: dict[str, str]) -> dict[tuple, int]:
+    """(topic, partition) -> the BaseOffset a Produce response says the partition's records were
+    appended at (where it names no error)."""
+    if resp is None:
+        return {}
+    out: dict[tuple, int] = {}
+    for topic, index, f in topic_partitions(resp.body, topic_ids):
+        base = f.get("BaseOffset")
+        if isinstance(base, int) and base >= 0 and f.get("ErrorCode", 0) == 0:
+            out[(topic, index)] = base
+    return out
 
 
 class ConnectionRows(RowBuilder):
@@ -339,9 +405,11 @@ BUILDERS: dict[str, type[RowBuilder]] = {b.shape: b for b in (ExchangeRows, Mess
 
 def row_builder(shape: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
-                topic_ids: dict[str, str] | None = None) -> RowBuilder:
-    """The row sink of a shape."""
-    return BUILDERS[shape](capture_file, max_decompressed, mode, max_records, topic_ids)
+                topic_ids: dict[str, str] | None = None, payload: bool = False) -> RowBuilder:
+    """The row sink of a shape; ``payload``: rows=records shows keys, values and headers."""
+    sink = BUILDERS[shape](capture_file, max_decompressed, mode, max_records, topic_ids)
+    sink.payload = payload
+    return sink
 
 
 def status_batch(shape: str, capture_file: str, status: str, detail: str) -> pa.RecordBatch:

@@ -146,11 +146,19 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("topic", "string"),
         ("partition", "int"),
         ("offset", "bigint"),
+        ("log_offset", "bigint"),
         ("timestamp", "timestamp"),
         ("timestamp_type", "string"),
         ("key", "binary"),
         ("value", "binary"),
         ("headers", "array<struct<key:string,value:binary>>"),
+        ("key_format", "string"),
+        ("key_schema_id", "bigint"),
+        ("value_format", "string"),
+        ("value_schema_id", "bigint"),
+        ("trace_id", "string"),
+        ("span_id", "string"),
+        ("trace_format", "string"),
         ("producer_id", "bigint"),
         ("producer_epoch", "smallint"),
         ("sequence", "int"),
@@ -225,6 +233,8 @@ class RowBuilder:
         self.max_records = max_records
         self.backlog: deque = deque()
         self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}  # topic id -> name
+        self.payload = False  # rows=records: keys, values and headers shown (option includeRecords)
+        self.schema_types: dict[int, str] = {}  # rows=records: schema id -> format, from a registry's records
         self._reset()
 
     def _reset(self) -> None:

@@ -12,7 +12,9 @@ themselves reported (deliveries, records consumed, positions, watermarks).
 - hygiene.pcap: one client per anti-pattern (small batches, no compression, acks=0, no
   idempotence, metadata storm, connection churn, empty fetches with a short wait, a commit per
   record, requests near max.request.size, a client pinned to Kafka 0.10.1) beside well-configured
-  producers and a consumer.
+  producers and a consumer;
+- carried.pcap: producers of three libraries (kafkajs on Node, installed by npm) writing each
+  record wire format and trace header kind, a schema registry's records, two consumer groups.
 """
 
 from __future__ import annotations
@@ -256,8 +258,173 @@ def hygiene(out: Path) -> dict:
             "description": "one client per anti-pattern beside well-configured producers and a consumer, against "
                            "Tansu."}
 
+# -- what records carry: formats, schema ids, trace context; delivery ---------------------------------
+#: schema ids a registry (its _schemas topic, written here as a registry writes it) declares
+REGISTERED = {11: "AVRO", 12: "PROTOBUF", 13: "JSON"}
+AVRO_BODY = b"\x02\x0aorder\x06EUR"  # an Avro record (long 1, string "order", string "EUR")
+PROTO_BODY = b"\x00\x08\x96\x01\x12\x03abc"  # message index [0], then field 1 = 150, field 2 = "abc"
 
-SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene}
+
+def _value(kind: str, i: int) -> tuple[bytes, str, int | None]:
+    """A value of a wire format -> (bytes, the format kafkawire should name, the schema id)."""
+    if kind in ("avro", "avro-kp"):
+        return b"\x00" + (11).to_bytes(4, "big") + AVRO_BODY + bytes([i % 100]), "confluent-avro", 11
+    if kind == "protobuf":
+        return b"\x00" + (12).to_bytes(4, "big") + PROTO_BODY, "confluent-protobuf", 12
+    if kind == "protobuf-unregistered":  # told from the bytes alone
+        return b"\x00" + (22).to_bytes(4, "big") + PROTO_BODY, "confluent-protobuf", 22
+    if kind == "json-schema":
+        return b"\x00" + (13).to_bytes(4, "big") + json.dumps({"event": i}).encode(), "confluent-json", 13
+    if kind == "apicurio":
+        return b"\x00" + (7).to_bytes(8, "big") + AVRO_BODY, "apicurio", 7
+    if kind == "json":
+        return json.dumps({"plain": i}).encode(), "json", None
+    if kind == "utf8":
+        return f"line {i}".encode(), "utf8", None
+    return b"\xff\xfe" + bytes([i % 256]) + b"\x80", "binary", None
+
+
+def _trace(kind: str) -> tuple[list[tuple[str, bytes]], dict]:
+    """Headers of a trace format -> (headers, what kafkawire should read from them)."""
+    import base64
+    import secrets
+
+    t, s = secrets.token_hex(16), secrets.token_hex(8)
+    if kind == "w3c":
+        return [("traceparent", f"00-{t}-{s}-01".encode())], {"trace_id": t, "span_id": s, "trace_format": "w3c"}
+    if kind == "b3":
+        return [("b3", f"{t}-{s}-1".encode())], {"trace_id": t, "span_id": s, "trace_format": "b3"}
+    if kind == "b3multi":
+        return ([("X-B3-TraceId", t.encode()), ("X-B3-SpanId", s.encode()), ("X-B3-Sampled", b"1")],
+                {"trace_id": t, "span_id": s, "trace_format": "b3multi"})
+    if kind == "jaeger":
+        return [("uber-trace-id", f"{t}:{s}:0:1".encode())], {"trace_id": t, "span_id": s, "trace_format": "jaeger"}
+    if kind == "sw8":
+        seg = f"{secrets.token_hex(8)}.1.16{secrets.randbelow(10**10)}"
+        b = [base64.b64encode(x.encode()).decode() for x in (t, seg, "svc", "inst", "/pay", "broker:9092")]
+        return ([("sw8", f"1-{b[0]}-{b[1]}-0-{b[2]}-{b[3]}-{b[4]}-{b[5]}".encode())],
+                {"trace_id": t, "span_id": f"{seg}.0", "trace_format": "sw8"})
+    if kind == "bad-w3c":
+        return [("traceparent", f"ff-{t}-{s}-01".encode())], {"trace_id": None, "malformed": True}
+    return [("app", b"x")], {"trace_id": None}
+
+
+#: producers: client id, library, topic, value kinds and trace kinds, taken in turn
+CARRIED = [
+    ("orders-ck", "confluent-kafka", "orders", ["avro"], ["w3c", "b3", "none"]),
+    ("orders-kp", "kafka-python", "orders", ["avro-kp", "json"], ["b3multi", "jaeger", "bad-w3c"]),
+    ("payments-js", "kafkajs", "payments", ["protobuf"], ["sw8", "w3c"]),
+    ("payments-ck", "confluent-kafka", "payments", ["protobuf-unregistered"], ["b3"]),
+    ("events-ck", "confluent-kafka", "events", ["json-schema"], ["w3c"]),
+    ("misc-kp", "kafka-python", "misc", ["apicurio", "utf8", "binary"], ["none"]),
+]
+
+
+def _kafkajs(bootstrap: str, client_id: str, messages: list[dict]) -> list[dict]:
+    """Send with kafkajs on Node (installed with npm into a scratch directory)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["npm", "install", "--silent", "--prefix", tmp, "kafkajs@2.2.4"], check=True)
+        spec = json.dumps({"bootstrap": bootstrap, "clientId": client_id, "messages": messages})
+        out = subprocess.run(["node", str(HERE / "carried_producer.js")], input=spec, capture_output=True,
+                             text=True, check=True, env={**os.environ, "NODE_PATH": f"{tmp}/node_modules"}, timeout=60)
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def carried(out: Path, per_producer: int = 12) -> dict:
+    import threading
+
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topics = ["orders", "payments", "events", "misc"]
+    sent: list[dict] = []
+    consumed: dict[str, list] = {"billing": [], "audit": []}
+    with tansu() as (bootstrap, port):
+        ports = [port]
+        _topics(bootstrap, topics + ["_schemas"])
+        with capture(out, ports):
+            # a schema registry's own records of its schemas (Confluent's format), before any producer
+            reg = Producer({"bootstrap.servers": bootstrap, "client.id": "schema-registry"})
+            for sid, kind in REGISTERED.items():
+                key = {"keytype": "SCHEMA", "subject": f"s{sid}-value", "version": 1, "magic": 1}
+                value = {"subject": f"s{sid}-value", "version": 1, "id": sid, "schema": "{}", "deleted": False}
+                if kind != "AVRO":
+                    value["schemaType"] = kind
+                reg.produce("_schemas", key=json.dumps(key).encode(), value=json.dumps(value).encode())
+            assert reg.flush(15) == 0
+            stop = threading.Event()
+
+            def billing():  # consumes while the producers produce
+                c = Consumer({"bootstrap.servers": bootstrap, "client.id": "billing-1", "group.id": "billing",
+                              "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+                              # the broker holds a JoinGroup up to the rebalance timeout (max.poll.interval.ms)
+                              "max.poll.interval.ms": 10000, "session.timeout.ms": 6000})
+                c.subscribe(["orders", "payments", "events"])
+                while not stop.is_set():
+                    m = c.poll(0.2)
+                    if m is not None and not m.error():
+                        consumed["billing"].append([m.topic(), m.partition(), m.offset(), time.time()])
+                c.close()
+
+            th = threading.Thread(target=billing)
+            th.start()
+            time.sleep(3)
+            for cid, lib, topic, kinds, traces in CARRIED:
+                plan = []
+                for i in range(per_producer):
+                    value, fmt, sid = _value(kinds[i % len(kinds)], i)
+                    headers, trace = _trace(traces[i % len(traces)])
+                    plan.append({"client_id": cid, "software": lib, "topic": topic, "key": f"{cid}-{i}",
+                                 "value": value, "value_format": fmt, "value_schema_id": sid, "headers": headers,
+                                 **trace})
+                if lib == "kafkajs":
+                    got = _kafkajs(bootstrap, cid, [{"topic": p["topic"], "key": p["key"], "value_hex": p["value"].hex(),
+                                                     "headers": {k: v.decode() for k, v in p["headers"]}}
+                                                    for p in plan])
+                    for p, g in zip(plan, got):
+                        p.update(partition=g["partition"], offset=g["offset"], sent=g["sent"])
+                elif lib == "kafka-python":
+                    kp = KafkaProducer(bootstrap_servers=bootstrap, client_id=cid, acks="all")
+                    for p in plan:
+                        p["sent"] = time.time()
+                        md = kp.send(topic, key=p["key"].encode(), value=p["value"], headers=p["headers"]).get(15)
+                        p.update(partition=md.partition, offset=md.offset)
+                    kp.close(5)
+                else:
+                    pr = Producer({"bootstrap.servers": bootstrap, "client.id": cid, "linger.ms": 5})
+                    for p in plan:
+                        def cb(err, msg, p=p):
+                            assert err is None, err
+                            p.update(partition=msg.partition(), offset=msg.offset())
+                        p["sent"] = time.time()
+                        pr.produce(topic, key=p["key"].encode(), value=p["value"], headers=p["headers"],
+                                   on_delivery=cb)
+                        pr.poll(0)
+                    assert pr.flush(15) == 0
+                sent += plan
+            time.sleep(3)
+            stop.set()
+            th.join(30)
+            kc = KafkaConsumer(*topics, bootstrap_servers=bootstrap, client_id="audit-1", group_id="audit",
+                               auto_offset_reset="earliest", consumer_timeout_ms=10000,
+                               max_poll_interval_ms=10000, session_timeout_ms=6000)
+            for m in kc:
+                consumed["audit"].append([m.topic, m.partition, m.offset, time.time()])
+            kc.close()
+    for p in sent:
+        p["value"] = p["value"].hex()
+        p["headers"] = [[k, v.decode()] for k, v in p["headers"]]
+    return {"broker_ports": ports, "sent": sent, "consumed": consumed, "registered": REGISTERED,
+            "description": "six producers (confluent-kafka, kafka-python, kafkajs) writing each wire format and "
+                           "trace header kind to four topics, a schema registry's records of its schemas, "
+                           "group billing consuming while they produce and group audit after; the clients' own "
+                           "account of every record (offset, format, schema id, trace ids, times)."}
+
+
+SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried}
 
 
 def main(names: list[str]) -> None:
