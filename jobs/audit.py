@@ -35,6 +35,8 @@ Policies (flags, or a TOML/JSON config file whose keys are the flag names with u
   min_exchanges           fewer decoded Kafka exchanges than this: no verdict holds (default 1)
   max_undecoded_fraction  a Kafka listener with more of its bytes not decoded makes the verdicts it
                           could hide inconclusive (default 0.01)
+  max_delivery_p99_ms     a topic's produce-to-fetch p99, e.g. 2000 (where min_latency_n deliveries were seen)
+  require_consistent_schemas  each topic's records in one wire format, with registry ids on all or none
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-SHAPES = ("exchanges", "connections", "partitions")
+SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
 AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
 
@@ -310,7 +312,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
             os.unlink(out.spark_log)
         return 3
     if small:  # the rows of a few small files: read once into memory
-        rows = Rows(*(df.cache() for df in (rows.exchanges, rows.connections, rows.partitions)))
+        rows = Rows(*(df.cache() for df in (rows.exchanges, rows.connections, rows.partitions, rows.records)))
     results: dict[str, dict[str, list[dict]]] = {}
     _say(args, f"running {len(chosen)} audits")
 

@@ -254,6 +254,8 @@ def job_options(pairs: Iterable[str], **named: object) -> dict[str, str]:
             raise ValueError(f"--option {pair!r}: want KEY=VALUE, e.g. --option minPartitions=8")
         if key.lower() in ("rows", "path", "paths"):
             raise ValueError(f"--option {pair!r}: the job chooses {key.lower()} itself")
+        if key.lower() == "includerecords":
+            raise ValueError(f"--option {pair!r}: the job never reads record payload (keys, values, headers)")
         out[key] = value.strip()
     Options.parse(out)
     return out

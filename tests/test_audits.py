@@ -34,10 +34,11 @@ FACTS = ROOT.parent / "shared" / "protocol-facts.md"
 
 def rows_of(spark, tmp: Path, paths) -> Rows:
     """The rows of the captures, decoded once into Parquet (as the job does)."""
-    for shape in ("exchanges", "connections", "partitions"):
+    shapes = ("exchanges", "connections", "partitions", "records")
+    for shape in shapes:
         spark.read.format("kafkawire").option("rows", shape).load([str(p) for p in paths]) \
             .write.mode("overwrite").parquet(str(tmp / shape))
-    return Rows(*(spark.read.parquet(str(tmp / s)) for s in ("exchanges", "connections", "partitions")))
+    return Rows(*(spark.read.parquet(str(tmp / s)) for s in shapes))
 
 
 def run(audit: str, rows: Rows, **policy) -> dict[str, list[dict]]:

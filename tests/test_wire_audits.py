@@ -27,7 +27,7 @@ MANIFEST = json.loads((INSIGHTS / "manifest.json").read_text())
 @pytest.fixture(scope="module")
 def rows(spark, tmp_path_factory):
     return {name: rows_of(spark, tmp_path_factory.mktemp(name), [INSIGHTS / f"{name}.pcap"])
-            for name in ("lineage", "lag", "hygiene")}
+            for name in ("lineage", "lag", "hygiene", "carried")}
 
 
 def test_lineage_edges_are_what_the_clients_were_configured_to_do(rows):
@@ -123,20 +123,30 @@ def test_audit_job_runs_the_three_audits_and_draws_them(tmp_path):
     import pyarrow.parquet as pq
 
     config = tmp_path / "audit.toml"
-    config.write_text('hygiene_fail_on = ["acks0"]\nrequire_readers = true\n')
+    config.write_text('hygiene_fail_on = ["acks0"]\nrequire_readers = true\nrequire_consistent_schemas = true\n'
+                      'max_delivery_p99_ms = 1\nmin_latency_n = 10\n')
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(INSIGHTS), "--out", str(out),
-                        "--audits", "lineage,consumer_lag,client_hygiene", "--config", str(config)],
+                        "--audits", "lineage,consumer_lag,client_hygiene,schemas,delivery", "--config", str(config)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2, r.stderr
     assert "[FAIL] no client shows acks0: fire-and-forget@127.0.0.1: acks0" in r.stdout
-    assert "[FAIL] every topic produced to is read by a consumer: unread: blobs, legacy, metrics" in r.stdout
-    for table in ("lineage/lineage_producers", "consumer_lag/lag_by_group", "client_hygiene/client_hygiene"):
+    # nobody read the registry's own topic either
+    assert "[FAIL] every topic produced to is read by a consumer: unread: _schemas, blobs, legacy, metrics" in r.stdout
+    assert re.search(r"\[FAIL\] every topic's records in one wire format.*misc: mixed_formats.*orders: mixed_formats",
+                     r.stdout)
+    assert re.search(r"\[FAIL\] every topic's delivery p99 at most 1 ms: (\w+: p99 [\d.]+ ms over \d+ deliveries; )",
+                     r.stdout)
+    for table in ("lineage/lineage_producers", "consumer_lag/lag_by_group", "client_hygiene/client_hygiene",
+                  "schemas/schema_producers", "delivery/delivery_by_group"):
         assert pq.read_table(out / table).num_rows > 0, table
+    assert pq.read_table(out / "rows" / "records").column("value").null_count == \
+        pq.read_table(out / "rows" / "records").num_rows  # the job never keeps payload
     page = (out / "report.html").read_text()
-    for title in ("producers -&gt; topics -&gt; consumers", "lag per minute, largest", "clients per finding"):
+    for title in ("producers -&gt; topics -&gt; consumers", "lag per minute, largest", "clients per finding",
+                  "records produced by value format", "delivery p99 per topic and consumer group"):
         assert f'aria-label="{title}' in page, title
-    assert page.count("<svg") >= 4 and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
+    assert page.count("<svg") >= 6 and not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
 
 
 def test_a_bad_hygiene_finding_name_is_one_line(tmp_path):
@@ -167,3 +177,69 @@ def test_every_audit_is_one_module_with_one_description():
     assert {n for n, a in AUDITS.items() if a.verdicts} >= {"upgrade_readiness", "errors", "latency", "security",
                                                             "capture_health", "lineage", "consumer_lag",
                                                             "client_hygiene"}
+
+
+# -- what the records carry: schemas and delivery ---------------------------------------------------------
+def test_schemas_are_what_each_producer_said_it_wrote(rows):
+    """Per producer and topic: the value formats and schema ids in its own log; the findings derived
+    from that log (a topic with several formats, records without an id beside records with one, an
+    id only one of a topic's id-writing producers uses)."""
+    sent = MANIFEST["carried.pcap"]["sent"]
+    got = run("schemas", rows["carried"])
+    want: dict = defaultdict(lambda: [set(), set(), 0])
+    for s in sent:
+        w = want[(s["client_id"], s["topic"])]
+        w[0].add(s["value_format"])
+        if s["value_schema_id"] is not None:
+            w[1].add(s["value_schema_id"])
+        w[2] += 1
+    seen = {(r["client_id"], r["topic"]): [set(r["value_formats"].split(", ")), set(r["value_schema_ids"]), r["records"]]
+            for r in got["schema_producers"]}
+    assert seen == dict(want)
+    library = {s["client_id"]: s["software"] for s in sent}  # (kafkajs and kafka-python name no software)
+    assert all(r["client_software"].startswith("confluent-kafka-python ") for r in got["schema_producers"]
+               if library[r["client_id"]] == "confluent-kafka")
+    # the findings, from the producers' log
+    topics: dict = defaultdict(list)
+    for s in sent:
+        topics[s["topic"]].append(s)
+    expected = set()
+    for t, recs in topics.items():
+        if len({s["value_format"] for s in recs}) > 1:
+            expected.add(("mixed_formats", t, None))
+        ids = [s["value_schema_id"] for s in recs]
+        if any(i is None for i in ids) and any(i is not None for i in ids):
+            expected.add(("unregistered_records", t, None))
+        writers = {s["client_id"] for s in recs if s["value_schema_id"] is not None}
+        for i in {i for i in ids if i is not None}:
+            users = {s["client_id"] for s in recs if s["value_schema_id"] == i}
+            if len(users) == 1 and len(writers) > 1:
+                expected.add(("lone_schema_id", t, users.pop()))
+    assert {(r["finding"], r["topic"], r["client_id"]) for r in got["schema_findings"]} == expected
+    assert ("lone_schema_id", "payments", "payments-ck") in expected and ("mixed_formats", "orders", None) in expected
+
+
+def test_delivery_is_within_what_the_clients_timed(rows):
+    """Every record each group's consumer said it received is a delivery of that group, no sooner
+    than the producer sent it and no later than the consumer had it: each delivery time lies between
+    0 and (the consumer's receive time - the producer's send time), the same clock."""
+    m = MANIFEST["carried.pcap"]
+    sent = {(s["topic"], s["partition"], s["offset"]): s for s in m["sent"]}
+    got = run("delivery", rows["carried"], min_latency_n=1)
+    for group, consumed in m["consumed"].items():
+        per_topic: dict = defaultdict(list)
+        for t, p, o, received in consumed:
+            per_topic[t].append((received - sent[(t, p, o)]["sent"]) * 1000)
+        mine = {r["topic"]: r for r in got["delivery_by_group"] if r["group_id"] == group}
+        assert set(mine) == set(per_topic), group
+        for t, bounds in per_topic.items():
+            r = mine[t]
+            assert r["n"] == r["records"] == len(bounds), (group, t)
+            assert 0 <= r["min_ms"] <= r["max_ms"] <= max(bounds) + 1, (group, t, r, max(bounds))
+    # by trace id: each traced record once, fetched by the groups whose consumer received it
+    groups_of: dict = defaultdict(set)
+    for group, consumed in m["consumed"].items():
+        for t, p, o, _ in consumed:
+            groups_of[(t, p, o)].add(group)
+    want = {s["trace_id"]: len(groups_of[k]) for k, s in sent.items() if s["trace_id"]}
+    assert {r["trace_id"]: r["consumers"] for r in got["delivery_by_trace"]} == want

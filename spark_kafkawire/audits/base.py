@@ -26,13 +26,24 @@ class Rows:
     exchanges: DataFrame
     connections: DataFrame
     partitions: DataFrame
+    #: record rows without payload (their formats, schema ids, trace context, log offsets): the
+    #: schemas and delivery audits read them; None where they were not read (those audits then fail)
+    records: DataFrame | None = None
 
     @classmethod
     def load(cls, spark: SparkSession, paths: list[str], options: dict | None = None) -> "Rows":
         def shape(rows: str) -> DataFrame:
-            return spark.read.format("kafkawire").options(**(options or {})).option("rows", rows).load(paths)
+            opts = {k: v for k, v in (options or {}).items() if k.lower() != "includerecords"}  # never payload
+            return spark.read.format("kafkawire").options(**opts).option("rows", rows).load(paths)
 
-        return cls(shape("exchanges"), shape("connections"), shape("partitions"))
+        return cls(shape("exchanges"), shape("connections"), shape("partitions"), shape("records"))
+
+    def record_rows(self) -> DataFrame:
+        """The record rows, for the audits that read them; an error naming what is missing if not read."""
+        if self.records is None:
+            raise ValueError("this audit reads record rows: Rows(exchanges, connections, partitions, records) "
+                             "(Rows.load and jobs/audit.py read them)")
+        return self.records
 
 
 @dataclass
@@ -49,6 +60,8 @@ class Policy:
     min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
     max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
     max_throttled_share: float | None = None  # quotas: a client's throttled answers / its answers with a throttle time
+    require_consistent_schemas: bool = False  # schemas: each topic in one wire format, registry ids on all or none
+    max_delivery_p99_ms: float | None = None  # delivery: a topic's produce-to-fetch p99 (where n >= min_latency_n)
     # lineage
     require_readers: bool = False  # every topic produced to must be fetched by some consumer
     # consumer lag

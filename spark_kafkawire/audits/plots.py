@@ -43,10 +43,10 @@ def _time_axis(ax) -> None:
 
 
 def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str) -> str:
-    """A bar chart of categories (latency buckets)."""
+    """A bar chart of categories (latency buckets, topics: labels are capture strings, shown as such)."""
     fig, ax = _figure(4.2, 2.4)
     ax.bar(range(len(values)), values, color="#4a78b5")
-    ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=7)
+    ax.set_xticks(range(len(labels)), [_label(t) for t in labels], rotation=40, ha="right", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
