@@ -54,6 +54,23 @@ def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, yl
     return _svg(fig, title)
 
 
+def stacked(title: str, labels: list[str], parts: dict[str, Sequence[float]], xlabel: str, ylabel: str) -> str:
+    """Bars of categories (labels: capture strings, shown as such), each the sum of named parts
+    stacked in the order given, with a legend."""
+    fig, ax = _figure(4.8, 2.6)
+    bottom = [0.0] * len(labels)
+    for (name, values), color in zip(parts.items(), ("#4a78b5", "#e08a3c", "#5aa55a", "#b54a4a")):
+        ax.bar(range(len(labels)), values, bottom=bottom, color=color, label=_label(name))
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(labels)), [_label(t) for t in labels], rotation=40, ha="right", fontsize=7)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(fontsize=7)
+    return _svg(fig, title)
+
+
 def timeline(title: str, counts: dict[dt.datetime, float], step: dt.timedelta, ylabel: str) -> str:
     """Bars on a real time axis, one per ``step`` (an hour, a minute): a gap in time is a gap on
     the axis, not two neighbouring bars."""

@@ -59,6 +59,11 @@ class Endpoints(NamedTuple):
     broker_ip: str
     broker_port: int
     community_id: str  # the flow's Community ID (wire/flow.py), as Zeek and Suricata write it
+    #: the round trip between client and broker (ns), from the handshake the client opened (its
+    #: SYN to the ACK of the SYN-ACK); None where the capture does not show it clearly
+    rtt_ns: int | None = None
+    #: of it, the part between the capture point and the broker (the SYN to the SYN-ACK)
+    broker_rtt_ns: int | None = None
 
 
 class ConnState:

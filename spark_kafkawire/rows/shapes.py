@@ -39,6 +39,20 @@ SCHEMAS_TOPIC: Final = "_schemas"
 REGISTRY_TYPES: Final = {"AVRO": "confluent-avro", "PROTOBUF": "confluent-protobuf", "JSON": "confluent-json"}
 
 
+def _split(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[float | None, float | None]:
+    """(network_ms, broker_ms) of an exchange: the connection's round trip, and the time from the
+    request's last byte to the response's first less the part of the round trip between the capture
+    point and the broker (all of it captured at the client, none at the broker); broker_ms at
+    least 0 (a round trip near the request shorter than at the handshake). None where the handshake
+    does not tell the round trip, or a frame is missing or cut."""
+    if ep is None or ep.rtt_ns is None or ep.broker_rtt_ns is None:
+        return None, None
+    network = ep.rtt_ns / 1e6
+    if rq is None or rs is None or rq.last_ts is None:
+        return network, None
+    return network, max(0, rs.ts_ns - rq.last_ts - ep.broker_rtt_ns) / 1e6
+
+
 def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
     return req.frame if req is not None else resp.frame if resp is not None else None
 
@@ -62,6 +76,9 @@ class ExchangeRows(RowBuilder):
         c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
         c["request_transfer_ms"].append(_transfer(rq))
         c["response_transfer_ms"].append(_transfer(rs))
+        network, broker = _split(ep, rq, rs)
+        c["network_ms"].append(network)
+        c["broker_ms"].append(broker)
         c["request_header_version"].append(h.header_version if h else None)
         c["response_header_version"].append(resp.header_version if resp else None)
         c["request_size"].append(rq.size if rq else None)

@@ -79,6 +79,8 @@ _TIMES: Final = [
 ]
 #: how long an exchange's frames took to cross the capture point
 _TRANSFER: Final = [("request_transfer_ms", "double"), ("response_transfer_ms", "double")]
+#: where an exchange's time went: the network's round trip and the broker's hold
+_SPLIT: Final = [("network_ms", "double"), ("broker_ms", "double")]
 _API: Final = [
     ("api_key", "smallint"),
     ("api_name", "string"),
@@ -86,7 +88,7 @@ _API: Final = [
 ]
 
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "exchanges": _ENDPOINTS + _TIMES + _TRANSFER + _API + [
+    "exchanges": _ENDPOINTS + _TIMES + _TRANSFER + _SPLIT + _API + [
         ("request_header_version", "tinyint"),
         ("response_header_version", "tinyint"),
         ("correlation_id", "int"),

@@ -331,6 +331,14 @@ class Connection(ConnCore):
         return rtt, ("near_syn_sender" if share < SIDE_SHARE else "near_syn_receiver" if share > 1 - SIDE_SHARE
                      else "middle")
 
+    def round_trips(self) -> tuple[int | None, int | None]:
+        """The handshake's round trip (ns) and its part on the SYN receiver's side of the capture
+        point (SYN to SYN-ACK); (None, None) where round_trip tells none."""
+        rtt, _ = self.round_trip()
+        if rtt is None or self.syn_ts is None or self.synack_ts is None:
+            return None, None
+        return rtt, self.synack_ts - self.syn_ts
+
     def handshake(self, d: int, flags: int, ts: int) -> None:
         """A segment of direction ``d`` before the connection carried payload: notes the
         handshake's times (see syn_ts)."""

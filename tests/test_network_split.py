@@ -1,0 +1,125 @@
+"""Where an exchange's time goes, against a network whose delay is known: a real client
+(confluent-kafka) and a real broker (Tansu) in two network namespaces, every frame between them
+delayed by a forwarder of the tests' own (tests/tools/impair.py: this kernel has no netem), the
+capture taken at the client's end. The injected delay is the truth: the round trip is twice it,
+and the broker's time must not move when only the delay does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from spark_kafkawire import read_capture
+
+sys.path.insert(0, str(ROOT / "sample_pcaps"))
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("tcpdump"),
+                                reason="needs root (network namespaces) and tcpdump")
+
+PRODUCER = """
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "client.id": "split-producer", "acks": "all", "linger.ms": 0})
+for i in range(int(sys.argv[2])):
+    p.produce("split", value=b"v" * 200)
+    assert p.flush(30) == 0   # one Produce request at a time: each waits for its answer
+"""
+
+
+def _run(tmp_path, delay_ms: float, n: int = 25) -> tuple[list[dict], list[dict]]:
+    from impair import Impaired
+    from make_samples import free_port, tansu_binary
+
+    out = tmp_path / f"split-{delay_ms:g}.pcap"
+    with Impaired(delay_ms) as net:
+        port = free_port()
+        url = f"tcp://{net.broker_ip}:{port}"
+        broker = subprocess.Popen(net.command("b", [tansu_binary(), "broker", "--listener-url", url,
+                                                    "--advertised-listener-url", url, "--silent"]),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dump = subprocess.Popen(net.command("c", ["tcpdump", "-q", "-U", "-s", "0", "-i", net.dev["c"], "-w", str(out),
+                                                  f"tcp port {port}"]),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(2)
+            r = subprocess.run(net.command("c", [sys.executable, "-c", PRODUCER, f"{net.broker_ip}:{port}", str(n)]),
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr[-2000:]
+            time.sleep(1)
+        finally:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(20)
+            broker.terminate()
+            broker.wait(10)
+    return (read_capture(out).to_pylist(), read_capture(out, rows="connections").to_pylist(), out)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("split")
+    return {d: _run(tmp, d) for d in (10, 40)}
+
+
+@pytest.mark.parametrize("delay", [10, 40])
+def test_the_round_trip_is_twice_the_injected_delay(runs, delay):
+    ex, conns, _ = runs[delay]
+    produce = [r for r in ex if r["api_name"] == "Produce" and r["status"] == "complete"]
+    assert len(produce) >= 20
+    for r in ex:
+        if r["network_ms"] is not None:
+            assert abs(r["network_ms"] - 2 * delay) < 2, r
+    assert all(r["network_ms"] is not None for r in produce)
+    kafka = [c for c in conns if c["protocol"] == "kafka"]
+    assert kafka and all(c["capture_side"] == "client" and abs(c["handshake_rtt_ms"] - 2 * delay) < 2 for c in kafka)
+    # at the client's end, latency (first byte to first byte) = the request's crossing + the round
+    # trip + the broker's hold
+    for r in produce:
+        assert r["broker_ms"] >= 0
+        parts = r["request_transfer_ms"] + r["network_ms"] + r["broker_ms"]
+        assert abs(r["latency_ms"] - parts) < 2 or r["broker_ms"] == 0, r
+
+
+def test_the_broker_time_does_not_move_with_the_delay(runs):
+    """Four times the delay: the round trip grows by 60 ms, the broker's time stays where it was."""
+    med = {}
+    for delay, (ex, _, _) in runs.items():
+        produce = [r for r in ex if r["api_name"] == "Produce" and r["status"] == "complete"]
+        med[delay] = (statistics.median(r["network_ms"] for r in produce),
+                      statistics.median(r["broker_ms"] for r in produce),
+                      statistics.median(r["latency_ms"] for r in produce))
+    assert abs((med[40][0] - med[10][0]) - 60) < 2, med
+    assert abs(med[40][2] - med[10][2] - 60) < 5, med  # latency grew by the round trip ...
+    assert abs(med[40][1] - med[10][1]) < 3, med  # ... and not the broker's time
+
+
+@pytest.mark.spark
+def test_the_network_audit_splits_each_apis_latency(spark, runs, tmp_path):
+    """The network audit over both captures: each listener's round trip is twice its delay, Produce's
+    network p50 too, its broker p50 the same at both delays; a broker bound judges it."""
+    from test_audits import rows_of
+
+    from spark_kafkawire.audits import AUDITS, Policy, policies
+
+    rows = rows_of(spark, tmp_path, [runs[d][2] for d in runs])
+    got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy(min_latency_n=10)).items()}
+    listeners = {}
+    for delay, (ex, _, _) in runs.items():
+        produce = next(r for r in ex if r["api_name"] == "Produce")
+        listeners[delay] = f"{produce['broker_ip']}:{produce['broker_port']}"
+    by_listener = {r["listener"]: r for r in got["network_by_listener"]}
+    split = {r["listener"]: r for r in got["latency_split"] if r["api_name"] == "Produce"}
+    for delay, where in listeners.items():
+        assert abs(by_listener[where]["rtt_p50_ms"] - 2 * delay) < 2 and by_listener[where]["capture_sides"] == "client"
+        assert abs(split[where]["network_p50_ms"] - 2 * delay) < 2 and split[where]["n"] >= 20
+    assert abs(split[listeners[40]]["broker_p50_ms"] - split[listeners[10]]["broker_p50_ms"]) < 3
+    results = {"network": got}
+    assert [v.ok for v in policies(results, Policy(max_broker_p99_ms=0.001))] == [False]
+    assert [v.ok for v in policies(results, Policy(max_broker_p99_ms=10_000))] == [True]
