@@ -171,13 +171,16 @@ def load_rows(spark, args, output, options: dict[str, str], small: bool = False)
             new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
     elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
         import spark_kafkawire
+        from spark_kafkawire.rows.table import ddl
 
         frames = []
         for shape in SHAPES:
             table = spark_kafkawire.read_capture(args.captures, **{**options, "rows": shape})
             output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
             _say(args, f"{shape} rows written")
-            frames.append(spark.createDataFrame(table))
+            # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
+            frames.append(spark.createDataFrame(table) if table.num_rows else
+                          spark.createDataFrame([], ddl(shape)))
         return Rows(*frames), new
     else:  # the three shapes are three Spark jobs: at once
         def write(shape: str) -> None:

@@ -13,8 +13,9 @@ themselves reported (deliveries, records consumed, positions, watermarks).
   idempotence, metadata storm, connection churn, empty fetches with a short wait, a commit per
   record, requests near max.request.size, a client pinned to Kafka 0.10.1) beside well-configured
   producers and a consumer;
-- carried.pcap: producers of three libraries (kafkajs on Node, installed by npm) writing each
-  record wire format and trace header kind, a schema registry's records, two consumer groups.
+- carried.pcap: producers of three libraries (kafkajs on Node, installed by npm) writing record
+  wire formats and trace header kinds (three of them, one per library, every format with every
+  kind), a schema registry's records, two consumer groups.
 """
 
 from __future__ import annotations
@@ -317,7 +318,10 @@ CARRIED = [
     ("payments-ck", "confluent-kafka", "payments", ["protobuf-unregistered"], ["b3"]),
     ("events-ck", "confluent-kafka", "events", ["json-schema"], ["w3c"]),
     ("misc-kp", "kafka-python", "misc", ["apicurio", "utf8", "binary"], ["none"]),
-]
+] + [  # and each library writing every wire format with every trace header kind
+    (f"kinds-{short}", lib, "kinds", ["avro", "protobuf", "protobuf-unregistered", "json-schema", "apicurio", "json",
+                                      "utf8", "binary"], ["w3c", "b3", "b3multi", "jaeger", "sw8", "bad-w3c", "none"])
+    for short, lib in (("ck", "confluent-kafka"), ("kp", "kafka-python"), ("js", "kafkajs"))]
 
 
 def _kafkajs(bootstrap: str, client_id: str, messages: list[dict]) -> list[dict]:
@@ -339,7 +343,7 @@ def carried(out: Path, per_producer: int = 12) -> dict:
     from confluent_kafka import Consumer, Producer
     from kafka import KafkaConsumer, KafkaProducer
 
-    topics = ["orders", "payments", "events", "misc"]
+    topics = ["orders", "payments", "events", "misc", "kinds"]
     sent: list[dict] = []
     consumed: dict[str, list] = {"billing": [], "audit": []}
     with tansu() as (bootstrap, port):
@@ -374,7 +378,7 @@ def carried(out: Path, per_producer: int = 12) -> dict:
             time.sleep(3)
             for cid, lib, topic, kinds, traces in CARRIED:
                 plan = []
-                for i in range(per_producer):
+                for i in range(per_producer if not cid.startswith("kinds-") else 8 * 7):
                     value, fmt, sid = _value(kinds[i % len(kinds)], i)
                     headers, trace = _trace(traces[i % len(traces)])
                     plan.append({"client_id": cid, "software": lib, "topic": topic, "key": f"{cid}-{i}",
