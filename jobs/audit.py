@@ -36,6 +36,7 @@ Policies (flags, or a TOML/JSON config file whose keys are the flag names with u
   max_undecoded_fraction  a Kafka listener with more of its bytes not decoded makes the verdicts it
                           could hide inconclusive (default 0.01)
   max_broker_p99_ms       an API's broker time p99 on a listener, e.g. 200 (network audit)
+  max_retransmission_rate a listener's bytes sent again / its bytes, e.g. 0.01 (network audit)
   max_delivery_p99_ms     a topic's produce-to-fetch p99, e.g. 2000 (where min_latency_n deliveries were seen)
   require_consistent_schemas  each topic's records in one wire format, with registry ids on all or none
 """

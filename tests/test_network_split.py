@@ -29,17 +29,18 @@ import sys, time
 from confluent_kafka import Producer
 p = Producer({"bootstrap.servers": sys.argv[1], "client.id": "split-producer", "acks": "all", "linger.ms": 0})
 for i in range(int(sys.argv[2])):
-    p.produce("split", value=b"v" * 200)
+    p.produce("split", value=b"%d" % i * int(sys.argv[3]))
     assert p.flush(30) == 0   # one Produce request at a time: each waits for its answer
 """
 
 
-def _run(tmp_path, delay_ms: float, n: int = 25) -> tuple[list[dict], list[dict]]:
+def _run(tmp_path, delay_ms: float, n: int = 25, loss: float = 0.0, size: int = 200) -> tuple:
+    """(exchange rows, connection rows, the capture, the frames the forwarder dropped each way)"""
     from impair import Impaired
     from make_samples import free_port, tansu_binary
 
-    out = tmp_path / f"split-{delay_ms:g}.pcap"
-    with Impaired(delay_ms) as net:
+    out = tmp_path / f"split-{delay_ms:g}-{loss:g}.pcap"
+    with Impaired(delay_ms, loss, seed=5) as net:
         port = free_port()
         url = f"tcp://{net.broker_ip}:{port}"
         broker = subprocess.Popen(net.command("b", [tansu_binary(), "broker", "--listener-url", url,
@@ -50,7 +51,8 @@ def _run(tmp_path, delay_ms: float, n: int = 25) -> tuple[list[dict], list[dict]
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(2)
-            r = subprocess.run(net.command("c", [sys.executable, "-c", PRODUCER, f"{net.broker_ip}:{port}", str(n)]),
+            r = subprocess.run(net.command("c", [sys.executable, "-c", PRODUCER, f"{net.broker_ip}:{port}", str(n),
+                                                 str(size)]),
                                capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr[-2000:]
             time.sleep(1)
@@ -59,7 +61,7 @@ def _run(tmp_path, delay_ms: float, n: int = 25) -> tuple[list[dict], list[dict]
             dump.wait(20)
             broker.terminate()
             broker.wait(10)
-    return (read_capture(out).to_pylist(), read_capture(out, rows="connections").to_pylist(), out)
+    return (read_capture(out).to_pylist(), read_capture(out, rows="connections").to_pylist(), out, net.dropped)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("delay", [10, 40])
 def test_the_round_trip_is_twice_the_injected_delay(runs, delay):
-    ex, conns, _ = runs[delay]
+    ex, conns, _, _ = runs[delay]
     produce = [r for r in ex if r["api_name"] == "Produce" and r["status"] == "complete"]
     assert len(produce) >= 20
     for r in ex:
@@ -90,7 +92,7 @@ def test_the_round_trip_is_twice_the_injected_delay(runs, delay):
 def test_the_broker_time_does_not_move_with_the_delay(runs):
     """Four times the delay: the round trip grows by 60 ms, the broker's time stays where it was."""
     med = {}
-    for delay, (ex, _, _) in runs.items():
+    for delay, (ex, _, _, _) in runs.items():
         produce = [r for r in ex if r["api_name"] == "Produce" and r["status"] == "complete"]
         med[delay] = (statistics.median(r["network_ms"] for r in produce),
                       statistics.median(r["broker_ms"] for r in produce),
@@ -111,7 +113,7 @@ def test_the_network_audit_splits_each_apis_latency(spark, runs, tmp_path):
     rows = rows_of(spark, tmp_path, [runs[d][2] for d in runs])
     got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy(min_latency_n=10)).items()}
     listeners = {}
-    for delay, (ex, _, _) in runs.items():
+    for delay, (ex, _, _, _) in runs.items():
         produce = next(r for r in ex if r["api_name"] == "Produce")
         listeners[delay] = f"{produce['broker_ip']}:{produce['broker_port']}"
     by_listener = {r["listener"]: r for r in got["network_by_listener"]}
@@ -123,3 +125,20 @@ def test_the_network_audit_splits_each_apis_latency(spark, runs, tmp_path):
     results = {"network": got}
     assert [v.ok for v in policies(results, Policy(max_broker_p99_ms=0.001))] == [False]
     assert [v.ok for v in policies(results, Policy(max_broker_p99_ms=10_000))] == [True]
+    assert all(r["retransmission_rate"] == 0 for r in got["network_by_listener"])  # nothing dropped here
+    assert [v.ok for v in policies(results, Policy(max_retransmission_rate=0.0))] == [True]
+
+
+def test_frames_the_network_dropped_are_segments_sent_again(tmp_path):
+    """5% of the frames with payload dropped each way, behind the capture point for what the client
+    sends, before it for what the broker sends: every frame the client lost it sent again (so at
+    least as many segments sent again), each as tshark's analysis marks it; the broker's losses are
+    holes the capture saw filled later, marked likewise."""
+    from test_tcp_health import _ours_resent, _tshark_resent
+
+    ex, conns, path, dropped = _run(tmp_path, 5, n=40, loss=0.05, size=20_000)
+    assert dropped is not None and dropped[0] >= 5, dropped
+    kafka = [c for c in conns if c["protocol"] == "kafka"]
+    assert sum(c["client_retransmitted_segments"] for c in kafka) >= dropped[0]
+    assert _ours_resent(path) == _tshark_resent(path)
+    assert all(r["status"] == "complete" for r in ex if r["api_name"] == "Produce")

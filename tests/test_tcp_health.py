@@ -171,3 +171,81 @@ def test_transfer_times_span_the_packets_tshark_reassembles(path):
     assert checked >= len(rows) // 2
     if path.name == "veth-confluent-mtu.pcap":
         assert spanning > 0  # MTU-sized segments: some frames cross several packets
+
+
+# -- segments sent again ---------------------------------------------------------------------------------
+_RESENT = ("tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.spurious_retransmission "
+           "or tcp.analysis.out_of_order")
+
+
+def _tshark_resent(path) -> dict[tuple, list[int]]:
+    """{(sender address, port, receiver address, port): [segments, payload bytes]} of the segments with
+    payload that tshark's TCP analysis marks as sent again or out of order (keep-alives are its own
+    kind) and that start below the highest sequence number tshark saw in that direction before them.
+    (tshark also marks a segment that does reach past it when the receiver had acknowledged its
+    bytes before the capture saw them: the original lost before the capture point; a capture that
+    never saw the first copy has no copy to count.)"""
+    out: dict[tuple, list[int]] = {}
+    rows = tshark_fields(path, (), ("tcp.stream", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst",
+                                    "tcp.dstport", "tcp.seq", "tcp.len", "tcp.nxtseq", "tcp.analysis.flags"),
+                         display="tcp.len > 0")
+    marked = {int(f) for (f,) in tshark_fields(path, (), ("frame.number",),
+                                               display=f"tcp.len > 0 and ({_RESENT}) and not tcp.analysis.keep_alive")}
+    frames = [int(f) for (f,) in tshark_fields(path, (), ("frame.number",), display="tcp.len > 0")]
+    top: dict[tuple, int] = {}
+    for number, (stream, src4, src6, sport, dst4, dst6, dport, seq, length, nxt, _f) in zip(frames, rows):
+        key = (stream, src4 or src6, int(sport))
+        below = key in top and int(seq) < top[key]
+        top[key] = max(top.get(key, 0), int(nxt))
+        if number in marked and below:
+            n = out.setdefault((src4 or src6, int(sport), dst4 or dst6, int(dport)), [0, 0])
+            n[0] += 1
+            n[1] += int(length)
+    return out
+
+
+def _ours_resent(path) -> dict[tuple, list[int]]:
+    out: dict[tuple, list[int]] = {}
+    for r in read_capture(path, rows="connections").to_pylist():
+        if r["status"] != "connection":
+            continue
+        c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
+        for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
+            if r[f"{side}_retransmitted_segments"]:
+                n = out.setdefault((*src, *dst), [0, 0])
+                n[0] += r[f"{side}_retransmitted_segments"]
+                n[1] += r[f"{side}_retransmitted_bytes"]
+    return out
+
+
+def _damaged_copies(tmp_path):
+    import random
+
+    import damage
+
+    out = []
+    for name in ("tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "mock-kcat.pcap"):
+        packets, linktype = damage.read(SAMPLES / name)
+        for kind in ("reordered", "duplicated"):
+            rng = random.Random(7)
+            out.append(damage.write(tmp_path / f"{kind}-{name}", getattr(damage, kind)(packets, linktype, rng), linktype))
+    return out
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
+def test_segments_sent_again_are_those_tsharks_analysis_marks(path):
+    """Per connection and direction, the segments with payload that did not reach past the highest
+    byte seen: tshark's retransmissions, fast and spurious retransmissions and out-of-order segments
+    together, counted and summed in bytes, on every sample, public and JA4 capture."""
+    assert _ours_resent(path) == _tshark_resent(path)
+
+
+def test_segments_sent_again_in_reordered_and_duplicated_copies(tmp_path):
+    """The samples with segments swapped and every fifth captured twice (tests/tools/damage.py):
+    tshark's marks, connection by connection."""
+    seen = 0
+    for path in _damaged_copies(tmp_path):
+        theirs = _tshark_resent(path)
+        assert _ours_resent(path) == theirs, path.name
+        seen += sum(n for n, _ in theirs.values())
+    assert seen > 100

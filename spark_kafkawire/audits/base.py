@@ -60,6 +60,7 @@ class Policy:
     min_certificate_days: int = 30  # a server certificate must be valid this many days from the run
     max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
     max_throttled_share: float | None = None  # quotas: a client's throttled answers / its answers with a throttle time
+    max_retransmission_rate: float | None = None  # network: bytes sent again / bytes, per listener
     max_broker_p99_ms: float | None = None  # network: an API's broker time p99 on a listener (n >= min_latency_n)
     require_consistent_schemas: bool = False  # schemas: each topic in one wire format, registry ids on all or none
     max_delivery_p99_ms: float | None = None  # delivery: a topic's produce-to-fetch p99 (where n >= min_latency_n)

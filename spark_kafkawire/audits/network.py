@@ -20,7 +20,13 @@ def _links(conns: DataFrame, *keys: str) -> DataFrame:
                  F.round(F.percentile("handshake_rtt_ms", 0.5), 3).alias("rtt_p50_ms"),
                  F.round(F.max("handshake_rtt_ms"), 3).alias("rtt_max_ms"),
                  F.array_join(F.array_sort(F.collect_set("capture_side")), ", ").alias("capture_sides"),
-                 F.sum("client_resets").alias("client_resets"), F.sum("broker_resets").alias("broker_resets"))
+                 F.sum("client_resets").alias("client_resets"), F.sum("broker_resets").alias("broker_resets"),
+                 F.sum("client_retransmitted_segments").alias("client_retransmitted"),
+                 F.sum("broker_retransmitted_segments").alias("broker_retransmitted"),
+                 F.sum(F.col("client_retransmitted_bytes") + F.col("broker_retransmitted_bytes")).alias("resent"),
+                 F.sum(F.col("client_bytes") + F.col("broker_bytes")).alias("bytes"))
+            .withColumn("retransmission_rate", F.when(F.col("bytes") > 0, F.round(F.col("resent") / F.col("bytes"), 6)))
+            .drop("resent")
             .orderBy(*keys))
 
 
@@ -39,7 +45,8 @@ def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
 
 def network(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Per listener and per client: connections, their handshake round trips (min, p50, max),
-    where the capture point sat, resets by each side; per API and listener and per API and client:
+    where the capture point sat, resets by each side, segments each side sent again and the share
+    of the bytes they carried (``retransmission_rate``); per API and listener and per API and client:
     p50/p99 of latency, ``network_ms`` and ``broker_ms`` over the exchanges that have both, where
     n >= min_latency_n."""
     conns = (rows.connections.where(F.col("status") == "connection")
@@ -55,9 +62,20 @@ def network(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 
 def verdicts(results: Results, policy: Policy) -> list[Verdict]:
+    out = []
+    if policy.max_retransmission_rate is not None:
+        rate = policy.max_retransmission_rate
+        over = [f"{r['listener']}: {r['retransmission_rate']:.2%} of {r['bytes']} bytes sent again"
+                for r in results["network"]["network_by_listener"] if (r["retransmission_rate"] or 0) > rate]
+        out.append(Verdict(f"no listener's traffic more than {rate:.2%} sent again", not over, found(over)))
     if policy.max_broker_p99_ms is None:
-        return []
+        return out
+    return out + _broker_bound(results, policy)
+
+
+def _broker_bound(results: Results, policy: Policy) -> list[Verdict]:
     bound = policy.max_broker_p99_ms
+    assert bound is not None
     seen = results["network"]["latency_split"]
     name = f"every API's broker time p99 at most {bound:g} ms on every listener"
     if not seen:
@@ -81,7 +99,8 @@ def plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
 AUDIT = Audit(
     name="network", order=55, run=network,
     intro=("The network or the broker? Per listener and client: connections, the round trip of their TCP "
-           "handshakes (min, median, max), where the capture point sat, and resets by each side; per API and "
+           "handshakes (min, median, max), where the capture point sat, resets by each side, and the segments "
+           "each side sent again (retransmission_rate: their bytes' share of all); per API and "
            "listener (and client): latency, the network's round trip (network_ms) and the broker's hold "
            "(broker_ms) at p50 and p99, over the exchanges whose connection's handshake the capture shows."),
     verdicts=verdicts,

@@ -360,8 +360,9 @@ class ConnectionRows(RowBuilder):
             else:
                 f = framers[d]
                 a = f.acct
-                values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
-                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs)
+                h = halves[d]
+                values = (h.captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
+                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, h.resent, h.resent_bytes)
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
         c["tls_version"].append(tls.version_name if tls else None)

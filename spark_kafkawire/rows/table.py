@@ -58,7 +58,7 @@ _HEADLINE: Final = [
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
 #: in the order ConnectionRows reads them
 _DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
-                            "gap_bytes", "gaps", "resyncs")
+                            "gap_bytes", "gaps", "resyncs", "retransmitted_segments", "retransmitted_bytes")
 _NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
 #: a TLS connection's bytes per direction (see tls/__init__.py): every captured byte in one of the first three
 _TLS_COUNTS: Final = ("read_bytes", "undecrypted_bytes", "other_bytes", "gap_bytes")

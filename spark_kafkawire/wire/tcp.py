@@ -97,7 +97,7 @@ class HalfStream(HalfCore):
     """
 
     # (sink, base, nxt, pending, captured and last_ts are HalfCore's: see cores.py)
-    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started")
+    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started", "top", "resent", "resent_bytes")
 
     def __init__(self, sink: Sink | None, max_pending: int):
         # given when the connection first carries payload (see Reassembler._open): set before any
@@ -116,6 +116,14 @@ class HalfStream(HalfCore):
         # is everything before offset 0 (before the first byte seen)
         self.holes: list[list] = [[-(1 << 62), 0, False]]
         self.last_ts = 0
+        # the highest stream offset a segment reached (beyond nxt while bytes wait after a hole; the
+        # lane moves nxt alone, so the highest is whichever is larger), and the segments with payload
+        # that did not reach past it: sent again (or, arriving late, out of order), as tshark's
+        # analysis marks them (retransmission, fast or spurious retransmission, out of order);
+        # a keep-alive (one byte just below it) is not counted
+        self.top = 0
+        self.resent = 0
+        self.resent_bytes = 0
 
     def start(self, isn_next: int) -> None:
         if self.base is None:
@@ -142,6 +150,12 @@ class HalfStream(HalfCore):
             return
         off = self.offset(seq)
         end = off + wire_len
+        top = self.top if self.top > self.nxt else self.nxt
+        if end > top:
+            self.top = end
+        if wire_len and off < top and not (wire_len == 1 and off == top - 1):
+            self.resent += 1
+            self.resent_bytes += wire_len
         if off < self.nxt:  # bytes already delivered, or late copies of bytes in a hole
             late = self._fill_holes(off, min(off + len(payload), self.nxt))
             if late:

@@ -20,6 +20,7 @@ import heapq
 import os
 import random
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +57,13 @@ def forward(dev_a: str, dev_b: str, delay_ms: float, loss: float, seed: int) -> 
     delay = delay_ms / 1000
     due: list[tuple[float, int, int, bytes]] = []  # (time to send, order, out socket index, frame)
     n = 0
+    dropped = [0, 0]  # frames with TCP payload dropped, from dev_a and from dev_b
+
+    def report(*_) -> None:  # asked to stop: say what was dropped
+        print(f"dropped {dropped[0]} {dropped[1]}", flush=True)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, report)
     print("ready", flush=True)
     while True:
         wait = max(0.0, due[0][0] - time.monotonic()) if due else 1.0
@@ -69,6 +77,7 @@ def forward(dev_a: str, dev_b: str, delay_ms: float, loss: float, seed: int) -> 
                 if addr[2] == socket.PACKET_OUTGOING:  # our own frames, seen again
                     continue
                 if loss and _tcp_payload(frame) and rng.random() < loss:
+                    dropped[socks.index(s)] += 1
                     continue
                 n += 1
                 heapq.heappush(due, (time.monotonic() + delay, n, 1 - socks.index(s), frame))
@@ -89,6 +98,8 @@ class Impaired:
         self.ns = {side: f"{self.tag}{side}" for side in "cbf"}
         self.dev = {"c": f"{self.tag}c0", "b": f"{self.tag}b0", "fc": f"{self.tag}f0", "fb": f"{self.tag}f1"}
         self.proc: subprocess.Popen | None = None
+        #: frames with TCP payload the forwarder dropped: sent by the client, sent by the broker (after exit)
+        self.dropped: tuple[int, int] | None = None
 
     def __enter__(self) -> "Impaired":
         ns, dev = self.ns, self.dev
@@ -112,8 +123,11 @@ class Impaired:
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(10)
+            self.proc.terminate()  # (ip netns exec hands the signal on: it execs the forwarder)
+            out, _ = self.proc.communicate(timeout=10)
+            words = out.split()
+            if len(words) >= 3 and words[-3] == "dropped":
+                self.dropped = (int(words[-2]), int(words[-1]))
         for n in self.ns.values():
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
