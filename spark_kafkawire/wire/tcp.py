@@ -116,11 +116,8 @@ class HalfStream(HalfCore):
         # is everything before offset 0 (before the first byte seen)
         self.holes: list[list] = [[-(1 << 62), 0, False]]
         self.last_ts = 0
-        # the highest stream offset a segment reached (beyond nxt while bytes wait after a hole; the
-        # lane moves nxt alone, so the highest is whichever is larger), and the segments with payload
-        # that did not reach past it: sent again (or, arriving late, out of order), as tshark's
-        # analysis marks them (retransmission, fast or spurious retransmission, out of order);
-        # a keep-alive (one byte just below it) is not counted
+        # the highest offset a segment reached (the lane moves nxt alone: the larger of the two), and the
+        # segments with payload starting below it (sent again or overtaken; a keep-alive not counted)
         self.top = 0
         self.resent = 0
         self.resent_bytes = 0
