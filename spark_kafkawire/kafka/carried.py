@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Final
 
 #: trace header kinds, in the order a record's headers are read for one
@@ -228,10 +229,8 @@ def _protobuf(data: bytes, pos: int) -> bool:
 def _json(data: bytes, pos: int = 0) -> bool:
     """JSON text: an object or array (after white space) that parses whole."""
     first = data[pos:pos + 64].lstrip(b" \t\r\n")[:1]
-    if first not in (b"{", b"["):
+    if first not in (b"{", b"["):  # parsed only where it looks like JSON
         return False
-    import json  # parsed only where it looks like JSON
-
     try:
         json.loads(bytes(data[pos:]).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

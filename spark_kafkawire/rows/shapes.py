@@ -14,6 +14,7 @@ exactly those rows: PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fa
 
 from __future__ import annotations
 
+import json
 from typing import Final, Iterator
 
 import pyarrow as pa
@@ -292,8 +293,6 @@ class RecordRows(RowBuilder):
 
     def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
         """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
-        import json
-
         try:
             k, v = json.loads(key or b""), json.loads(value or b"")
         except (ValueError, UnicodeDecodeError, RecursionError):
