@@ -232,21 +232,22 @@ class RecordRows(RowBuilder):
             position = 0
             for r in rec.iter_records(raw.data, budget, self.max_records):
                 c = self.cols  # a new set of columns after each batch leaves
-                # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
-                if r.status not in ("ok", "truncated") and \
-                        not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
-                    base = None  # how many records the batch held is not known: later offsets neither
-                    continue
+                if r.status != "ok":
+                    base = None  # how many records a batch not read whole held is not known: later offsets neither
+                    # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
+                    if r.status != "truncated" and \
+                            not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
+                        continue
                 self._identity(ep, req, resp)
                 c["time"].append(msg.frame.ts_ns)
                 c["direction"].append(direction)
                 c["topic"].append(topic)
                 c["partition"].append(index)
                 c["offset"].append(r.offset)
-                if r.status != "ok":
-                    base = None
-                c["log_offset"].append(r.offset if appended is None and r.status == "ok" else
-                                       base + position if base is not None else None)
+                if appended is None:  # a Fetch response states each record's offset in the log
+                    c["log_offset"].append(r.offset if r.status == "ok" else None)
+                else:  # a Produce request's: the response's BaseOffset, one offset each in turn
+                    c["log_offset"].append(base + position if base is not None else None)
                 position += 1
                 ts = r.timestamp_ms
                 c["timestamp"].append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
@@ -272,13 +273,13 @@ class RecordRows(RowBuilder):
         c["value"].append(r.value if payload else None)
         c["headers"].append([{"key": k, "value": v} for k, v in r.headers]
                             if payload and r.headers is not None else None)
-        notes = [r.detail] if r.detail else []
         trace, span, fmt, problem = trace_context(r.headers)
         c["trace_id"].append(trace)
         c["span_id"].append(span)
         c["trace_format"].append(fmt)
+        detail = r.detail
         if problem:
-            notes.append(problem)
+            detail = f"{detail}; {problem}" if detail else problem
         if topic == SCHEMAS_TOPIC and r.status == "ok":
             self._learn_schema(r.key, r.value)
         for side, data in (("key", r.key), ("value", r.value)):
@@ -288,8 +289,8 @@ class RecordRows(RowBuilder):
             c[f"{side}_format"].append(wire)
             c[f"{side}_schema_id"].append(sid)
             if problem:
-                notes.append(f"{side}: {problem}")
-        c["detail"].append("; ".join(notes) if notes else None)
+                detail = f"{detail}; {side}: {problem}" if detail else f"{side}: {problem}"
+        c["detail"].append(detail)
 
     def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
         """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
