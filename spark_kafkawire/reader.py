@@ -146,7 +146,8 @@ def build_stages(sink, opts: Options | None = None, predicate: Predicate | None 
     with its ``exchange``/``connection`` calls)."""
     opts = opts or Options()
     decoder = Decoder(sink, opts.max_frame_bytes,
-                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records"),
+                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records",
+                                    text=opts.rows in ("exchanges", "messages")),
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None,
                       topic_ids=topics if topics is not None else TopicIds(),

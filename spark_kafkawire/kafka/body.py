@@ -10,6 +10,12 @@ their batches' metadata (see :mod:`spark_kafkawire.kafka.records`), never payloa
 fields under ``"_unknown_tagged_fields"`` as ``{"tag": n, "data": base64}``.
 
 Every length and count is checked against the bytes that remain before anything is allocated.
+
+Text mode (``RecordOptions.text``, the rows that show bodies): the same walk writes the body's JSON
+text straight from the wire bytes, byte for byte what ``orjson.dumps`` makes of the value the dict
+mode builds, and keeps as Python values only what the rows need besides (the top-level fields, a
+TopicId's sibling names, the headline facts). What it does not write itself (an unknown or
+repeated tag, a body that needs a second reading) it leaves to the dict mode, from scratch.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from struct import error as struct_error
 from typing import Final, NamedTuple
 
 from .. import protocol
-from ..compiled import native
+from ..compiled import native, require
 from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
 from .values import RawRecords
 from .layouts import FIXED, HL_ERROR, HL_NAME, HL_PARTITIONS, HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, \
-    K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
+    J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, K_UUID, ZERO_UUID, Field, Schemas, schemas, \
+    uuid_text
 from .secrets import SECRET_FIELDS, _b64, redact
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
@@ -38,6 +45,10 @@ GENERATED = not native
 
 _I16: Final = FIXED["int16"]
 _I32: Final = FIXED["int32"]
+_JSON: Final = require("orjson", "orjson").dumps
+#: JSON text of the small integers (error codes, partition indexes, counts), made once
+_SMALL: Final = [str(i).encode() for i in range(1024)]
+_NULL: Final = b"null"
 
 
 class RecordOptions(NamedTuple):
@@ -45,9 +56,14 @@ class RecordOptions(NamedTuple):
 
     max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED
     keep_raw: bool = False
+    text: bool = False  # write each body's JSON text as it is read (Facts.text); the value keeps the top level
 
 
 DEFAULT_RECORD_OPTIONS = RecordOptions()
+
+
+class _Redo(Exception):
+    """Text mode meets what it leaves to the dict mode."""
 
 
 class BodyError(ValueError):
@@ -67,10 +83,11 @@ class Facts:
     partitions     entries of the outermost Partition* arrays (None: there are none)
     records, record_bytes   totals of the complete batches of ``Records`` fields
     topic_ids      (TopicId, name) pairs the body states
+    text           the body as JSON (text mode), else None
     """
 
     __slots__ = ("error", "error_level", "topics", "partitions", "records", "record_bytes", "topic_ids",
-                 "in_partitions")
+                 "in_partitions", "text")
 
     def __init__(self, error: int = 0):
         self.error = error
@@ -80,22 +97,19 @@ class Facts:
         self.records = self.record_bytes = 0
         self.topic_ids: list[tuple[str, str]] = []
         self.in_partitions = 0
+        self.text: bytes | None = None
 
 
-class _Reader:
-    __slots__ = ("buf", "end", "flex", "s", "opts", "facts", "depth", "budget", "guard")
+class _Cursor:
+    """Where a body is read and what it has told so far: its bytes, the reads of lengths and
+    varints, and the facts noted for the headline columns (the walk itself is _Reader's)."""
 
-    def __init__(self, buf: Bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
-                 facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None, guard: bool = True):
-        self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
-        # refuse strings with a SASL token's shape (sasl.py); not in the bodies of messages that
-        # carry secrets, which are sealed instead (seal(): a known secret in a string is redacted)
-        self.guard = guard
+    __slots__ = ("buf", "end", "flex", "facts", "depth")
+
+    def __init__(self, buf: Bytes, end: int, flexible: bool, facts: Facts | None, depth: int):
         self.buf = buf
         self.end = end
         self.flex = flexible
-        self.s = s
-        self.opts = opts
         self.facts = facts if facts is not None else Facts()
         self.depth = depth  # nesting as a breadth-first walk counts it: a struct 1, an array 1
 
@@ -123,122 +137,6 @@ class _Reader:
         if pos + st.size > self.end:
             raise BodyError("length runs past the end", pos)
         return st.unpack_from(self.buf, pos)[0], pos + st.size
-
-    def value(self, f: Field, pos: int) -> tuple[object, int]:
-        buf, end = self.buf, self.end
-        kind = f.kind
-        if kind == K_FIXED:
-            if pos + f.size > end:
-                raise BodyError(f"{f.name} runs past the end", pos)
-            return f.fixed.unpack_from(buf, pos)[0], pos + f.size  # type: ignore[union-attr]
-        if kind == K_STRING:
-            return self.string(f, pos)
-        if kind == K_BYTES or kind == K_RECORDS:
-            return self.bytes_value(f, pos, kind == K_RECORDS)
-        if kind == K_UUID:
-            if pos + 16 > end:
-                raise BodyError(f"{f.name} runs past the end", pos)
-            return uuid_text(bytes(buf[pos : pos + 16])), pos + 16
-        if kind == K_STRUCT:
-            if f.nullable and not f.array:
-                if pos + 1 > end:
-                    raise BodyError(f"{f.name} runs past the end", pos)
-                if buf[pos] == 0xFF:
-                    return None, pos + 1
-                pos += 1
-            return self.struct(f.sub, pos, True, f.topic_array)
-        raise BodyError(f"unknown type {f.type}", pos)
-
-    def string(self, f: Field, pos: int) -> tuple[object, int]:
-        n, pos = self.length(pos, False)
-        if n < 0:
-            return None, pos
-        if pos + n > self.end:
-            raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
-        text = self.buf[pos : pos + n].decode("utf-8", "replace")
-        if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
-            raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
-        return text, pos + n
-
-    def bytes_value(self, f: Field, pos: int, records: bool) -> tuple[object, int]:
-        """A bytes field: a record batch's summary (``records``), a secret's length, else base64."""
-        buf = self.buf
-        n, pos = self.length(pos, True)
-        if n < 0:
-            return None, pos
-        if pos + n > self.end:
-            raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
-        if records:
-            summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
-            if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
-                return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
-            return summary, pos + n
-        if f.name in SECRET_FIELDS:
-            return redact(f.name, buf[pos : pos + n]), pos + n
-        return base64.b64encode(buf[pos : pos + n]).decode(), pos + n
-
-    def field(self, f: Field, pos: int) -> tuple[object, int]:
-        if not f.array:
-            return self.value(f, pos)
-        n, pos = self.length(pos, True)
-        if n < 0:
-            return None, pos
-        if n > self.end - pos:  # every element takes at least one byte
-            raise BodyError(f"{f.name}: {n} elements cannot fit in {self.end - pos} bytes", pos)
-        facts = self.facts
-        partitions = f.hl == HL_PARTITIONS
-        if partitions:
-            if not facts.in_partitions:
-                facts.partitions = (facts.partitions or 0) + n
-            facts.in_partitions += 1
-        self.depth += 1
-        out = []
-        for _ in range(n):
-            v, pos = self.value(f, pos)
-            out.append(v)
-        self.depth -= 1
-        if partitions:
-            facts.in_partitions -= 1
-        return out, pos
-
-    def struct(self, sid: int, pos: int, tags: bool = True, in_topic: bool = False) -> tuple[dict, int]:
-        regular, tagged = self.s.structs[sid]
-        self.depth += 1
-        out: dict = {}
-        tid_at = -1
-        for f in regular:
-            v, pos = self.field(f, pos)
-            out[f.name] = v
-            if f.hl:
-                tid_at = self._fact(f, v, in_topic, tid_at)
-        if self.flex and tags:
-            pos, tid_at = self.tagged_fields(tagged, out, pos, in_topic, tid_at)
-        if tid_at >= 0:
-            self._topic_id(out, tid_at)
-        self.depth -= 1
-        return out, pos
-
-    def tagged_fields(self, tagged: dict[int, Field], out: dict, pos: int, in_topic: bool,
-                      tid_at: int) -> tuple[int, int]:
-        """A flexible struct's tagged fields, into ``out``; returns (position after, TopicId index)."""
-        count, pos = self.uvarint(pos)
-        for _ in range(count):
-            tag, pos = self.uvarint(pos)
-            size, pos = self.uvarint(pos)
-            if pos + size > self.end:
-                raise BodyError(f"tagged field {tag} runs past the end", pos)
-            f = tagged.get(tag)
-            if f is None:
-                out.setdefault("_unknown_tagged_fields", []).append(
-                    {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
-            else:
-                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
-                              self.guard)
-                out[f.name], _ = sub.field(f, pos)
-                if f.hl:
-                    tid_at = self._fact(f, out[f.name], in_topic, tid_at)
-            pos += size
-        return pos, tid_at
 
     def _fact(self, f: Field, v, in_topic: bool, tid_at: int) -> int:
         """Note what a decoded field tells the headline columns; returns where a TopicId waits."""
@@ -276,6 +174,214 @@ class _Reader:
                 self.facts.topic_ids.append((out["TopicId"], name))
 
 
+class _Reader(_Cursor):
+    """The walk of a body's layout: values (dict mode) or their JSON text (text mode)."""
+
+    __slots__ = ("s", "opts", "budget", "guard", "text", "out")
+
+    def __init__(self, buf: Bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
+                 facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None, guard: bool = True,
+                 out: list[bytes] | None = None):
+        _Cursor.__init__(self, buf, end, flexible, facts, depth)
+        # text mode: the JSON text's pieces go to ``out``, and values are kept only where needed
+        self.text = out is not None
+        self.out: list[bytes] = out if out is not None else []
+        self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
+        # refuse strings with a SASL token's shape (sasl.py); not in the bodies of messages that
+        # carry secrets, which are sealed instead (seal(): a known secret in a string is redacted)
+        self.guard = guard
+        self.s = s
+        self.opts = opts
+
+    def value(self, f: Field, pos: int) -> tuple[object, int]:
+        buf, end = self.buf, self.end
+        kind = f.kind
+        if kind == K_FIXED:
+            if pos + f.size > end:
+                raise BodyError(f"{f.name} runs past the end", pos)
+            v = f.fixed.unpack_from(buf, pos)[0]  # type: ignore[union-attr]
+            if self.text:
+                self.out.append(_fixed_text(f, v))
+            return v, pos + f.size
+        if kind == K_STRING:
+            return self.string(f, pos)
+        if kind == K_BYTES or kind == K_RECORDS:
+            return self.bytes_value(f, pos, kind == K_RECORDS)
+        if kind == K_UUID:
+            if pos + 16 > end:
+                raise BodyError(f"{f.name} runs past the end", pos)
+            u = uuid_text(bytes(buf[pos : pos + 16]))
+            if self.text:
+                self.out.append(b'"' + u.encode() + b'"')  # hex digits and dashes
+            return u, pos + 16
+        if kind == K_STRUCT:
+            if f.nullable and not f.array:
+                if pos + 1 > end:
+                    raise BodyError(f"{f.name} runs past the end", pos)
+                if buf[pos] == 0xFF:
+                    if self.text:
+                        self.out.append(_NULL)
+                    return None, pos + 1
+                pos += 1
+            return self.struct(f.sub, pos, True, f.topic_array)
+        raise BodyError(f"unknown type {f.type}", pos)
+
+    def string(self, f: Field, pos: int) -> tuple[object, int]:
+        n, pos = self.length(pos, False)
+        if n < 0:
+            if self.text:
+                self.out.append(_NULL)
+            return None, pos
+        if pos + n > self.end:
+            raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
+        text = self.buf[pos : pos + n].decode("utf-8", "replace")
+        if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
+            raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
+        if self.text:
+            self.out.append(_JSON(text))
+        return text, pos + n
+
+    def bytes_value(self, f: Field, pos: int, records: bool) -> tuple[object, int]:
+        """A bytes field: a record batch's summary (``records``), a secret's length, else base64."""
+        buf = self.buf
+        n, pos = self.length(pos, True)
+        if n < 0:
+            if self.text:
+                self.out.append(_NULL)
+            return None, pos
+        if pos + n > self.end:
+            raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
+        if records:
+            summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
+            if self.text:
+                self.out.append(_JSON(summary))  # (its keys are text: no option needed)
+            if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
+                return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
+            return summary, pos + n
+        if f.name in SECRET_FIELDS:
+            secret = redact(f.name, buf[pos : pos + n])
+            if self.text:
+                self.out.append(_JSON(secret))
+            return secret, pos + n
+        b64 = base64.b64encode(buf[pos : pos + n])
+        if self.text:
+            self.out.append(b'"' + b64 + b'"')
+            if self.depth != 1:  # only the top level's values are kept
+                return None, pos + n
+        return b64.decode(), pos + n
+
+    def field(self, f: Field, pos: int) -> tuple[object, int]:
+        if not f.array:
+            return self.value(f, pos)
+        n, pos = self.length(pos, True)
+        if n < 0:
+            if self.text:
+                self.out.append(_NULL)
+            return None, pos
+        if n > self.end - pos:  # every element takes at least one byte
+            raise BodyError(f"{f.name}: {n} elements cannot fit in {self.end - pos} bytes", pos)
+        facts = self.facts
+        partitions = f.hl == HL_PARTITIONS
+        if partitions:
+            if not facts.in_partitions:
+                facts.partitions = (facts.partitions or 0) + n
+            facts.in_partitions += 1
+        self.depth += 1
+        out = []
+        if self.text:  # the elements' text; their values only where a fact needs them (TopicNames)
+            text = self.out
+            keep = f.hl == HL_TOPIC_NAMES
+            text.append(b"[")
+            for i in range(n):
+                if i:
+                    text.append(b",")
+                v, pos = self.value(f, pos)
+                if keep:
+                    out.append(v)
+            text.append(b"]")
+        else:
+            for _ in range(n):
+                v, pos = self.value(f, pos)
+                out.append(v)
+        self.depth -= 1
+        if partitions:
+            facts.in_partitions -= 1
+        return out, pos
+
+    def struct(self, sid: int, pos: int, tags: bool = True, in_topic: bool = False) -> tuple[dict, int]:
+        regular, tagged = self.s.structs[sid]
+        self.depth += 1
+        out: dict = {}
+        tid_at = -1
+        text = self.text
+        # text mode keeps the values of the top level's fields and of a struct with a TopicId
+        # (its sibling name) only, and those of scalars only
+        keep = not text or self.depth == 1 or self.s.has_topic_id[sid]
+        if text:
+            self.out.append(b"{")
+        first = True
+        for f in regular:
+            if text:
+                self.out.append(f.key if first else f.next_key)
+                first = False
+            v, pos = self.field(f, pos)
+            if keep and not (text and (f.array or f.kind == K_STRUCT)):
+                out[f.name] = v
+            if f.hl:
+                tid_at = self._fact(f, v, in_topic, tid_at)
+        if self.flex and tags:
+            pos, tid_at = self.tagged_fields(tagged, out, pos, in_topic, tid_at, first, keep)
+        if tid_at >= 0:
+            self._topic_id(out, tid_at)
+        if text:
+            self.out.append(b"}")
+        self.depth -= 1
+        return out, pos
+
+    def tagged_fields(self, tagged: dict[int, Field], out: dict, pos: int, in_topic: bool,
+                      tid_at: int, first: bool = True, keep: bool = True) -> tuple[int, int]:
+        """A flexible struct's tagged fields, into ``out`` (text mode: their text after the
+        regular fields', ``first`` when there were none); returns (position after, TopicId index)."""
+        count, pos = self.uvarint(pos)
+        text = self.text
+        seen: list[int] = []
+        for _ in range(count):
+            tag, pos = self.uvarint(pos)
+            size, pos = self.uvarint(pos)
+            if pos + size > self.end:
+                raise BodyError(f"tagged field {tag} runs past the end", pos)
+            f = tagged.get(tag)
+            if text and (f is None or tag in seen):
+                raise _Redo()  # unknown or repeated: the dict mode's order of keys, not the wire's
+            if f is None:
+                out.setdefault("_unknown_tagged_fields", []).append(
+                    {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
+            else:
+                if text:
+                    seen.append(tag)
+                    self.out.append(f.key if first else f.next_key)
+                    first = False
+                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
+                              self.guard, self.out if text else None)
+                v, _ = sub.field(f, pos)
+                if keep and not (text and (f.array or f.kind == K_STRUCT)):
+                    out[f.name] = v
+                if f.hl:
+                    tid_at = self._fact(f, v, in_topic, tid_at)
+            pos += size
+        return pos, tid_at
+
+
+def _fixed_text(f: Field, v) -> bytes:
+    """A fixed-width value's JSON text, as orjson writes it."""
+    if f.json == J_INT:
+        i: int = v
+        return _SMALL[i] if 0 <= i < 1024 else str(i).encode()
+    if f.json == J_BOOL:
+        return b"true" if v else b"false"
+    return _JSON(v)  # float64: shortest repr, NaN and infinities null
+
+
 def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, pos: int,
                       opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, int, Facts]:
     """Decode the body that starts at data[pos]; returns (value, version used for it, the
@@ -310,7 +416,7 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
             raise BodyError(f"no schema for version {version}, and version {used}'s does not fit", pos)
         value["_decoded_as_version"] = used
         return value, used, facts
-    return _with_version(_decode(s, api_key, version, request, data, pos, opts), version)
+    return _with_version(_decode(s, api_key, version, request, data, pos, opts, opts.text), version)
 
 
 #: leading fields read so far: (api_key, version, request, name) -> {length of the bytes read:
@@ -371,9 +477,13 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
 
 
 def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, pos: int,
-            opts: RecordOptions = DEFAULT_RECORD_OPTIONS) -> tuple[dict, Facts]:
+            opts: RecordOptions = DEFAULT_RECORD_OPTIONS, text: bool = False) -> tuple[dict, Facts]:
     sid, flex = s.messages[(api_key, version, request)]
     guard = api_key not in s.secret_apis
+    if text and guard and not GENERATED:  # (secret bodies are sealed as values: seal())
+        decoded = _decode_text(s, sid, flex, data, pos, opts)
+        if decoded is not None:
+            return decoded
     if GENERATED:
         from . import codegen
 
@@ -407,3 +517,21 @@ def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, 
     return value, reader.facts
 
 
+
+
+def _decode_text(s: Schemas, sid: int, flex: bool, data: Bytes, pos: int,
+                 opts: RecordOptions) -> tuple[dict, Facts] | None:
+    """Text mode: (the top level's values, the facts with the body's JSON text), or None to read
+    it again as values (what text mode leaves to the dict mode, a body that does not fit)."""
+    parts: list[bytes] = []
+    reader = _Reader(data, len(data), flex, s, opts, out=parts)
+    try:
+        top, end = reader.struct(sid, pos)
+    except (_Redo, BodyError):
+        return None
+    if end != len(data):
+        sep = b"" if len(parts) == 2 else b","  # after "{" of a body with no fields, or after a field
+        top["_trailing_bytes"] = trailing = _b64(data[end:])
+        parts[-1] = sep + b'"_trailing_bytes":' + _JSON(trailing) + b"}"
+    reader.facts.text = b"".join(parts)
+    return top, reader.facts

@@ -18,7 +18,11 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING, Final
 
-from ..protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE
+from .. import protocol
+from .layouts import schemas
+
+RECORDS_IN_REQUEST: Final = protocol.RECORDS_IN_REQUEST
+RECORDS_IN_RESPONSE: Final = protocol.RECORDS_IN_RESPONSE
 
 if TYPE_CHECKING:
     from .body import Facts
@@ -82,12 +86,30 @@ def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str
     }
 
 
+def transactional_names() -> list[str]:
+    """The top-level request fields whose name ends with TransactionalId, in the layouts
+    (AddPartitionsToTxn v0-3 names it V3AndBelowTransactionalId), found once."""
+    if not _TRANSACTIONAL:
+        s = schemas()
+        _TRANSACTIONAL.extend(sorted({f.name for (_k, _v, request), (sid, _f) in s.messages.items() if request
+                                      for f in s.structs[sid][0] if f.name.endswith("TransactionalId")}))
+    return _TRANSACTIONAL
+
+
+_TRANSACTIONAL: Final[list[str]] = []
+
+
 def _request_fields(api_key: int | None, r: dict) -> dict:
+    txn = None
+    for name in transactional_names():
+        v = r.get(name)
+        if isinstance(v, str):
+            txn = v
+            break
+    group, member = r.get("GroupId"), r.get("MemberId")
     return {
         "acks": r.get("Acks") if api_key == 0 else None,
-        # AddPartitionsToTxn v0-3 names it V3AndBelowTransactionalId
-        "transactional_id": next((v for k, v in r.items() if k.endswith("TransactionalId") and isinstance(v, str)),
-                                 None),
-        "group_id": r.get("GroupId") if isinstance(r.get("GroupId"), str) else None,
-        "member_id": r.get("MemberId") if isinstance(r.get("MemberId"), str) else None,
+        "transactional_id": txn,
+        "group_id": group if isinstance(group, str) else None,
+        "member_id": member if isinstance(member, str) else None,
     }

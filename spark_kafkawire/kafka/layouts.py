@@ -62,8 +62,15 @@ def uuid_text(b: bytes) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+#: how a fixed-width value is written as JSON text (body.py's text mode)
+J_INT: Final = 0
+J_BOOL: Final = 1
+J_FLOAT: Final = 2
+
+
 class Field:
-    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array")
+    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array",
+                 "key", "next_key", "json")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
@@ -77,6 +84,9 @@ class Field:
         self.sub = sub
         self.hl = _headline_kind(name, typ, self.array)
         self.topic_array = self.array and "Topic" in name  # its elements' Name is a topic name
+        self.key = json.dumps(name).encode() + b":"  # the JSON text before its value: "Name":
+        self.next_key = b"," + self.key  # ... after another field's
+        self.json = J_BOOL if typ == "bool" else J_FLOAT if typ == "float64" else J_INT
 
 
 class Schemas:

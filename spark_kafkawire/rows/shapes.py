@@ -27,7 +27,7 @@ from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
 from ..kafka.headline import error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .table import _DIRECTION_COUNTS, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, body_json, frame_status
+from .table import _DIRECTION_COUNTS, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, frame_status, message_json
 
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
 _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
@@ -88,8 +88,8 @@ class ExchangeRows(RowBuilder):
         c["detail"].append(detail)
         c["request_packet"].append(rq.number if rq else None)
         c["response_packet"].append(rs.number if rs else None)
-        c["request"].append(body_json(req.body) if req is not None else None)
-        c["response"].append(body_json(resp.body) if resp is not None else None)
+        c["request"].append(message_json(req))
+        c["response"].append(message_json(resp))
         self._headline(extra)
         self.count += 1
 
@@ -132,7 +132,7 @@ class MessageRows(RowBuilder):
         c["exchange_status"].append(status)
         c["packet"].append(frame.number if frame else None)
         msg = resp if resp is not None else req
-        c["body"].append(body_json(msg.body) if msg is not None else None)
+        c["body"].append(message_json(msg))
         self._headline(extra)
         self.count += 1
 

@@ -370,6 +370,17 @@ _ENCODE: Final = _orjson.dumps
 _KEYS: Final = _orjson.OPT_NON_STR_KEYS
 
 
+def message_json(msg: Request | Response | None) -> bytes | None:
+    """A request's or response's body as JSON: the text its decoding wrote (text mode), else its value's."""
+    if msg is None:
+        return None
+    facts = msg.facts
+    if facts is not None and facts.text is not None:
+        text: bytes = facts.text
+        return text
+    return body_json(msg.body)
+
+
 def body_json(body: dict | None) -> bytes | None:
     """A body as compact JSON, UTF-8 bytes (the column builder takes them as they are). orjson: a
     fifth of the json module's time on these bodies; a float64 field holding NaN or infinity
