@@ -21,6 +21,7 @@ from operator import is_not
 from typing import Final
 
 import pyarrow as pa
+from librt.strings import BytesWriter, write_f64_le, write_i16_le, write_i32_le, write_i64_le
 
 _FIXED: Final = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d",
                  pa.timestamp("us", tz="UTC"): "q"}
@@ -134,3 +135,237 @@ def _build(values: list, typ: pa.DataType) -> pa.Array:
         return pa.Array.from_buffers(typ, n, [validity, _offsets(map(len, lists))], null_count=nulls,
                                      children=[child])
     return pa.array(values, type=typ)
+
+
+# -- typed columns: filled row by row straight into Arrow's buffers ------------------------------
+
+#: a timestamp column's range, microseconds: years 1 to 9999, as Spark takes them
+MIN_TIME_US: Final = -62135596800 * 10**6
+MAX_TIME_US: Final = 253402300799 * 10**6 + 999999
+_INT_RANGES: Final = {1: (-(2**7), 2**7 - 1), 2: (-(2**15), 2**15 - 1), 4: (-(2**31), 2**31 - 1),
+                      8: (-(2**63), 2**63 - 1)}
+_WIDTHS: Final = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 4, pa.int64(): 8}
+
+
+class Column:
+    """A column filled row by row into the buffers of its Arrow array: where this module runs
+    compiled, each value is written where Arrow reads it (no Python list, no per-value work when
+    the batch is made). ``append`` takes what ``array`` of a list takes; a value the type cannot
+    hold (out of range, of another kind) is null, and its row is in ``bad`` (the caller names the
+    column in that row's detail). ``array()`` equals ``array(values, typ)`` of the values appended,
+    the bad ones null (tests/test_arrays.py)."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        self.typ = typ
+        self.n = 0
+        self.nulls = 0
+        self.valid = BytesWriter()  # a byte per value: 1 valid, 0 null (packed to bits at the end)
+        self.bad: list[int] = []
+
+    def append(self, v: object) -> None:
+        raise NotImplementedError
+
+    def _valid(self) -> None:
+        self.valid.append(1)
+        self.n += 1
+
+    def _null(self, bad: bool) -> None:
+        if bad:
+            self.bad.append(self.n)
+        self.valid.append(0)
+        self.nulls += 1
+        self.n += 1
+
+    def _validity(self) -> pa.Buffer | None:
+        return _pack(self.valid.getvalue()) if self.nulls else None
+
+    def array(self) -> pa.Array:
+        raise NotImplementedError
+
+
+class IntColumn(Column):
+    """int8 ... int64 and timestamps (given in nanoseconds, kept in microseconds)."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.timestamp = pa.types.is_timestamp(typ)
+        self.width = 8 if self.timestamp else _WIDTHS[typ]
+        self.lo, self.hi = (MIN_TIME_US, MAX_TIME_US) if self.timestamp else _INT_RANGES[self.width]
+        self.data = BytesWriter()
+
+    def append(self, v: object) -> None:
+        if v is None or not isinstance(v, int):
+            self._write(0)
+            self._null(v is not None)
+            return
+        x: int = v
+        if self.timestamp:
+            x = x // 1000
+        if not self.lo <= x <= self.hi:
+            self._write(0)
+            self._null(True)
+            return
+        self._write(x)
+        self._valid()
+
+    def _write(self, x: int) -> None:
+        w = self.width
+        if w == 8:
+            write_i64_le(self.data, x)
+        elif w == 4:
+            write_i32_le(self.data, x)
+        elif w == 2:
+            write_i16_le(self.data, x)
+        else:
+            self.data.append(x & 0xFF)  # two's complement
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
+                                     null_count=self.nulls)
+
+
+class FloatColumn(Column):
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.data = BytesWriter()
+
+    def append(self, v: object) -> None:
+        if isinstance(v, float):
+            write_f64_le(self.data, v)
+            self._valid()
+            return
+        if isinstance(v, int) and not isinstance(v, bool) and -(2**53) <= v <= 2**53:
+            write_f64_le(self.data, float(v))
+            self._valid()
+            return
+        write_f64_le(self.data, 0.0)
+        self._null(v is not None)
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
+                                     null_count=self.nulls)
+
+
+class BoolColumn(Column):
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.data = BytesWriter()  # a byte per value, packed to bits at the end
+
+    def append(self, v: object) -> None:
+        if v is None:
+            self.data.append(0)
+            self._null(False)
+            return
+        self.data.append(1 if v else 0)
+        self._valid()
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), _pack(self.data.getvalue())],
+                                     null_count=self.nulls)
+
+
+class StringColumn(Column):
+    """string (str, or UTF-8 bytes: JSON bodies) and binary (bytes-like)."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.text = typ == pa.string()
+        self.data = BytesWriter()
+        self.offsets = BytesWriter()
+        write_i32_le(self.offsets, 0)
+        self.end = 0
+
+    def append(self, v: object) -> None:
+        b = self._bytes(v)
+        if b is None or self.end + len(b) > _OFFSET_MAX:
+            write_i32_le(self.offsets, self.end)
+            self._null(v is not None)
+            return
+        self.data.write(b)
+        self.end += len(b)
+        write_i32_le(self.offsets, self.end)
+        self._valid()
+
+    def _bytes(self, v: object) -> bytes | None:
+        if isinstance(v, bytes):
+            return v
+        if isinstance(v, str):  # (into binary too, as pyarrow takes it: UTF-8)
+            try:
+                return v.encode()
+            except UnicodeEncodeError:  # a lone surrogate
+                return None
+        if not self.text and isinstance(v, (bytearray, memoryview)):
+            return bytes(v)
+        return None
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue()),
+                                                        pa.py_buffer(self.data.getvalue())], null_count=self.nulls)
+
+
+class StringListColumn(Column):
+    """list<string>: a list or tuple of str per value."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.items = StringColumn(pa.string())
+        self.offsets = BytesWriter()
+        write_i32_le(self.offsets, 0)
+
+    def append(self, v: object) -> None:
+        if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v):
+            for s in v:
+                self.items.append(s)
+            if not self.items.bad:
+                write_i32_le(self.offsets, self.items.n)
+                self._valid()
+                return
+            raise ValueError("a topic name that is not UTF-8")  # (str.encode refused it: never from bodies)
+        write_i32_le(self.offsets, self.items.n)
+        self._null(v is not None)
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue())],
+                                     null_count=self.nulls, children=[self.items.array()])
+
+
+class ValuesColumn(Column):
+    """Any other type (record headers): the values kept, made an array at the end by ``array``."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        Column.__init__(self, typ)
+        self.values: list = []
+
+    def append(self, v: object) -> None:
+        self.values.append(v)
+        self.n += 1
+
+    def array(self) -> pa.Array:
+        try:
+            return array(self.values, self.typ)
+        except (pa.ArrowInvalid, OverflowError, TypeError):
+            pass
+        kept: list = []
+        for row, v in enumerate(self.values):
+            try:
+                pa.array([v], type=self.typ)
+                kept.append(v)
+            except (pa.ArrowInvalid, OverflowError, TypeError):
+                kept.append(None)
+                self.bad.append(row)
+        return pa.array(kept, type=self.typ)
+
+
+def column(typ: pa.DataType) -> Column:
+    """An empty typed column for Arrow type ``typ``."""
+    if typ in _WIDTHS or pa.types.is_timestamp(typ):
+        return IntColumn(typ)
+    if typ == pa.float64():
+        return FloatColumn(typ)
+    if typ == pa.bool_():
+        return BoolColumn(typ)
+    if typ == pa.string() or typ == pa.binary():
+        return StringColumn(typ)
+    if typ == _STRING_LIST:
+        return StringListColumn(typ)
+    return ValuesColumn(typ)

@@ -88,3 +88,72 @@ def test_a_read_does_not_import_pandas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "tansu-admin-txn.pcap")], capture_output=True,
                          text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "False"
+
+
+_COLUMN_CASES = [
+    (pa.int8(), [0, 1, -128, 127, 128, -129, None, "x", 5]),
+    (pa.int16(), [0, -1, 32767, -32768, 32768, None, 7]),
+    (pa.int32(), [0, 2**31 - 1, -(2**31), 2**31, None, b"1", -5]),
+    (pa.int64(), [0, 2**63 - 1, -(2**63), 2**63, None, 12345678901234]),
+    (pa.timestamp("us", tz="UTC"), [1_700_000_000_123_456_789, None, 0, -5_000, 10**40, -(10**40)]),
+    (pa.float64(), [0.5, None, 3, float("nan"), float("inf"), -2.25, "x", 2**60]),
+    (pa.bool_(), [True, False, None, True, 0, 1]),
+    (pa.string(), ["a", None, b'{"x":1}', "\u00e9\u4e2d", "", "\ud800", 5, bytearray(b"z")]),
+    (pa.binary(), [b"a", None, bytearray(b"\x00\xff"), memoryview(b"mv"), b"", "str", 7]),
+    (pa.list_(pa.string()), [["a", "b"], None, [], ("c",), [1], ["d"]]),
+    (pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+     [[{"key": "k", "value": b"v"}], None, [], "bad"]),
+]
+
+
+def _expected(typ, values):
+    """The values a list would give, each alone through pyarrow: one that Arrow refuses is null and
+    its row bad (timestamps in ns, kept in us within years 1-9999; floats from ints only where exact)."""
+    kept, bad = [], []
+    for row, v in enumerate(values):
+        if pa.types.is_timestamp(typ) and isinstance(v, int):
+            v = v // 1000
+            if not arrays.MIN_TIME_US <= v <= arrays.MAX_TIME_US:
+                kept.append(None)
+                bad.append(row)
+                continue
+        if typ == pa.float64() and isinstance(v, int) and abs(v) > 2**53:
+            kept.append(None)
+            bad.append(row)
+            continue
+        if typ == pa.bool_() and isinstance(v, int) and v is not None:
+            v = bool(v)
+        if typ in (pa.string(), pa.binary()) and isinstance(v, (bytearray, memoryview)):
+            if typ == pa.string():
+                kept.append(None)
+                bad.append(row)
+                continue
+            v = bytes(v)
+        try:
+            pa.array([v], type=typ)
+            kept.append(v)
+        except (pa.ArrowInvalid, OverflowError, TypeError, UnicodeEncodeError):
+            kept.append(None)
+            bad.append(row)
+    return pa.array(kept, type=typ), bad
+
+
+@pytest.mark.parametrize("typ,values", _COLUMN_CASES, ids=[str(t) for t, _ in _COLUMN_CASES])
+def test_a_typed_column_is_the_array_of_its_values(typ, values):
+    """A typed column (filled row by row into Arrow's buffers) equals pyarrow's array of the same
+    values taken one by one, a value its type cannot hold null and its row named, also in
+    batches bigger than a byte of the validity bitmap."""
+    for times in (1, 9):
+        vals = values * times
+        col = arrays.column(typ)
+        for v in vals:
+            col.append(v)
+        got = col.array()
+        got.validate(full=True)
+        want, bad = _expected(typ, vals)
+        def norm(a):  # NaN equal to NaN
+            return [("NaN",) if isinstance(x, float) and x != x else x for x in a.to_pylist()]
+
+        assert got.type == want.type and got.null_count == want.null_count and norm(got) == norm(want), \
+            (typ, got.to_pylist(), want.to_pylist())
+        assert col.bad == bad

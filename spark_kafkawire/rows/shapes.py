@@ -19,6 +19,7 @@ from typing import Final, Iterator
 
 import pyarrow as pa
 
+from ..arrays import Column
 from ..kafka import records as rec
 from ..kafka.carried import trace_context, wire_format
 from ..kafka.values import RawRecords
@@ -265,7 +266,7 @@ class RecordRows(RowBuilder):
                 self.count += 1
                 yield
 
-    def _carried(self, c: dict[str, list], topic: str | None, r: rec.Record) -> None:
+    def _carried(self, c: dict[str, Column], topic: str | None, r: rec.Record) -> None:
         """The payload (only with ``payload``) and what the record carries besides (always): trace
         context, and the wire format and schema id of key and value; ``detail`` says what is malformed."""
         payload = self.payload
@@ -352,7 +353,7 @@ class ConnectionRows(RowBuilder):
         c["client_resets"].append(int(conn.reset_by == client_dir))
         c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
-        c["detail"].append(None)
+        c["detail"].append(tls.describe() if tls else None)
         halves = conn.halves
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
             if framers is None:  # the connection never carried payload
@@ -381,7 +382,6 @@ class ConnectionRows(RowBuilder):
             counts: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
             for name, count in zip(self._tls_cols[side], counts):
                 c[name].append(count)
-        c["detail"][-1] = tls.describe() if tls else None
         c["status"].append("connection")
         self.count += 1
 

@@ -9,13 +9,13 @@ that schema.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, ClassVar, Final
+from typing import Callable, ClassVar, Final, cast
 
 import pyarrow as pa
 
 from .. import arrays, protocol
 from ..kafka import records as rec
-from ..compiled import require
+from ..compiled import native, require
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
     UNDECODED, UNKNOWN_API
@@ -202,7 +202,9 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 ROW_SHAPES: Final = tuple(COLUMNS)
 MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
-MIN_TIME_US, MAX_TIME_US = -62135596800 * 10**6, 253402300799 * 10**6 + 999999  # years 1 to 9999, as Spark
+MIN_TIME_US, MAX_TIME_US = arrays.MIN_TIME_US, arrays.MAX_TIME_US  # years 1 to 9999, as Spark
+#: rows into typed columns (arrays.Column) where this module runs compiled, else into lists
+TYPED: Final = native
 
 
 def ddl(rows: str) -> str:
@@ -240,7 +242,10 @@ class RowBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.cols: dict[str, list] = {n: [] for n in self.names}
+        # compiled, each column is typed (arrays.Column: values written into Arrow's buffers as
+        # they come); interpreted, a list (its append is the cheapest there), made an array at flush
+        self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
+            {n: cast(arrays.Column, []) for n in self.names}
         self.count = 0
 
     def __len__(self) -> int:
@@ -261,7 +266,13 @@ class RowBuilder:
         built: list = []
         bad: dict[int, list[str]] = {}  # row -> columns whose value did not fit
         for field in self.schema:
-            values = cols[field.name]
+            col = cols[field.name]
+            if TYPED:
+                built.append(col.array())
+                for row in col.bad:
+                    bad.setdefault(row, []).append(field.name)
+                continue
+            values = cast(list, col)
             if field.type == _ARROW["timestamp"]:
                 values = [None if v is None else v // 1000 for v in values]  # ns -> us
             built.append(_array(field, values, bad))
