@@ -4,7 +4,7 @@ requests state (client software, SASL mechanism and user, whether it carries TLS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .. import protocol
 from ..kafka.secrets import redact
@@ -53,17 +53,28 @@ class Response:
         self.facts = facts
 
 
-class Endpoints(NamedTuple):
-    client_ip: str
-    client_port: int
-    broker_ip: str
-    broker_port: int
-    community_id: str  # the flow's Community ID (wire/flow.py), as Zeek and Suricata write it
-    #: the round trip between client and broker (ns), from the handshake the client opened (its
-    #: SYN to the ACK of the SYN-ACK); None where the capture does not show it clearly
-    rtt_ns: int | None = None
-    #: of it, the part between the capture point and the broker (the SYN to the SYN-ACK)
-    broker_rtt_ns: int | None = None
+class Endpoints:
+    """Who talks to whom on a connection. (A plain slotted class, not a named tuple: compiled, its
+    fields are read without a lookup, and every row reads them.)"""
+
+    __slots__ = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "rtt_ns", "broker_rtt_ns")
+
+    def __init__(self, client_ip: str, client_port: int, broker_ip: str, broker_port: int, community_id: str,
+                 rtt_ns: int | None = None, broker_rtt_ns: int | None = None):
+        self.client_ip = client_ip
+        self.client_port = client_port
+        self.broker_ip = broker_ip
+        self.broker_port = broker_port
+        self.community_id = community_id  # the flow's Community ID (wire/flow.py), as Zeek and Suricata write it
+        #: the round trip between client and broker (ns), from the handshake the client opened (its
+        #: SYN to the ACK of the SYN-ACK); None where the capture does not show it clearly
+        self.rtt_ns = rtt_ns
+        #: of it, the part between the capture point and the broker (the SYN to the SYN-ACK)
+        self.broker_rtt_ns = broker_rtt_ns
+
+    def __repr__(self) -> str:
+        return (f"Endpoints({self.client_ip}:{self.client_port} -> {self.broker_ip}:{self.broker_port}, "
+                f"rtt_ns={self.rtt_ns}, broker_rtt_ns={self.broker_rtt_ns})")
 
 
 class ConnState:

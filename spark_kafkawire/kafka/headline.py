@@ -74,16 +74,15 @@ def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str
     code = rs.error if rs is not None else None
     r = req.body if req is not None and req.body is not None else {}
     throttle = resp.body.get("ThrottleTimeMs") if rs is not None else None
-    return {
-        "error_code": code,
-        "error_name": error_name(code),
-        "throttle_time_ms": throttle,
-        "topics": list(topics) if (rq is not None or rs is not None) else None,
-        "partition_count": pc,
-        "record_count": count,
-        "record_bytes": size,
-        **_request_fields(api_key, r),
-    }
+    out = _request_fields(api_key, r)
+    out["error_code"] = code
+    out["error_name"] = error_name(code)
+    out["throttle_time_ms"] = throttle
+    out["topics"] = list(topics) if (rq is not None or rs is not None) else None
+    out["partition_count"] = pc
+    out["record_count"] = count
+    out["record_bytes"] = size
+    return out
 
 
 def transactional_names() -> list[str]:

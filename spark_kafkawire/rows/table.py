@@ -55,6 +55,8 @@ _HEADLINE: Final = [
     ("sasl_user", "string"),
 ]
 
+HEADLINE_NAMES: Final = [name for name, _t in _HEADLINE]
+
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
 #: in the order ConnectionRows reads them
 _DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
@@ -246,6 +248,10 @@ class RowBuilder:
         # they come); interpreted, a list (its append is the cheapest there), made an array at flush
         self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
             {n: cast(arrays.Column, []) for n in self.names}
+        self.endpoint_cols = [self.cols[n] for n, _t in _ENDPOINTS]  # every shape begins with them
+        # the headline columns in HEADLINE_NAMES's order, where the shape has them
+        self.headline_cols = [self.cols[n] for n in HEADLINE_NAMES] if all(n in self.cols for n in HEADLINE_NAMES) \
+            else []
         self.count = 0
 
     def __len__(self) -> int:
@@ -292,18 +298,25 @@ class RowBuilder:
 
     # -- pieces of rows several shapes share -----------------------------------------------------
     def _endpoints(self, ep: Endpoints | None) -> None:
-        c = self.cols
-        c["capture_file"].append(self.capture_file)
-        c["client_ip"].append(ep.client_ip if ep else None)
-        c["client_port"].append(ep.client_port if ep else None)
-        c["broker_ip"].append(ep.broker_ip if ep else None)
-        c["broker_port"].append(ep.broker_port if ep else None)
-        c["community_id"].append(ep.community_id if ep else None)
+        capture_file, client_ip, client_port, broker_ip, broker_port, community_id = self.endpoint_cols
+        capture_file.append(self.capture_file)
+        if ep is None:
+            for col in self.endpoint_cols[1:]:
+                col.append(None)
+            return
+        client_ip.append(ep.client_ip)
+        client_port.append(ep.client_port)
+        broker_ip.append(ep.broker_ip)
+        broker_port.append(ep.broker_port)
+        community_id.append(ep.community_id)
 
     def _headline(self, extra: dict | None) -> None:
-        c = self.cols
-        for name, _t in _HEADLINE:
-            c[name].append(extra.get(name) if extra else None)
+        if extra is None:
+            for col in self.headline_cols:
+                col.append(None)
+            return
+        for name, col in zip(HEADLINE_NAMES, self.headline_cols):
+            col.append(extra.get(name))
 
     def _api(self, h: RequestHeader | None) -> None:
         """The api columns, from the request's header."""
