@@ -13,7 +13,7 @@ from .decode.modes import MODES
 from .kafka.records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
 from .rows.table import ROW_SHAPES
 from .wire.tcp import DEFAULT_MAX_CONNECTIONS
-from .tls.session import TRIAL_BUDGET, TRIAL_TASK_BUDGET
+from .tls.budget import TRIAL_BUDGET, TRIAL_TASK_BUDGET
 
 MAX_SHARES = 1024  # at most this many shares of one file (minPartitions' bound)
 TIME_ORDER_MARGIN_NS = 60 * 10**9  # packets may be this much out of time order (merged captures)

@@ -15,20 +15,18 @@ from typing import Generator, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
-from .tls import keylog
 from .wire import lane
 from .kafka.body import RecordOptions
 from .wire.capture import CaptureError, CaptureReader, RowsDue
 from .decode.exchanges import Decoder
 from .listing import list_files, plan
-from .tls.keylog import KeyLog
 from .options import TIME_ORDER_MARGIN_NS, Options, job_options, options_table
 from .wire.packets import decode
 from .decode.predicate import Predicate
 from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .wire.tcp import Reassembler
-from .tls.session import TrialBudget
+from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
 
 __all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "job_options", "list_files", "options_table",
@@ -70,8 +68,20 @@ def _secrets(decoder: Decoder, text: bytes) -> None:
     """A pcapng Decryption Secrets Block's TLS key log: added to the file's key log (made for it
     where option tlsKeyLog gave none); connections that begin after it can use it."""
     if decoder.keylog is None:
+        from .tls.keylog import KeyLog
+
         decoder.keylog = KeyLog()
     decoder.keylog.add_text(text, own=True)
+
+
+def _key_log(opts: Options):
+    """The key log option tlsKeyLog names (cached across reads), or None; the TLS stage is
+    imported only when a read needs it."""
+    if not opts.tls_key_log:
+        return None
+    from .tls import keylog
+
+    return keylog.cached(opts.tls_key_log, opts.endpoint_url)
 
 
 @contextmanager
@@ -151,7 +161,7 @@ def build_stages(sink, opts: Options | None = None, predicate: Predicate | None 
                       predicate=predicate, decode_bodies=opts.rows != "connections",
                       share=share if share is not None and share[1] > 1 else None,
                       topic_ids=topics if topics is not None else TopicIds(),
-                      keylog=keylog.cached(opts.tls_key_log, opts.endpoint_url) if opts.tls_key_log else None,
+                      keylog=_key_log(opts),
                       trial_budget=TrialBudget(opts.tls_trial_budget, opts.tls_trial_task_budget))
     return decoder, Reassembler(decoder, ports=opts.ports, max_connections=opts.max_connections)
 

@@ -11,11 +11,11 @@ from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
 from ..kafka.headers import RequestHeader, looks_like_request
 from ..wire.tcp import Connection
-from ..tls.guess import TlsGuess
-from ..tls.session import TlsSession
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the TLS stage is imported when a capture first shows TLS)
     from ..kafka.body import Facts
+    from ..tls.guess import TlsGuess
+    from ..tls.session import TlsSession
 
 SASL_HANDSHAKE = protocol.SASL_HANDSHAKE_KEY
 SASL_AUTHENTICATE = protocol.SASL_AUTHENTICATE_KEY

@@ -37,7 +37,7 @@ sasl_token         a raw SASL token: after a SaslHandshake v0 the client and bro
 from __future__ import annotations
 
 from struct import Struct
-from typing import Callable, Final, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Final, Iterable, Protocol
 
 from .. import protocol
 from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, leading_field
@@ -47,13 +47,15 @@ from .connstate import ConnState, Endpoints, Request, Response
 from ..wire.frames import DEFAULT_MAX_FRAME, Frame, Framer
 from ..kafka.headers import HeaderError, RequestHeader, parse_request_header, parse_response_header
 from ..kafka.headline import headline_from_facts
-from ..tls.keylog import KeyLog
 from .predicate import Predicate, always_decode
 from .roles import Roles
 from ..wire.tcp import Connection
 from ..tls.guess import TlsGuess, record_header
-from ..tls.session import TlsSession, TrialBudget
+from ..tls.budget import TrialBudget
 from ..kafka.topicids import LEARNED_BYTES, TopicIds
+
+if TYPE_CHECKING:  # (the key log and the TLS session are imported when a read needs them)
+    from ..tls.keylog import KeyLog
 
 __all__ = ["Decoder", "Endpoints", "Request", "Response", "RowSink", "STATUSES", "DAMAGE"]
 
@@ -398,6 +400,8 @@ class Decoder(Pairing):
         for f in old:
             f.disable()
         st.framers = self._framers(st)
+        from ..tls.session import TlsSession  # (imported when a capture first shows TLS)
+
         session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client),
                              start_captured=st.conn.client is not None, budget=self.trial_budget)
         st.tls_session = session

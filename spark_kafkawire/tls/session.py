@@ -10,21 +10,9 @@ from .handshake import Handshake
 from .keys import TLS13, Keys, suite_fits, tls12_keys, tls13_keys
 from .records import TRIAL_RECORDS, TlsDirection
 from .suites import SUITES
+from .budget import TRIAL_BUDGET, TRIAL_TASK_BUDGET, TrialBudget  # noqa: F401 (named here too)
 
-TRIAL_BUDGET = 1 << 16  # without the handshake: trial decryptions per connection (option tlsTrialBudget)
-TRIAL_TASK_BUDGET = 1 << 22  # ... and per task, all connections together (option tlsTrialTaskBudget)
 NO_KEY_LOG = "no key log given (option tlsKeyLog, or a pcapng Decryption Secrets Block)"
-
-
-class TrialBudget:
-    """What the handshake-less trial may still spend: per connection (``per_connection``) and for
-    the whole task (``task_left``, shared by every session of a read)."""
-
-    __slots__ = ("per_connection", "task_left")
-
-    def __init__(self, per_connection: int = TRIAL_BUDGET, task: int = TRIAL_TASK_BUDGET):
-        self.per_connection = per_connection
-        self.task_left = task
 
 
 class TlsSession(Handshake):
