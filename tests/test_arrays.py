@@ -5,13 +5,14 @@ cases (nulls, empty and null lists, non-ASCII text, empty columns), must come ou
 values a type cannot hold refused as pyarrow refuses them. And a read no longer imports pandas.
 """
 
+import json
 import subprocess
 import sys
 
 import pyarrow as pa
 import pytest
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
 from spark_kafkawire import arrays, read_capture
 from spark_kafkawire.rows.table import ROW_SHAPES
 
@@ -88,6 +89,27 @@ def test_a_read_does_not_import_pandas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "tansu-admin-txn.pcap")], capture_output=True,
                          text=True, check=True, cwd=tmp_path)
     assert out.stdout.strip() == "False"
+
+
+def test_a_read_imports_the_tls_stage_only_when_it_meets_tls(tmp_path):
+    """Nothing is imported until needed: a read of plaintext Kafka loads none of the TLS session,
+    record layer, key schedule or key log (nor cryptography); a read of a TLS capture with its key
+    log loads them all."""
+    tls_stage = ["spark_kafkawire.tls.session", "spark_kafkawire.tls.records", "spark_kafkawire.tls.keys",
+                 "spark_kafkawire.tls.keylog", "cryptography"]
+    code = ("import sys, json, spark_kafkawire as k; opts = json.loads(sys.argv[2]); "
+            "t = k.read_capture(sys.argv[1], **opts); assert t.num_rows; "
+            f"print([m for m in {tls_stage!r} if m in sys.modules])")
+    tls = ROOT / "tests" / "tls"
+    runs = {"plain": (SAMPLES / "veth-confluent-mtu.pcap", {}),
+            "tls": (tls / "tls13-aes128gcm.pcap", {"tlsKeyLog": str(tls / "tls13-aes128gcm.keylog")})}
+    seen = {}
+    for kind, (path, opts) in runs.items():
+        out = subprocess.run([sys.executable, "-c", code, str(path), json.dumps(opts)], capture_output=True,
+                             text=True, check=True, cwd=tmp_path)
+        seen[kind] = out.stdout.strip()
+    assert seen["plain"] == "[]"
+    assert seen["tls"] == repr(tls_stage)
 
 
 _COLUMN_CASES = [
