@@ -179,6 +179,25 @@ def test_every_audit_is_one_module_with_one_description():
                                                             "client_hygiene"}
 
 
+def test_the_schemas_verdict_claims_nothing_without_produced_records():
+    """No produced record decoded (a capture of consumers only, or none): the policy is
+    inconclusive, never ok; with records in one format and no finding, ok; with a mixed topic, FAIL
+    naming it."""
+    from spark_kafkawire.audits import schemas
+    from spark_kafkawire.audits.base import Policy
+
+    policy = Policy(require_consistent_schemas=True)
+    empty = schemas.verdicts({"schemas": {"schema_formats": [], "schema_findings": []}}, policy)
+    assert [v.status for v in empty] == ["inconclusive"] and "no produced record" in empty[0].detail
+    one = {"topic": "t", "value_format": "json", "value_schema_id": None, "records": 3}
+    clean = schemas.verdicts({"schemas": {"schema_formats": [one], "schema_findings": []}}, policy)
+    assert [v.status for v in clean] == ["ok"]
+    mixed = {"topic": "t", "finding": "mixed_formats", "seen": "json, utf8"}
+    bad = schemas.verdicts({"schemas": {"schema_formats": [one], "schema_findings": [mixed]}}, policy)
+    assert [v.status for v in bad] == ["FAIL"] and "t: mixed_formats" in bad[0].detail
+    assert schemas.verdicts({"schemas": {"schema_formats": [], "schema_findings": []}}, Policy()) == []
+
+
 # -- what the records carry: schemas and delivery ---------------------------------------------------------
 def test_schemas_are_what_each_producer_said_it_wrote(rows):
     """Per producer and topic: the value formats and schema ids in its own log; the findings derived

@@ -93,10 +93,12 @@ def _findings(rec: DataFrame) -> DataFrame:
 def verdicts(results: Results, policy: Policy) -> list[Verdict]:
     if not policy.require_consistent_schemas:
         return []
+    name = "every topic's records in one wire format, each with a registry id where any has one"
+    if not results["schemas"]["schema_formats"]:  # nothing produced was decoded: nothing to hold
+        return [Verdict(name, None, "no produced record seen (rows=records: no Produce request with records)")]
     seen = [f"{r['topic']}: {r['finding']} ({r['seen']})" for r in results["schemas"]["schema_findings"]
             if r["finding"] in ("mixed_formats", "unregistered_records")]
-    return [Verdict("every topic's records in one wire format, each with a registry id where any has one", not seen,
-                    found(sorted(set(seen))))]
+    return [Verdict(name, not seen, found(sorted(set(seen))))]
 
 
 def plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
