@@ -24,6 +24,8 @@ import base64
 from struct import error as struct_error
 from typing import Final, NamedTuple
 
+from librt.strings import BytesWriter
+
 from .. import protocol
 from ..compiled import native, require
 from .wiretypes import Bytes
@@ -49,6 +51,13 @@ _JSON: Final = require("orjson", "orjson").dumps
 #: JSON text of the small integers (error codes, partition indexes, counts), made once
 _SMALL: Final = [str(i).encode() for i in range(1024)]
 _NULL: Final = b"null"
+_LBRACE: Final = 0x7B  # {
+_RBRACE: Final = 0x7D  # }
+_LBRACKET: Final = 0x5B  # [
+_RBRACKET: Final = 0x5D  # ]
+_COMMA: Final = 0x2C
+_QUOTE: Final = 0x22
+_UNUSED: Final = BytesWriter()  # a dict-mode reader's (never written)
 
 
 class RecordOptions(NamedTuple):
@@ -181,11 +190,11 @@ class _Reader(_Cursor):
 
     def __init__(self, buf: Bytes, end: int, flexible: bool, s: Schemas, opts: "RecordOptions",
                  facts: Facts | None = None, depth: int = 0, budget: rec.Budget | None = None, guard: bool = True,
-                 out: list[bytes] | None = None):
+                 out: BytesWriter | None = None):
         _Cursor.__init__(self, buf, end, flexible, facts, depth)
         # text mode: the JSON text's pieces go to ``out``, and values are kept only where needed
         self.text = out is not None
-        self.out: list[bytes] = out if out is not None else []
+        self.out: BytesWriter = out if out is not None else _UNUSED
         self.budget = budget if budget is not None else rec.Budget(opts.max_decompressed)  # one per message
         # refuse strings with a SASL token's shape (sasl.py); not in the bodies of messages that
         # carry secrets, which are sealed instead (seal(): a known secret in a string is redacted)
@@ -201,7 +210,7 @@ class _Reader(_Cursor):
                 raise BodyError(f"{f.name} runs past the end", pos)
             v = f.fixed.unpack_from(buf, pos)[0]  # type: ignore[union-attr]
             if self.text:
-                self.out.append(_fixed_text(f, v))
+                self.out.write(_fixed_text(f, v))
             return v, pos + f.size
         if kind == K_STRING:
             return self.string(f, pos)
@@ -212,7 +221,7 @@ class _Reader(_Cursor):
                 raise BodyError(f"{f.name} runs past the end", pos)
             u = uuid_text(bytes(buf[pos : pos + 16]))
             if self.text:
-                self.out.append(b'"' + u.encode() + b'"')  # hex digits and dashes
+                _quoted(self.out, u.encode())  # hex digits and dashes
             return u, pos + 16
         if kind == K_STRUCT:
             if f.nullable and not f.array:
@@ -220,7 +229,7 @@ class _Reader(_Cursor):
                     raise BodyError(f"{f.name} runs past the end", pos)
                 if buf[pos] == 0xFF:
                     if self.text:
-                        self.out.append(_NULL)
+                        self.out.write(_NULL)
                     return None, pos + 1
                 pos += 1
             return self.struct(f.sub, pos, True, f.topic_array)
@@ -230,7 +239,7 @@ class _Reader(_Cursor):
         n, pos = self.length(pos, False)
         if n < 0:
             if self.text:
-                self.out.append(_NULL)
+                self.out.write(_NULL)
             return None, pos
         if pos + n > self.end:
             raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
@@ -238,7 +247,7 @@ class _Reader(_Cursor):
         if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
             raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
         if self.text:
-            self.out.append(_JSON(text))
+            self.out.write(_JSON(text))
         return text, pos + n
 
     def bytes_value(self, f: Field, pos: int, records: bool) -> tuple[object, int]:
@@ -247,25 +256,25 @@ class _Reader(_Cursor):
         n, pos = self.length(pos, True)
         if n < 0:
             if self.text:
-                self.out.append(_NULL)
+                self.out.write(_NULL)
             return None, pos
         if pos + n > self.end:
             raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
         if records:
             summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
             if self.text:
-                self.out.append(_JSON(summary))  # (its keys are text: no option needed)
+                self.out.write(_JSON(summary))  # (its keys are text: no option needed)
             if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
                 return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
             return summary, pos + n
         if f.name in SECRET_FIELDS:
             secret = redact(f.name, buf[pos : pos + n])
             if self.text:
-                self.out.append(_JSON(secret))
+                self.out.write(_JSON(secret))
             return secret, pos + n
         b64 = base64.b64encode(buf[pos : pos + n])
         if self.text:
-            self.out.append(b'"' + b64 + b'"')
+            _quoted(self.out, b64)
             if self.depth != 1:  # only the top level's values are kept
                 return None, pos + n
         return b64.decode(), pos + n
@@ -276,7 +285,7 @@ class _Reader(_Cursor):
         n, pos = self.length(pos, True)
         if n < 0:
             if self.text:
-                self.out.append(_NULL)
+                self.out.write(_NULL)
             return None, pos
         if n > self.end - pos:  # every element takes at least one byte
             raise BodyError(f"{f.name}: {n} elements cannot fit in {self.end - pos} bytes", pos)
@@ -291,14 +300,14 @@ class _Reader(_Cursor):
         if self.text:  # the elements' text; their values only where a fact needs them (TopicNames)
             text = self.out
             keep = f.hl == HL_TOPIC_NAMES
-            text.append(b"[")
+            text.append(_LBRACKET)
             for i in range(n):
                 if i:
-                    text.append(b",")
+                    text.append(_COMMA)
                 v, pos = self.value(f, pos)
                 if keep:
                     out.append(v)
-            text.append(b"]")
+            text.append(_RBRACKET)
         else:
             for _ in range(n):
                 v, pos = self.value(f, pos)
@@ -318,11 +327,11 @@ class _Reader(_Cursor):
         # (its sibling name) only, and those of scalars only
         keep = not text or self.depth == 1 or self.s.has_topic_id[sid]
         if text:
-            self.out.append(b"{")
+            self.out.append(_LBRACE)
         first = True
         for f in regular:
             if text:
-                self.out.append(f.key if first else f.next_key)
+                self.out.write(f.key if first else f.next_key)
                 first = False
             v, pos = self.field(f, pos)
             if keep and not (text and (f.array or f.kind == K_STRUCT)):
@@ -334,7 +343,7 @@ class _Reader(_Cursor):
         if tid_at >= 0:
             self._topic_id(out, tid_at)
         if text:
-            self.out.append(b"}")
+            self.out.append(_RBRACE)
         self.depth -= 1
         return out, pos
 
@@ -359,7 +368,7 @@ class _Reader(_Cursor):
             else:
                 if text:
                     seen.append(tag)
-                    self.out.append(f.key if first else f.next_key)
+                    self.out.write(f.key if first else f.next_key)
                     first = False
                 sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
                               self.guard, self.out if text else None)
@@ -370,6 +379,13 @@ class _Reader(_Cursor):
                     tid_at = self._fact(f, v, in_topic, tid_at)
             pos += size
         return pos, tid_at
+
+
+def _quoted(out: BytesWriter, text: bytes) -> None:
+    """Text that needs no escaping (base64, a UUID), as a JSON string."""
+    out.append(_QUOTE)
+    out.write(text)
+    out.append(_QUOTE)
 
 
 def _fixed_text(f: Field, v) -> bytes:
@@ -523,15 +539,16 @@ def _decode_text(s: Schemas, sid: int, flex: bool, data: Bytes, pos: int,
                  opts: RecordOptions) -> tuple[dict, Facts] | None:
     """Text mode: (the top level's values, the facts with the body's JSON text), or None to read
     it again as values (what text mode leaves to the dict mode, a body that does not fit)."""
-    parts: list[bytes] = []
-    reader = _Reader(data, len(data), flex, s, opts, out=parts)
+    out = BytesWriter()
+    reader = _Reader(data, len(data), flex, s, opts, out=out)
     try:
         top, end = reader.struct(sid, pos)
     except (_Redo, BodyError):
         return None
     if end != len(data):
-        sep = b"" if len(parts) == 2 else b","  # after "{" of a body with no fields, or after a field
+        sep = b"" if len(out) == 2 else b","  # after "{" of a body with no fields, or after a field
         top["_trailing_bytes"] = trailing = _b64(data[end:])
-        parts[-1] = sep + b'"_trailing_bytes":' + _JSON(trailing) + b"}"
-    reader.facts.text = b"".join(parts)
+        out.truncate(len(out) - 1)  # its closing brace
+        out.write(sep + b'"_trailing_bytes":' + _JSON(trailing) + b"}")
+    reader.facts.text = out.getvalue()
     return top, reader.facts
