@@ -183,15 +183,26 @@ class Column:
         raise NotImplementedError
 
 
-class IntColumn(Column):
-    """int8 ... int64 and timestamps (given in nanoseconds, kept in microseconds)."""
+class _FixedColumn(Column):
+    """A column of fixed-width values, little-endian in ``data``."""
 
     def __init__(self, typ: pa.DataType) -> None:
         Column.__init__(self, typ)
+        self.data = BytesWriter()
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
+                                     null_count=self.nulls)
+
+
+class IntColumn(_FixedColumn):
+    """int8 ... int64 and timestamps (given in nanoseconds, kept in microseconds)."""
+
+    def __init__(self, typ: pa.DataType) -> None:
+        _FixedColumn.__init__(self, typ)
         self.timestamp = pa.types.is_timestamp(typ)
         self.width = 8 if self.timestamp else _WIDTHS[typ]
         self.lo, self.hi = (MIN_TIME_US, MAX_TIME_US) if self.timestamp else _INT_RANGES[self.width]
-        self.data = BytesWriter()
 
     def append(self, v: object) -> None:
         if v is None or not isinstance(v, int):
@@ -219,16 +230,8 @@ class IntColumn(Column):
         else:
             self.data.append(x & 0xFF)  # two's complement
 
-    def array(self) -> pa.Array:
-        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
-                                     null_count=self.nulls)
 
-
-class FloatColumn(Column):
-    def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
-        self.data = BytesWriter()
-
+class FloatColumn(_FixedColumn):
     def append(self, v: object) -> None:
         if isinstance(v, float):
             write_f64_le(self.data, v)
@@ -240,10 +243,6 @@ class FloatColumn(Column):
             return
         write_f64_le(self.data, 0.0)
         self._null(v is not None)
-
-    def array(self) -> pa.Array:
-        return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
-                                     null_count=self.nulls)
 
 
 class BoolColumn(Column):
