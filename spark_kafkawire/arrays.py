@@ -58,6 +58,22 @@ def _offsets(lengths) -> pa.Buffer:
     return pa.py_buffer(offsets)
 
 
+def _as_bytes(v: object, text: bool) -> bytes | None:
+    """A string column's value (``text``: str, or UTF-8 bytes such as JSON bodies) or a binary
+    column's (bytes-like, or str as UTF-8, as pyarrow takes it) as its bytes; None when the type
+    cannot hold it (a str with a lone surrogate, another kind)."""
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        try:
+            return v.encode()
+        except UnicodeEncodeError:
+            return None
+    if not text and isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    return None
+
+
 def _strings(values: list, typ: pa.DataType) -> pa.Array:
     """Strings (str, or UTF-8 bytes: JSON bodies) or binary values: the data and their offsets
     in one pass (compiled, a loop; an iterator chain costs six times as much a value)."""
@@ -73,17 +89,8 @@ def _strings(values: list, typ: pa.DataType) -> pa.Array:
         if v is None:
             offsets[i] = end
             continue
-        if type(v) is bytes:
-            b: bytes = v
-        elif text and type(v) is str:
-            s: str = v
-            try:
-                b = s.encode()
-            except UnicodeEncodeError as e:
-                raise TypeError(f"not a {typ} value: {e}") from None
-        elif not text:
-            b = bytes(v)
-        else:
+        b = _as_bytes(v, text)
+        if b is None:  # (the caller takes the values one by one: checked())
             raise TypeError(f"not a {typ} value: {type(v).__name__}")
         data.append(b)
         end += len(b)
@@ -275,7 +282,7 @@ class StringColumn(Column):
         self.end = 0
 
     def append(self, v: object) -> None:
-        b = self._bytes(v)
+        b = _as_bytes(v, self.text)
         if b is None or self.end + len(b) > _OFFSET_MAX:
             write_i32_le(self.offsets, self.end)
             self._null(v is not None)
@@ -284,18 +291,6 @@ class StringColumn(Column):
         self.end += len(b)
         write_i32_le(self.offsets, self.end)
         self._valid()
-
-    def _bytes(self, v: object) -> bytes | None:
-        if isinstance(v, bytes):
-            return v
-        if isinstance(v, str):  # (into binary too, as pyarrow takes it: UTF-8)
-            try:
-                return v.encode()
-            except UnicodeEncodeError:  # a lone surrogate
-                return None
-        if not self.text and isinstance(v, (bytearray, memoryview)):
-            return bytes(v)
-        return None
 
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue()),
@@ -312,16 +307,16 @@ class StringListColumn(Column):
         write_i32_le(self.offsets, 0)
 
     def append(self, v: object) -> None:
-        if isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v):
-            for s in v:
-                self.items.append(s)
-            if not self.items.bad:
-                write_i32_le(self.offsets, self.items.n)
-                self._valid()
-                return
-            raise ValueError("a topic name that is not UTF-8")  # (str.encode refused it: never from bodies)
+        items = [_as_bytes(s, True) if isinstance(s, str) else None for s in v] \
+            if isinstance(v, (list, tuple)) else None
+        if items is None or None in items:  # not a list of strings the type can hold: null, and said
+            write_i32_le(self.offsets, self.items.n)
+            self._null(v is not None)
+            return
+        for b in items:
+            self.items.append(b)
         write_i32_le(self.offsets, self.items.n)
-        self._null(v is not None)
+        self._valid()
 
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue())],
@@ -340,19 +335,35 @@ class ValuesColumn(Column):
         self.n += 1
 
     def array(self) -> pa.Array:
+        arr, self.bad = checked(self.values, self.typ)
+        return arr
+
+
+def checked(values: list, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
+    """``values`` as an Arrow array of ``typ`` and the rows whose value it cannot hold (beyond its
+    range, another kind, a timestamp in microseconds outside years 1-9999), those null."""
+    timestamp = pa.types.is_timestamp(typ)
+    try:
+        arr = array(values, typ)
+        if not timestamp or not len(arr) or arr.null_count == len(arr):
+            return arr, []
+        times = [v for v in values if v is not None]
+        if MIN_TIME_US <= min(times) and max(times) <= MAX_TIME_US:
+            return arr, []
+    except (pa.ArrowInvalid, OverflowError, TypeError):
+        pass
+    kept: list = []
+    bad: list[int] = []
+    for row, v in enumerate(values):
         try:
-            return array(self.values, self.typ)
+            if v is not None and timestamp and not MIN_TIME_US <= v <= MAX_TIME_US:
+                raise OverflowError
+            pa.array([v], type=typ)
+            kept.append(v)
         except (pa.ArrowInvalid, OverflowError, TypeError):
-            pass
-        kept: list = []
-        for row, v in enumerate(self.values):
-            try:
-                pa.array([v], type=self.typ)
-                kept.append(v)
-            except (pa.ArrowInvalid, OverflowError, TypeError):
-                kept.append(None)
-                self.bad.append(row)
-        return pa.array(kept, type=self.typ)
+            kept.append(None)
+            bad.append(row)
+    return pa.array(kept, type=typ), bad
 
 
 def column(typ: pa.DataType) -> Column:

@@ -122,7 +122,7 @@ _COLUMN_CASES = [
     (pa.bool_(), [True, False, None, True, 0, 1]),
     (pa.string(), ["a", None, b'{"x":1}', "\u00e9\u4e2d", "", "\ud800", 5, bytearray(b"z")]),
     (pa.binary(), [b"a", None, bytearray(b"\x00\xff"), memoryview(b"mv"), b"", "str", 7]),
-    (pa.list_(pa.string()), [["a", "b"], None, [], ("c",), [1], ["d"]]),
+    (pa.list_(pa.string()), [["a", "b"], None, [], ("c",), [1], ["d"], ["\ud800"]]),
     (pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
      [[{"key": "k", "value": b"v"}], None, [], "bad"]),
 ]

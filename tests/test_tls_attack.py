@@ -22,7 +22,8 @@ from conftest import FINDINGS
 from spark_kafkawire import read_capture
 from spark_kafkawire.tls.keylog import KeyLog, KeyLogError
 from spark_kafkawire.rows.table import ROW_SHAPES
-from spark_kafkawire.tls.session import TlsSession, TrialBudget
+from spark_kafkawire.tls.budget import TrialBudget
+from spark_kafkawire.tls.session import TlsSession
 
 ROUND4 = FINDINGS / "round4"
 KEYS_A, KEYS_B, KEYS_1000 = (ROUND4 / n for n in ("keys-a.log", "keys-b.log", "keys-plus-1000-unrelated.log"))

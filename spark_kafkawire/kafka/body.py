@@ -334,7 +334,7 @@ class _Reader(_Cursor):
                 self.out.write(f.key if first else f.next_key)
                 first = False
             v, pos = self.field(f, pos)
-            if keep and not (text and (f.array or f.kind == K_STRUCT)):
+            if keep and (f.scalar or not text):
                 out[f.name] = v
             if f.hl:
                 tid_at = self._fact(f, v, in_topic, tid_at)
@@ -373,7 +373,7 @@ class _Reader(_Cursor):
                 sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
                               self.guard, self.out if text else None)
                 v, _ = sub.field(f, pos)
-                if keep and not (text and (f.array or f.kind == K_STRUCT)):
+                if keep and (f.scalar or not text):
                     out[f.name] = v
                 if f.hl:
                     tid_at = self._fact(f, v, in_topic, tid_at)

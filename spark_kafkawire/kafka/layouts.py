@@ -70,7 +70,7 @@ J_FLOAT: Final = 2
 
 class Field:
     __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array",
-                 "key", "next_key", "json")
+                 "key", "next_key", "json", "scalar")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
@@ -87,6 +87,7 @@ class Field:
         self.key = json.dumps(name).encode() + b":"  # the JSON text before its value: "Name":
         self.next_key = b"," + self.key  # ... after another field's
         self.json = J_BOOL if typ == "bool" else J_FLOAT if typ == "float64" else J_INT
+        self.scalar = not self.array and self.kind != K_STRUCT  # (text mode keeps only scalars' values)
 
 
 class Schemas:

@@ -204,7 +204,6 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 ROW_SHAPES: Final = tuple(COLUMNS)
 MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
-MIN_TIME_US, MAX_TIME_US = arrays.MIN_TIME_US, arrays.MAX_TIME_US  # years 1 to 9999, as Spark
 #: rows into typed columns (arrays.Column) where this module runs compiled, else into lists
 TYPED: Final = native
 
@@ -344,27 +343,10 @@ class RowBuilder:
 def _array(field: pa.Field, values: list, bad: dict[int, list[str]]) -> pa.Array:
     """The column as Arrow; a value beyond its type's range (a time outside years 1-9999, an
     int32 column given 2**31, ...) becomes null and is named in the row's detail."""
-    timestamp = field.type == _ARROW["timestamp"]
-    try:
-        arr = arrays.array(values, field.type)
-        if not timestamp or not len(arr) or arr.null_count == len(arr):
-            return arr
-        times = [v for v in values if v is not None]
-        if MIN_TIME_US <= min(times) and max(times) <= MAX_TIME_US:
-            return arr
-    except (pa.ArrowInvalid, OverflowError, TypeError):
-        pass
-    kept = []
-    for row, v in enumerate(values):
-        try:
-            if v is not None and timestamp and not MIN_TIME_US <= v <= MAX_TIME_US:
-                raise OverflowError
-            pa.array([v], type=field.type)
-            kept.append(v)
-        except (pa.ArrowInvalid, OverflowError, TypeError):
-            kept.append(None)
-            bad.setdefault(row, []).append(field.name)
-    return pa.array(kept, type=field.type)
+    arr, rows = arrays.checked(values, field.type)
+    for row in rows:
+        bad.setdefault(row, []).append(field.name)
+    return arr
 
 
 def frame_status(direction: str | None, req: Request | None, resp: Response | None, status: str,

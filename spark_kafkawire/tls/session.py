@@ -10,7 +10,7 @@ from .handshake import Handshake
 from .keys import TLS13, Keys, suite_fits, tls12_keys, tls13_keys
 from .records import TRIAL_RECORDS, TlsDirection
 from .suites import SUITES
-from .budget import TRIAL_BUDGET, TRIAL_TASK_BUDGET, TrialBudget  # noqa: F401 (named here too)
+from .budget import TrialBudget
 
 NO_KEY_LOG = "no key log given (option tlsKeyLog, or a pcapng Decryption Secrets Block)"
 
