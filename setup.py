@@ -25,7 +25,7 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-exchange work (body decoding, facts, pairing, rows). Not
 #: predicate.py: its filters are pickled to Spark's workers, which a compiled class is not
-NATIVE = ["kafka.headers", "kafka.secrets", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
+NATIVE = ["wire.health", "kafka.headers", "kafka.secrets", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
           "decode.modes", "arrays", "rows.table", "rows.shapes"]
 GROUP = "spark_kafkawire._native"

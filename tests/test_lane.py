@@ -358,7 +358,7 @@ def test_the_lanes_boundary_is_the_cores_fields():
             assert not set(below.__dict__.get("__slots__", ())) & set(cores.FIELDS[core]), below
     with pytest.raises(TypeError, match="cores"):  # given a class not built on its core, the lane refuses
         ext.Lane({}, None, None, 1, None, object, tcp.HalfStream, frames.Framer, frames.Frame, frames.Accounting,
-                 4, tcp.Segment, print)
+                 4, tcp.Segment, print, 1 << 16)
 
 
 def test_without_the_extension_the_python_stages_read_the_same(tmp_path):

@@ -6,6 +6,8 @@ packet with the RST flag); and hand-built connections for the cases the capture 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import dpkt
 import pytest
 
@@ -16,11 +18,14 @@ from test_tshark import tshark_fields
 
 PUBLIC = ROOT.parent / "shared" / "public-captures"
 JA4 = ROOT / "tests" / "ja4"
+#: a kafka-python consumer with a small receive buffer that stops reading while Tansu answers its
+#: fetches (tests/insights/make_insight_captures.py slow): its own kernel's zero windows
+SLOW = ROOT / "tests" / "insights" / "slow.pcap"
 
 
 def _captures():
     return [p for p in sorted(SAMPLES.glob("*.pcap*")) + sorted(PUBLIC.glob("*.pcap*")) + sorted(JA4.glob("*.pcap*"))
-            if not p.name.endswith(".json")]
+            if not p.name.endswith(".json")] + [SLOW]
 
 
 def _tshark_initial_rtt(path) -> dict[frozenset, float]:
@@ -173,34 +178,25 @@ def test_transfer_times_span_the_packets_tshark_reassembles(path):
         assert spanning > 0  # MTU-sized segments: some frames cross several packets
 
 
-# -- segments sent again ---------------------------------------------------------------------------------
-_RESENT = ("tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.spurious_retransmission "
-           "or tcp.analysis.out_of_order")
+# -- segments sent again, and out of order -----------------------------------------------------------
+_RESENT = "tcp.analysis.retransmission or tcp.analysis.fast_retransmission or tcp.analysis.spurious_retransmission"
+_KINDS = (("retransmitted", _RESENT), ("out_of_order", "tcp.analysis.out_of_order"))
 
 
 def _tshark_resent(path) -> dict[tuple, list[int]]:
-    """{(sender address, port, receiver address, port): [segments, payload bytes]} of the segments with
-    payload that tshark's TCP analysis marks as sent again or out of order (keep-alives are its own
-    kind) and that start below the highest sequence number tshark saw in that direction before them.
-    (tshark also marks a segment that does reach past it when the receiver had acknowledged its
-    bytes before the capture saw them: the original lost before the capture point; a capture that
-    never saw the first copy has no copy to count.)"""
+    """{(sender address, port, receiver address, port): [segments sent again, their payload bytes,
+    segments out of order]}: the segments with payload that tshark's TCP analysis marks as sent
+    again (retransmission, fast or spurious retransmission) or, apart, as out of order (keep-alives
+    are its own kind)."""
     out: dict[tuple, list[int]] = {}
-    rows = tshark_fields(path, (), ("tcp.stream", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst",
-                                    "tcp.dstport", "tcp.seq", "tcp.len", "tcp.nxtseq", "tcp.analysis.flags"),
-                         display="tcp.len > 0")
-    marked = {int(f) for (f,) in tshark_fields(path, (), ("frame.number",),
-                                               display=f"tcp.len > 0 and ({_RESENT}) and not tcp.analysis.keep_alive")}
-    frames = [int(f) for (f,) in tshark_fields(path, (), ("frame.number",), display="tcp.len > 0")]
-    top: dict[tuple, int] = {}
-    for number, (stream, src4, src6, sport, dst4, dst6, dport, seq, length, nxt, _f) in zip(frames, rows):
-        key = (stream, src4 or src6, int(sport))
-        below = key in top and int(seq) < top[key]
-        top[key] = max(top.get(key, 0), int(nxt))
-        if number in marked and below:
-            n = out.setdefault((src4 or src6, int(sport), dst4 or dst6, int(dport)), [0, 0])
-            n[0] += 1
-            n[1] += int(length)
+    for (kind, expr), slot in zip(_KINDS, (0, 2)):
+        for src4, src6, sport, dst4, dst6, dport, length in tshark_fields(
+                path, (), ("ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst", "tcp.dstport", "tcp.len"),
+                display=f"tcp.len > 0 and ({expr}) and not tcp.analysis.keep_alive"):
+            n = out.setdefault((src4 or src6, int(sport), dst4 or dst6, int(dport)), [0, 0, 0])
+            n[slot] += 1
+            if slot == 0:
+                n[1] += int(length)
     return out
 
 
@@ -211,10 +207,11 @@ def _ours_resent(path) -> dict[tuple, list[int]]:
             continue
         c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
         for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
-            if r[f"{side}_retransmitted_segments"]:
-                n = out.setdefault((*src, *dst), [0, 0])
-                n[0] += r[f"{side}_retransmitted_segments"]
-                n[1] += r[f"{side}_retransmitted_bytes"]
+            got = [r[f"{side}_retransmitted_segments"], r[f"{side}_retransmitted_bytes"], r[f"{side}_out_of_order"]]
+            if any(got):
+                n = out.setdefault((*src, *dst), [0, 0, 0])
+                for i, v in enumerate(got):
+                    n[i] += v
     return out
 
 
@@ -235,8 +232,8 @@ def _damaged_copies(tmp_path):
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
 def test_segments_sent_again_are_those_tsharks_analysis_marks(path):
     """Per connection and direction, the segments with payload that did not reach past the highest
-    byte seen: tshark's retransmissions, fast and spurious retransmissions and out-of-order segments
-    together, counted and summed in bytes, on every sample, public and JA4 capture."""
+    byte seen: tshark's retransmissions, fast and spurious retransmissions (counted and summed in
+    bytes) and, apart, its out-of-order segments, on every sample, public and JA4 capture."""
     assert _ours_resent(path) == _tshark_resent(path)
 
 
@@ -244,8 +241,132 @@ def test_segments_sent_again_in_reordered_and_duplicated_copies(tmp_path):
     """The samples with segments swapped and every fifth captured twice (tests/tools/damage.py):
     tshark's marks, connection by connection."""
     seen = 0
+    kinds = [0, 0]
     for path in _damaged_copies(tmp_path):
         theirs = _tshark_resent(path)
         assert _ours_resent(path) == theirs, path.name
-        seen += sum(n for n, _ in theirs.values())
+        seen += sum(n + o for n, _, o in theirs.values())
+        kinds[0] += sum(v[0] for v in theirs.values())
+        kinds[1] += sum(v[2] for v in theirs.values())
     assert seen > 100
+    assert kinds[0] > 10 and kinds[1] > 10  # both kinds are there to tell apart
+
+
+# -- round trips from data to ACK ------------------------------------------------------------------------
+def _tshark_round_trips(path) -> dict[tuple, list[float]]:
+    """{(sender address, port, receiver address, port): [ms, ...]}: tshark's tcp.analysis.ack_rtt of
+    every ACK that acknowledges a segment with payload (not a keep-alive's byte), under that
+    segment's sender."""
+    fields = ("frame.number", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst", "tcp.dstport", "tcp.len",
+              "tcp.analysis.acks_frame", "tcp.analysis.ack_rtt", "frame.time_epoch")
+    rows = tshark_fields(path, (), fields, display="tcp")
+    alive = {int(f) for (f,) in tshark_fields(path, (), ("frame.number",), display="tcp.analysis.keep_alive")}
+    sender = {int(r[0]): ((r[1] or r[2], int(r[3]), r[4] or r[5], int(r[6])), int(r[7] or 0), r[10]) for r in rows}
+    out: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r[8]:
+            key, length, sent = sender[int(r[8])]
+            # (tshark leaves ack_rtt out where it is 0: the two packets' times are equal)
+            rtt = float(r[9]) if r[9] else float(Decimal(r[10]) - Decimal(sent))
+            if length > 0 and int(r[8]) not in alive:
+                out.setdefault(key, []).append(rtt * 1000)
+    return out
+
+
+def _ours_round_trips(path) -> dict[tuple, tuple]:
+    out = {}
+    for r in read_capture(path, rows="connections").to_pylist():
+        if r["status"] != "connection":
+            continue
+        c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
+        for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
+            if r[f"{side}_rtt_min_ms"] is not None:
+                out[(*src, *dst)] = (r[f"{side}_rtt_min_ms"], r[f"{side}_rtt_p50_ms"])
+    return out
+
+
+def _assert_round_trips(path) -> int:
+    theirs = {k: (min(v), sorted(v)[(len(v) - 1) // 2]) for k, v in _tshark_round_trips(path).items()}
+    ours = _ours_round_trips(path)
+    assert ours.keys() == theirs.keys(), path.name
+    for key, (lo, mid) in ours.items():
+        assert abs(lo - theirs[key][0]) < 0.001 and abs(mid - theirs[key][1]) < 0.001, (path.name, key, ours[key],
+                                                                                           theirs[key])
+    return len(ours)
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
+def test_round_trips_from_data_to_ack_are_tsharks_ack_rtt(path):
+    """Per connection and direction, the least and the median of tshark's tcp.analysis.ack_rtt over
+    the ACKs of that direction's data segments, to the microsecond; a direction tshark times no
+    data of has none (null)."""
+    _assert_round_trips(path)
+
+
+def test_round_trips_in_reordered_and_duplicated_copies(tmp_path):
+    assert sum(_assert_round_trips(p) for p in _damaged_copies(tmp_path)) > 10
+
+
+# -- zero windows ----------------------------------------------------------------------------------------
+def _tshark_zero_windows(path) -> dict[tuple, list]:
+    """{(sender address, port, receiver address, port): [segments, ms at zero window]}: tshark's
+    tcp.analysis.zero_window marks, and the time from each run's first marked segment to the
+    sender's next segment advertising a window (none of SYN, FIN, RST) or the connection's last
+    packet, from tshark's own window field and times; up to the connection's end (its second FIN
+    or an RST: its row is made then)."""
+    fields = ("tcp.stream", "frame.time_epoch", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst",
+              "tcp.dstport", "tcp.window_size_value", "tcp.flags.syn", "tcp.flags.fin", "tcp.flags.reset",
+              "tcp.analysis.zero_window")
+    out: dict[tuple, list] = {}
+    since: dict[tuple, float] = {}
+    last: dict[str, float] = {}
+    keys: dict[tuple, tuple] = {}
+    fins: dict[str, set] = {}
+    ended: set[str] = set()
+    for stream, t, s4, s6, sport, d4, d6, dport, win, syn, fin, rst, zero in tshark_fields(path, (), fields,
+                                                                                           display="tcp"):
+        if stream in ended:  # the connection's row is made when it ends (both FINs or an RST)
+            continue
+        key = (s4 or s6, int(sport), d4 or d6, int(dport))
+        at = float(t)
+        last[stream] = at
+        set_ = ("1", "True")
+        flagged = syn in set_ or fin in set_ or rst in set_
+        if fin in set_:
+            fins.setdefault(stream, set()).add(key)
+        if rst in set_ or len(fins.get(stream, ())) == 2:
+            ended.add(stream)
+        if zero:
+            n = out.setdefault(key, [0, 0.0])
+            n[0] += 1
+            since.setdefault((stream, key), at)
+            keys[(stream, key)] = key
+        elif int(win) > 0 and not flagged and (stream, key) in since:
+            out[key][1] += (at - since.pop((stream, key))) * 1000
+    for (stream, key), at in since.items():
+        out[key][1] += (last[stream] - at) * 1000
+    return out
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.name)
+def test_zero_windows_are_tsharks(path):
+    """Per connection and direction: tshark's zero-window marks counted, and the time at zero window
+    to the microsecond."""
+    theirs = _tshark_zero_windows(path)
+    ours = {}
+    for r in read_capture(path, rows="connections").to_pylist():
+        if r["status"] != "connection":
+            continue
+        c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
+        for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
+            if r[f"{side}_zero_windows"]:
+                ours[(*src, *dst)] = [r[f"{side}_zero_windows"], r[f"{side}_zero_window_ms"]]
+            else:
+                assert r[f"{side}_zero_window_ms"] == 0
+    assert ours.keys() == theirs.keys()
+    for key, (n, ms) in ours.items():
+        assert n == theirs[key][0] and abs(ms - theirs[key][1]) < 0.001, (key, ours[key], theirs[key])
+    if path == SLOW:  # the consumer that stopped reading advertised them, the broker none
+        rows = [r for r in read_capture(path, rows="connections").to_pylist() if r["status"] == "connection"]
+        assert sum(r["client_zero_windows"] for r in rows) >= 2
+        assert sum(r["broker_zero_windows"] for r in rows) == 0

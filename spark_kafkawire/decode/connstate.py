@@ -57,10 +57,12 @@ class Endpoints:
     """Who talks to whom on a connection. (A plain slotted class, not a named tuple: compiled, its
     fields are read without a lookup, and every row reads them.)"""
 
-    __slots__ = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "rtt_ns", "broker_rtt_ns")
+    __slots__ = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "rtt_ns", "broker_rtt_ns",
+                 "tcp", "client_dir")
 
     def __init__(self, client_ip: str, client_port: int, broker_ip: str, broker_port: int, community_id: str,
-                 rtt_ns: int | None = None, broker_rtt_ns: int | None = None):
+                 rtt_ns: int | None = None, broker_rtt_ns: int | None = None, tcp: Connection | None = None,
+                 client_dir: int = 0):
         self.client_ip = client_ip
         self.client_port = client_port
         self.broker_ip = broker_ip
@@ -71,6 +73,10 @@ class Endpoints:
         self.rtt_ns = rtt_ns
         #: of it, the part between the capture point and the broker (the SYN to the SYN-ACK)
         self.broker_rtt_ns = broker_rtt_ns
+        #: the TCP connection whose stream offsets the frames' offsets are (None for TLS plaintext), and
+        #: which of its directions carries the requests: the exchange rows' segments sent again
+        self.tcp = tcp
+        self.client_dir = client_dir
 
     def __repr__(self) -> str:
         return (f"Endpoints({self.client_ip}:{self.client_port} -> {self.broker_ip}:{self.broker_port}, "

@@ -130,5 +130,7 @@ def _endpoints(st: ConnState, role: int) -> Endpoints:
     conn = st.conn
     client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
     rtt, broker_rtt = conn.round_trips() if conn.client == role else (None, None)  # the client opened it
+    plain = st.tls_session is None and st.tls is None and st.tls_guess is None
     return Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1],
-                     community_id(client[0], client[1], broker[0], broker[1]), rtt, broker_rtt)
+                     community_id(client[0], client[1], broker[0], broker[1]), rtt, broker_rtt,
+                     conn if plain else None, role)

@@ -28,7 +28,8 @@ from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
 from ..kafka.headline import error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .table import _DIRECTION_COUNTS, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder, frame_status, message_json
+from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
+                    frame_status, message_json)
 
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
 _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
@@ -53,6 +54,22 @@ def _split(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[fl
     if rq is None or rs is None or rq.last_ts is None:
         return network, None
     return network, max(0, rs.ts_ns - rq.last_ts - ep.broker_rtt_ns) / 1e6
+
+
+def _resent(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> int | None:
+    """Segments of the request's and the response's bytes sent again (wire/health.py), as far as the
+    capture showed them when the exchange was read; None where the frames are not the TCP stream's
+    bytes (TLS plaintext) or the connection is not known."""
+    if ep is None or ep.tcp is None:
+        return None
+    conn = ep.tcp
+    health = conn.health
+    halves = conn.halves
+    n = 0
+    for d, f in ((ep.client_dir, rq), (1 - ep.client_dir, rs)):
+        if f is not None:
+            n += health.resent_between(d, halves[d].base, f.offset, f.offset + 4 + len(f.data))
+    return n
 
 
 def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
@@ -81,6 +98,7 @@ class ExchangeRows(RowBuilder):
         network, broker = _split(ep, rq, rs)
         c["network_ms"].append(network)
         c["broker_ms"].append(broker)
+        c["retransmissions"].append(_resent(ep, rq, rs))
         c["request_header_version"].append(h.header_version if h else None)
         c["response_header_version"].append(resp.header_version if resp else None)
         c["request_size"].append(rq.size if rq else None)
@@ -331,6 +349,8 @@ class ConnectionRows(RowBuilder):
         super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
         self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
         self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
+        self._health_cols = {side: [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH]
+                             for side in ("client", "broker")}
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -355,17 +375,24 @@ class ConnectionRows(RowBuilder):
         c["protocol"].append(protocol_name)
         c["detail"].append(tls.describe() if tls else None)
         halves = conn.halves
+        health = conn.health
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
             if framers is None:  # the connection never carried payload
                 values = _NO_COUNTS
             else:
                 f = framers[d]
                 a = f.acct
-                h = halves[d]
-                values = (h.captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
-                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, h.resent, h.resent_bytes)
+                values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
+                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, health.resent[d], health.resent_bytes[d])
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
+            ooo, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
+            c[ooo].append(health.out_of_order[d])
+            c[zeros].append(health.zero_windows[d])
+            c[zero_ms].append(health.zero_window_ms(d))
+            rtt = health.round_trip_ms(d)
+            c[rtt_min].append(rtt[0])
+            c[rtt_p50].append(rtt[1])
         c["tls_version"].append(tls.version_name if tls else None)
         c["tls_cipher"].append(tls.suite_name if tls else None)
         c["tls_server_name"].append(tls.server_name if tls else None)

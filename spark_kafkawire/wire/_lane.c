@@ -112,7 +112,8 @@
     O(self_connected, "both endpoints the same")                                                      \
     O(opened, "the listener has been told")                                                           \
     O(last_ts, "time of its last packet")                                                             \
-    O(halves, "its two HalfStreams, once opened")
+    O(halves, "its two HalfStreams, once opened")                                                    \
+    O(log, "the events of the packets the lane took, for its TCP health (a bytearray, see health.py)")
 CORE_TYPE("The fields of a Connection the lane reads and moves.")
 #undef CORE
 #undef FIELDS
@@ -170,6 +171,7 @@ typedef struct {
     PyObject *feed;     /* Reassembler.feed */
     PyObject *ports;    /* None, or a bytes bitmap of the ports kept (8192 bytes) */
     long long batch_limit, min_frame;
+    long long log_limit; /* a connection's event log this long: its packets go to the reassembler */
     long long taken;    /* packets taken so far (the tests check the lane is used) */
 } Lane;
 
@@ -195,16 +197,16 @@ static void Lane_dealloc(Lane *self) {
 
 static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
     PyObject *table, *live, *rows, *ports, *ct, *ht, *ft, *frt, *at, *sgt, *feed;
-    long long limit, min_frame;
-    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OLO!O", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht,
-                          &ft, &PyType_Type, &frt, &at, &min_frame, &PyType_Type, &sgt, &feed))
+    long long limit, min_frame, log_limit;
+    if (!PyArg_ParseTuple(args, "O!OOLOOOOO!OLO!OL", &PyDict_Type, &table, &live, &rows, &limit, &ports, &ct, &ht,
+                          &ft, &PyType_Type, &frt, &at, &min_frame, &PyType_Type, &sgt, &feed, &log_limit))
         return -1;
     PyObject *sfields = PyObject_GetAttrString(sgt, "_fields");
     if (sfields == NULL) return -1;
-    int eleven = PyTuple_Check(sfields) && PyTuple_GET_SIZE(sfields) == 11;
+    int twelve = PyTuple_Check(sfields) && PyTuple_GET_SIZE(sfields) == 12;
     Py_DECREF(sfields);
-    if (!eleven || !PyType_IsSubtype((PyTypeObject *)sgt, &PyTuple_Type) || !PyCallable_Check(feed)) {
-        PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of eleven fields; feed: callable");
+    if (!twelve || !PyType_IsSubtype((PyTypeObject *)sgt, &PyTuple_Type) || !PyCallable_Check(feed)) {
+        PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of twelve fields; feed: callable");
         return -1;
     }
     /* Frame: a tuple of seven (ts_ns, number, offset, size, data, complete, last_ts), made as tuple.__new__
@@ -244,6 +246,7 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
 #undef KEEP
     self->batch_limit = limit;
     self->min_frame = min_frame;
+    self->log_limit = log_limit;
     return 0;
 }
 
@@ -333,6 +336,33 @@ static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
     if (r == NULL) return -1;
     Py_DECREF(r);
     rs->last_moved = conn;
+    return 0;
+}
+
+/* may the lane take a packet of this connection: its event log is a bytearray with room */
+static int log_room(Lane *self, PyObject *conn) {
+    PyObject *log = CC(conn)->log;
+    return log != NULL && PyByteArray_CheckExact(log) && PyByteArray_GET_SIZE(log) < self->log_limit;
+}
+
+/* append a taken packet's event to its connection's log (health.EVENT: little-endian "<qIIIHBB") */
+static int log_event(PyObject *conn, long long ts_ns, unsigned long seq, unsigned long ack, Py_ssize_t len,
+                     unsigned win, unsigned flags, int dir) {
+    PyObject *log = CC(conn)->log;
+    Py_ssize_t n = PyByteArray_GET_SIZE(log);
+    if (PyByteArray_Resize(log, n + 24) < 0) return -1;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(log) + n;
+    unsigned long long t = (unsigned long long)ts_ns;
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(t >> (8 * i));
+    for (int i = 0; i < 4; i++) {
+        p[8 + i] = (unsigned char)(seq >> (8 * i));
+        p[12 + i] = (unsigned char)(ack >> (8 * i));
+        p[16 + i] = (unsigned char)((unsigned long)len >> (8 * i));
+    }
+    p[20] = (unsigned char)win;
+    p[21] = (unsigned char)(win >> 8);
+    p[22] = (unsigned char)flags;
+    p[23] = (unsigned char)dir;
     return 0;
 }
 
@@ -538,23 +568,24 @@ static int flush_due(Lane *self) {
 static int feed_segment(Lane *self, RunState *rs, long long number, long long ts_ns, const unsigned char *src,
                         const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
                         unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
-                        Py_ssize_t wire_len) {
-    PyObject *items[11] = {
+                        Py_ssize_t wire_len, unsigned win) {
+    PyObject *items[12] = {
         PyLong_FromLongLong(number), PyLong_FromLongLong(ts_ns),
         PyBytes_FromStringAndSize((const char *)src, alen), PyLong_FromUnsignedLong(sport),
         PyBytes_FromStringAndSize((const char *)dst, alen), PyLong_FromUnsignedLong(dport),
         PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack), PyLong_FromUnsignedLong(flags),
         PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
+        PyLong_FromUnsignedLong(win),
     };
     PyObject *seg = NULL;
     int ok = 1;
-    for (int i = 0; i < 11; i++) ok = ok && items[i] != NULL;
-    if (ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 11);
+    for (int i = 0; i < 12; i++) ok = ok && items[i] != NULL;
+    if (ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 12);
     if (seg == NULL) {
-        for (int i = 0; i < 11; i++) Py_XDECREF(items[i]);
+        for (int i = 0; i < 12; i++) Py_XDECREF(items[i]);
         return FAILED;
     }
-    for (int i = 0; i < 11; i++) PyTuple_SET_ITEM(seg, i, items[i]);
+    for (int i = 0; i < 12; i++) PyTuple_SET_ITEM(seg, i, items[i]);
     PyObject *r = PyObject_CallOneArg(self->feed, seg);
     Py_DECREF(seg);
     /* the reassembler may have added, ended, evicted or forgotten connections: nothing looked up
@@ -628,7 +659,8 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if (dl < tcp + 20) return STOP;
     const unsigned char *t = d + tcp;
     unsigned sport = u16be(t), dport = u16be(t + 2);
-    unsigned long seq = u32be(t + 4);
+    unsigned long seq = u32be(t + 4), ack = u32be(t + 8);
+    unsigned win = u16be(t + 14);
     Py_ssize_t doff = (t[12] >> 4) * 4;
     unsigned flags = t[13];
     if (doff < 20) return STOP;
@@ -639,7 +671,7 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     if (start + wire_len < stop) stop = start + wire_len;
     Py_ssize_t caplen = stop > start ? stop - start : 0;
     /* from here on, a packet the lane does not take itself goes to the reassembler as the reader would give it */
-#define FEED return feed_segment(self, rs, number, ts_ns, src, dst, alen, sport, dport, seq, u32be(t + 8), flags, d + start, caplen, wire_len)
+#define FEED return feed_segment(self, rs, number, ts_ns, src, dst, alen, sport, dport, seq, ack, flags, d + start, caplen, wire_len, win)
     if (flags & (TCP_SYN | TCP_FIN | TCP_RST)) FEED;
     if (self->ports != Py_None) {
         const unsigned char *bits = (const unsigned char *)PyBytes_AS_STRING(self->ports);
@@ -651,10 +683,11 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
     if (found < 0) return FAILED;
     if (!found) FEED;
-    if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False) FEED;
+    if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False || !log_room(self, conn)) FEED;
     /* a pure acknowledgement of a connection that carried payload: the connection is only touched
        (before that, the reassembler reads it: it may be the handshake's last step, see Connection.handshake) */
     if (wire_len == 0 && CC(conn)->opened == Py_True) {
+        if (log_event(conn, ts_ns, seq, ack, 0, win, flags, dir) < 0) return FAILED;
         PyObject *ts = PyLong_FromLongLong(ts_ns);
         if (ts == NULL) return FAILED;
         int r = touch(self, rs, conn, ts);
@@ -691,6 +724,7 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
             append = 1;
     }
     /* taken: from here on, the Python stages' effects, in their order */
+    if (log_event(conn, ts_ns, seq, ack, wire_len, win, flags, dir) < 0) return FAILED;
     PyObject *ts = PyLong_FromLongLong(ts_ns);
     if (ts == NULL) return FAILED;
     if (touch(self, rs, conn, ts) < 0) goto fail;

@@ -19,7 +19,7 @@ from ..compiled import lane_module
 
 
 class _ConnCore:
-    __slots__ = ("done", "self_connected", "opened", "last_ts", "halves")
+    __slots__ = ("done", "self_connected", "opened", "last_ts", "halves", "log")
 
 
 class _HalfCore:

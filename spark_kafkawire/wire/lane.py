@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from .frames import MIN_FRAME, Accounting, Frame, Framer
+from .health import LOG_LIMIT
 from .packets import Segment
 from .tcp import NEVER, Connection, HalfStream, Reassembler
 
@@ -62,7 +63,7 @@ class FastLane:
             bitmap = bytes(bits)
         assert _lane is not None  # made only where available() (see make)
         self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
-                               Frame, Accounting, MIN_FRAME, Segment, reasm.feed)
+                               Frame, Accounting, MIN_FRAME, Segment, reasm.feed, LOG_LIMIT)
         self.reasm = reasm
         # (a bound beyond 64 bits, either way, is a bound beyond every packet's time)
         self.stop_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))

@@ -41,7 +41,7 @@ TCP_ACK = 0x10
 _U16 = Struct("!H")
 _U32_LE = Struct("<I")
 _U32_BE = Struct("!I")
-_TCP = Struct("!HHIIBB")
+_TCP = Struct("!HHIIBBH")
 _NULL_IPV6 = (24, 28, 30)
 
 
@@ -57,6 +57,7 @@ class Segment(NamedTuple):
     flags: int
     payload: bytes  # captured TCP payload
     wire_len: int  # TCP payload length on the wire (>= len(payload))
+    win: int = 0  # the window field (unscaled)
 
 
 def _network(linktype: int, d: bytes) -> tuple[int, int]:
@@ -100,7 +101,7 @@ def _network(linktype: int, d: bytes) -> tuple[int, int]:
 _IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options
 
 
-_ETH_IPV4_TCP = Struct("!12xH2xH2xHxB2x4s4sHHIIBB")  # Ethernet, IPv4 (20 bytes), TCP: the common case
+_ETH_IPV4_TCP = Struct("!12xH2xH2xHxB2x4s4sHHIIBBH")  # Ethernet, IPv4 (20 bytes), TCP: the common case
 
 
 def _ipv4(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
@@ -145,7 +146,7 @@ def decode(pkt: Packet) -> Segment | None:
     d = pkt.data
     if pkt.linktype == LINKTYPE_ETHERNET and len(d) >= 54 and d[14] == 0x45:
         # untagged Ethernet, IPv4 without options: one unpack for both headers
-        et, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = _ETH_IPV4_TCP.unpack_from(d)
+        et, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags, win = _ETH_IPV4_TCP.unpack_from(d)
         if et == ETH_IPV4 and proto == 6 and not frag & 0x3FFF and doff >= 0x50:
             doff = (doff >> 4) * 4
             start = 34 + doff
@@ -158,7 +159,7 @@ def decode(pkt: Packet) -> Segment | None:
             else:  # TCP segmentation offload: trust the captured length
                 payload = d[start:]
                 wire_len = len(payload)
-            return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len)
+            return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win)
     et, off = _network(pkt.linktype, d)
     ip = _ipv4(d, off) if et == ETH_IPV4 else _ipv6(d, off) if et == ETH_IPV6 else None
     if ip is None:
@@ -166,7 +167,7 @@ def decode(pkt: Packet) -> Segment | None:
     src, dst, tcp, end, ip_payload_wire = ip
     if len(d) < tcp + 20:
         return None
-    sport, dport, seq, ack, doff, flags = _TCP.unpack_from(d, tcp)
+    sport, dport, seq, ack, doff, flags, win = _TCP.unpack_from(d, tcp)
     doff = (doff >> 4) * 4
     if doff < 20:
         return None
@@ -175,7 +176,7 @@ def decode(pkt: Packet) -> Segment | None:
     if wire_len < 0:
         return None
     payload = d[start : min(end, len(d), start + wire_len)]
-    return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len)
+    return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win)
 
 
 @lru_cache(maxsize=65536)

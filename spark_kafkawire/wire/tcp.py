@@ -28,6 +28,7 @@ from collections import OrderedDict, deque
 from typing import Iterator, NamedTuple, Protocol
 
 from .cores import ConnCore, HalfCore
+from .health import Health
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
 MASK32 = 0xFFFFFFFF
@@ -97,7 +98,7 @@ class HalfStream(HalfCore):
     """
 
     # (sink, base, nxt, pending, captured and last_ts are HalfCore's: see cores.py)
-    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started", "top", "resent", "resent_bytes")
+    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started")
 
     def __init__(self, sink: Sink | None, max_pending: int):
         # given when the connection first carries payload (see Reassembler._open): set before any
@@ -116,11 +117,6 @@ class HalfStream(HalfCore):
         # is everything before offset 0 (before the first byte seen)
         self.holes: list[list] = [[-(1 << 62), 0, False]]
         self.last_ts = 0
-        # the highest offset a segment reached (the lane moves nxt alone: the larger of the two), and the
-        # segments with payload starting below it (sent again or overtaken; a keep-alive not counted)
-        self.top = 0
-        self.resent = 0
-        self.resent_bytes = 0
 
     def start(self, isn_next: int) -> None:
         if self.base is None:
@@ -147,12 +143,6 @@ class HalfStream(HalfCore):
             return
         off = self.offset(seq)
         end = off + wire_len
-        top = self.top if self.top > self.nxt else self.nxt
-        if end > top:
-            self.top = end
-        if wire_len and off < top and not (wire_len == 1 and off == top - 1):
-            self.resent += 1
-            self.resent_bytes += wire_len
         if off < self.nxt:  # bytes already delivered, or late copies of bytes in a hole
             late = self._fill_holes(off, min(off + len(payload), self.nxt))
             if late:
@@ -296,9 +286,9 @@ class Listener(Protocol):
 class Connection(ConnCore):
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
-    # (last_ts, halves, done, self_connected and opened are ConnCore's: see cores.py)
-    __slots__ = ("a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys", "reset_by",
-                 "syn_ts", "synack_ts", "ack_ts", "shake_unclear")
+    # (last_ts, halves, done, self_connected, opened and log are ConnCore's: see cores.py)
+    __slots__ = ("health", "a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys",
+                 "reset_by", "syn_ts", "synack_ts", "ack_ts", "shake_unclear")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
@@ -324,6 +314,9 @@ class Connection(ConnCore):
         self.synack_ts: int | None = None
         self.ack_ts: int | None = None
         self.shake_unclear: str | None = None
+        # its TCP health (health.py), and the events the fast lane took for it, not yet read there
+        self.health = Health()
+        self.log = bytearray()
 
     def round_trip(self) -> tuple[int | None, str | None]:
         """The handshake's round trip (ns, SYN to the ACK of the SYN-ACK: tshark's initial RTT) and
@@ -401,7 +394,7 @@ class Reassembler:
         self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
 
     def feed(self, seg: Segment) -> None:
-        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
         ended = self.ended
         if ended:
             after = self.forget_after()
@@ -416,6 +409,7 @@ class Reassembler:
             if not conn.done and not conn.self_connected:
                 conn.last_ts = ts
                 self.live.move_to_end(conn)
+                conn.health.segment(d, ts, seq, ack, flags, win, wire_len, conn.log)
                 if not conn.opened:
                     conn.handshake(d, flags, ts)
                 if wire_len:
@@ -454,8 +448,9 @@ class Reassembler:
         if found is None:
             return
         conn, d = found
-        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len = seg
+        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
         conn.last_ts = ts
+        conn.health.segment(d, ts, seq, ack, flags, win, wire_len, conn.log)
         half = conn.halves[d]
         if not conn.opened:
             conn.handshake(d, flags, ts)
@@ -559,6 +554,7 @@ class Reassembler:
         if conn.done:
             return
         conn.done = True
+        conn.health.settle(conn.log)  # the lane's last events for it
         self.live.pop(conn, None)
         for h in conn.halves:
             h.close()

@@ -13,6 +13,8 @@ themselves reported (deliveries, records consumed, positions, watermarks).
   idempotence, metadata storm, connection churn, empty fetches with a short wait, a commit per
   record, requests near max.request.size, a client pinned to Kafka 0.10.1) beside well-configured
   producers and a consumer;
+- slow.pcap: a consumer with a small receive buffer that stops reading while fetch answers come:
+  the zero windows its own TCP stack advertises;
 - carried.pcap: producers of three libraries (kafkajs on Node, installed by npm) writing record
   wire formats and trace header kinds (three of them, one per library, every format with every
   kind), a schema registry's records, two consumer groups.
@@ -428,7 +430,53 @@ def carried(out: Path, per_producer: int = 12) -> dict:
                            "account of every record (offset, format, schema id, trace ids, times)."}
 
 
-SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried}
+# -- a consumer that cannot keep up ---------------------------------------------------------------------
+def slow(out: Path, records: int = 150, size: int = 8_000) -> dict:
+    """A kafka-python consumer with a small socket receive buffer that stops reading between polls
+    while the broker (Tansu) answers its fetches: its TCP stack advertises a zero window, and the
+    broker probes until the consumer reads again."""
+    from kafka import KafkaConsumer
+
+    value = bytes(range(256)) * (size // 256)
+    with tansu() as (bootstrap, port), capture(out, [port], buffer_kib=16384):
+        _topics(bootstrap, ["bulk"])
+        delivered = _produce_values(bootstrap, "bulk-producer", "bulk", records, value)
+        c = KafkaConsumer("bulk", bootstrap_servers=bootstrap, client_id="slow-consumer", group_id=None,
+                          auto_offset_reset="earliest", receive_buffer_bytes=4096, fetch_max_bytes=1 << 20,
+                          max_partition_fetch_bytes=1 << 20, max_poll_records=5, consumer_timeout_ms=8000)
+        got, stalls, t0 = 0, 0, time.time()
+        while got < delivered and time.time() - t0 < 60:
+            batch = c.poll(timeout_ms=1000)
+            got += sum(len(v) for v in batch.values())
+            if stalls < 8:  # not reading: the fetch answer fills the receive buffer
+                time.sleep(0.5)
+                stalls += 1
+        c.close()
+    return {"broker_port": port, "topic": "bulk", "delivered": delivered, "consumed": got, "stalls": stalls,
+            "receive_buffer_bytes": 4096, "client_id": "slow-consumer",
+            "description": f"bulk-producer (confluent-kafka) writes {records} records of {size} bytes to Tansu; "
+                           "slow-consumer (kafka-python, receive_buffer_bytes=4096) reads them, sleeping 0.5 s "
+                           "after each of its first eight polls: its zero windows are the kernel's own."}
+
+
+def _produce_values(bootstrap: str, client_id: str, topic: str, n: int, value: bytes) -> int:
+    from confluent_kafka import Producer
+
+    done = [0]
+
+    def cb(err, _msg):
+        if err is None:
+            done[0] += 1
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5})
+    for _ in range(n):
+        p.produce(topic, value=value, on_delivery=cb)
+        p.poll(0)
+    assert p.flush(30) == 0
+    return done[0]
+
+
+SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried, "slow": slow}
 
 
 def main(names: list[str]) -> None:
