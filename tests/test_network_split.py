@@ -129,7 +129,12 @@ def test_the_network_audit_splits_each_apis_latency(spark, runs, tmp_path):
     assert [v.ok for v in policies(results, Policy(max_retransmission_rate=0.0))] == [True]
 
 
-def test_frames_the_network_dropped_are_segments_sent_again(tmp_path):
+@pytest.fixture(scope="module")
+def lossy(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("lossy"), 5, n=40, loss=0.05, size=20_000)
+
+
+def test_frames_the_network_dropped_are_segments_sent_again(lossy):
     """5% of the frames with payload dropped each way, behind the capture point for what the client
     sends, before it for what the broker sends: every frame the client lost it sent again (so at
     least as many segments sent again or out of order), each as tshark's analysis marks it; the
@@ -137,7 +142,7 @@ def test_frames_the_network_dropped_are_segments_sent_again(tmp_path):
     counts the segments of its own request and response sent again."""
     from test_tcp_health import _ours_resent, _tshark_resent
 
-    ex, conns, path, dropped = _run(tmp_path, 5, n=40, loss=0.05, size=20_000)
+    ex, conns, path, dropped = lossy
     assert dropped is not None and dropped[0] >= 5, dropped
     kafka = [c for c in conns if c["protocol"] == "kafka"]
     # (a copy sent within a round trip of the newest segment, as fast recovery does, is out of order
@@ -152,3 +157,36 @@ def test_frames_the_network_dropped_are_segments_sent_again(tmp_path):
     assert theirs >= 5 and sum(r["retransmissions"] or 0 for r in ex) == theirs
     assert sum(1 for r in ex if r["api_name"] == "Produce" and r["retransmissions"]) >= 3
     assert all(r["retransmissions"] is not None for r in ex if r["status"] == "complete")  # plaintext: known
+
+
+@pytest.mark.spark
+def test_the_network_audit_counts_what_tshark_marks(spark, lossy, tmp_path):
+    """The network audit over the lossy run and a consumer's real zero windows (tests/insights/
+    slow.pcap): per client, segments sent again, out of order and zero windows equal tshark's
+    marks; per minute, the exchanges' segments sent again add up to tshark's retransmissions; both
+    plots drawn."""
+    from test_audits import rows_of
+    from test_tcp_health import SLOW, _tshark_resent, _tshark_zero_windows
+
+    from spark_kafkawire.audits import AUDITS, Policy
+    from spark_kafkawire.audits.network import plots
+
+    path = lossy[2]
+    rows = rows_of(spark, tmp_path, [path, SLOW])
+    got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy()).items()}
+    resent = _tshark_resent(path)
+    zeros = _tshark_zero_windows(SLOW)
+    clients = got["network_by_client"]
+    lossy_client = next(r for r in clients if r["client_id"] == "split-producer")
+    port = lossy_client["listener"].rsplit(":", 1)[1]
+    sent = [v for k, v in resent.items() if str(k[3]) == port]  # the client's segments
+    assert lossy_client["client_retransmitted"] == sum(v[0] for v in sent) > 0
+    assert lossy_client["client_out_of_order"] == sum(v[2] for v in sent)
+    slow = next(r for r in clients if r["client_id"] == "slow-consumer")
+    assert slow["client_zero_windows"] == sum(n for n, _ms in zeros.values()) >= 2
+    assert abs(slow["client_zero_window_ms"] - sum(ms for _n, ms in zeros.values())) < 0.01
+    assert slow["broker_zero_windows"] == 0 and slow["client_data_rtt_p50_ms"] is not None
+    minutes = [r for r in got["retransmissions_by_minute"] if r["listener"].endswith(":" + port)]
+    assert sum(r["retransmissions"] for r in minutes) == sum(v[0] for v in resent.values())
+    drawn = plots(got, 10)
+    assert len(drawn) == 2 and "sent again, per minute" in drawn[1]

@@ -215,17 +215,25 @@ def _ours_resent(path) -> dict[tuple, list[int]]:
     return out
 
 
-def _damaged_copies(tmp_path):
+def _damaged_copies(tmp_path, kinds=("reordered", "duplicated")):
+    """Copies of samples (and of the zero-window capture) with the given damage
+    (tests/tools/damage.py): segments swapped, every fifth captured twice, 1% of the data segments
+    lost, or the capture started mid-connection (its first third cut)."""
     import random
 
     import damage
 
+    made = {"reordered": lambda p, lt, rng: damage.reordered(p, lt, rng),
+            "duplicated": lambda p, lt, rng: damage.duplicated(p, lt, rng),
+            "dropped": lambda p, lt, rng: damage.dropped(p, lt, rng)[0],
+            "midway": lambda p, lt, rng: p[len(p) // 3:]}
     out = []
-    for name in ("tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "mock-kcat.pcap"):
-        packets, linktype = damage.read(SAMPLES / name)
-        for kind in ("reordered", "duplicated"):
-            rng = random.Random(7)
-            out.append(damage.write(tmp_path / f"{kind}-{name}", getattr(damage, kind)(packets, linktype, rng), linktype))
+    for source in (SAMPLES / "tansu-confluent-codecs.pcap", SAMPLES / "veth-confluent-mtu.pcap",
+                   SAMPLES / "mock-kcat.pcap", SLOW):
+        packets, linktype = damage.read(source)
+        for kind in kinds:
+            out.append(damage.write(tmp_path / f"{kind}-{source.name}", made[kind](packets, linktype, random.Random(7)),
+                                    linktype))
     return out
 
 
@@ -370,3 +378,21 @@ def test_zero_windows_are_tsharks(path):
         rows = [r for r in read_capture(path, rows="connections").to_pylist() if r["status"] == "connection"]
         assert sum(r["client_zero_windows"] for r in rows) >= 2
         assert sum(r["broker_zero_windows"] for r in rows) == 0
+
+
+def test_the_health_columns_under_mutation(tmp_path):
+    """The samples and the zero-window capture with 1% of the data segments lost and started
+    mid-connection (a third cut): segments sent again and out of order, round trips and zero
+    windows still tshark's, connection by connection; a connection whose start is not captured has
+    no handshake round trip (null), never a guess."""
+    seen = [0, 0]
+    for path in _damaged_copies(tmp_path, ("dropped", "midway")):
+        assert _ours_resent(path) == _tshark_resent(path), path.name
+        seen[0] += _assert_round_trips(path)
+        test_zero_windows_are_tsharks(path)
+        if path.name.startswith("midway"):
+            rows = [r for r in read_capture(path, rows="connections").to_pylist() if r["status"] == "connection"]
+            cut = [r for r in rows if not r["start_captured"]]
+            assert cut and all(r["handshake_rtt_ms"] is None and r["capture_side"] is None for r in cut)
+            seen[1] += len(cut)
+    assert seen[0] > 10 and seen[1] > 0

@@ -3,11 +3,13 @@ API's latency split into the network's round trip and the broker's hold."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
-from .plots import stacked
+from .plots import lines, stacked
 
 _Q = [0.5, 0.99]
 
@@ -23,11 +25,34 @@ def _links(conns: DataFrame, *keys: str) -> DataFrame:
                  F.sum("client_resets").alias("client_resets"), F.sum("broker_resets").alias("broker_resets"),
                  F.sum("client_retransmitted_segments").alias("client_retransmitted"),
                  F.sum("broker_retransmitted_segments").alias("broker_retransmitted"),
+                 F.sum("client_out_of_order").alias("client_out_of_order"),
+                 F.sum("broker_out_of_order").alias("broker_out_of_order"),
+                 *[agg for side in ("client", "broker") for agg in _health(side)],
                  F.sum(F.col("client_retransmitted_bytes") + F.col("broker_retransmitted_bytes")).alias("resent"),
                  F.sum(F.col("client_bytes") + F.col("broker_bytes")).alias("bytes"))
             .withColumn("retransmission_rate", F.when(F.col("bytes") > 0, F.round(F.col("resent") / F.col("bytes"), 6)))
             .drop("resent")
             .orderBy(*keys))
+
+
+def _health(side: str) -> list:
+    """A side's zero windows (segments and time) and its data-to-ACK round trips (the least, and the
+    median of the connections' medians)."""
+    return [F.sum(f"{side}_zero_windows").alias(f"{side}_zero_windows"),
+            F.round(F.sum(f"{side}_zero_window_ms"), 3).alias(f"{side}_zero_window_ms"),
+            F.round(F.min(f"{side}_rtt_min_ms"), 3).alias(f"{side}_data_rtt_min_ms"),
+            F.round(F.percentile(f"{side}_rtt_p50_ms", 0.5), 3).alias(f"{side}_data_rtt_p50_ms")]
+
+
+def _resent_by_minute(exchanges: DataFrame) -> DataFrame:
+    """Per listener and minute: exchanges, and the segments of their requests and responses sent
+    again (TLS connections' exchanges, whose retransmissions are null, left out)."""
+    return (ex_time(exchanges).where(F.col("retransmissions").isNotNull())
+            .withColumn("listener", listener())
+            .groupBy("capture_date", "listener", F.date_trunc("minute", "time").alias("minute"))
+            .agg(F.count("*").alias("exchanges"), F.sum("retransmissions").alias("retransmissions"),
+                 F.sum(F.when(F.col("retransmissions") > 0, 1).otherwise(0)).alias("exchanges_with_retransmissions"))
+            .orderBy("listener", "minute"))
 
 
 def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
@@ -46,7 +71,9 @@ def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
 def network(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Per listener and per client: connections, their handshake round trips (min, p50, max),
     where the capture point sat, resets by each side, segments each side sent again and the share
-    of the bytes they carried (``retransmission_rate``); per API and listener and per API and client:
+    of the bytes they carried (``retransmission_rate``), segments out of order, zero windows each
+    side advertised and the time at them, each side's data-to-ACK round trips; per listener and
+    minute, the segments of exchanges sent again; per API and listener and per API and client:
     p50/p99 of latency, ``network_ms`` and ``broker_ms`` over the exchanges that have both, where
     n >= min_latency_n."""
     conns = (rows.connections.where(F.col("status") == "connection")
@@ -58,6 +85,7 @@ def network(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     return {"network_by_listener": _links(conns, "listener"),
             "network_by_client": _links(conns.join(ids, CONN, "left"), *CLIENT, "listener"),
             "latency_split": _split(ex, policy.min_latency_n, "api_name", "listener"),
+            "retransmissions_by_minute": _resent_by_minute(rows.exchanges),
             "latency_split_by_client": _split(ex, policy.min_latency_n, "api_name", *CLIENT)}
 
 
@@ -87,20 +115,29 @@ def _broker_bound(results: Results, policy: Policy) -> list[Verdict]:
 
 
 def plots(tables: dict[str, list[dict]], min_n: int) -> list[str]:
+    out = []
     rows = tables.get("latency_split", [])
-    if not rows:
-        return []
-    labels = [f"{r['api_name']} {r['listener']}" for r in rows]
-    return [stacked("median latency split: network and broker (ms)", labels,
-                    {"network p50": [r["network_p50_ms"] for r in rows],
-                     "broker p50": [r["broker_p50_ms"] for r in rows]}, "API and listener", "ms")]
+    if rows:
+        labels = [f"{r['api_name']} {r['listener']}" for r in rows]
+        out.append(stacked("median latency split: network and broker (ms)", labels,
+                           {"network p50": [r["network_p50_ms"] for r in rows],
+                            "broker p50": [r["broker_p50_ms"] for r in rows]}, "API and listener", "ms"))
+    series: dict[str, dict[dt.datetime, float]] = {}
+    for r in tables.get("retransmissions_by_minute", []):
+        series.setdefault(r["listener"], {})[r["minute"]] = r["retransmissions"] or 0
+    if any(v for points in series.values() for v in points.values()):
+        out.append(lines("segments of exchanges sent again, per minute", series, "segments"))
+    return out
 
 
 AUDIT = Audit(
     name="network", order=55, run=network,
     intro=("The network or the broker? Per listener and client: connections, the round trip of their TCP "
            "handshakes (min, median, max), where the capture point sat, resets by each side, and the segments "
-           "each side sent again (retransmission_rate: their bytes' share of all); per API and "
+           "each side sent again (retransmission_rate: their bytes' share of all) or that came out of order, "
+           "zero windows each side advertised (a consumer that cannot keep up, a broker overloaded) and the time "
+           "at them, and each side's round trips from its data to the other's ACK; per listener and minute, the "
+           "segments of exchanges sent again (plotted); per API and "
            "listener (and client): latency, the network's round trip (network_ms) and the broker's hold "
            "(broker_ms) at p50 and p99, over the exchanges whose connection's handshake the capture shows."),
     verdicts=verdicts,
