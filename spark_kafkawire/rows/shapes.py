@@ -377,18 +377,19 @@ class ConnectionRows(RowBuilder):
         halves = conn.halves
         health = conn.health
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
+            sent = health.side(d)
             if framers is None:  # the connection never carried payload
                 values = _NO_COUNTS
             else:
                 f = framers[d]
                 a = f.acct
                 values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
-                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, health.resent[d], health.resent_bytes[d])
+                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
             ooo, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
-            c[ooo].append(health.out_of_order[d])
-            c[zeros].append(health.zero_windows[d])
+            c[ooo].append(sent.out_of_order)
+            c[zeros].append(sent.zero_windows)
             c[zero_ms].append(health.zero_window_ms(d))
             rtt = health.round_trip_ms(d)
             c[rtt_min].append(rtt[0])

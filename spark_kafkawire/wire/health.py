@@ -32,88 +32,186 @@ Rules, per segment of direction d (the other direction is r):
   acknowledgement numbers as d's last, none of SYN, FIN, RST.
 
 Memory is bounded per connection: MAX_UNACKED data segments waiting for their ACK, MAX_SAMPLES round
-trips and MAX_RESENT segments sent again (for the exchange rows) per direction.
+trips and MAX_RESENT segments sent again (for the exchange rows) per direction. (Each direction's
+state is a plain class of integers, its lists made at first use: compiled by mypyc, an event reads
+and moves native integers, and a connection of one segment costs three small objects.)
 """
 
 from __future__ import annotations
 
-from collections import deque
 from struct import Struct
 from typing import Final
+
+from librt.strings import read_i16_le, read_i32_le, read_i64_le
+from mypy_extensions import i64
 
 #: one event of the lane's log: time (ns), sequence number, acknowledgement number, payload length on
 #: the wire, window field, TCP flags, direction (0: the connection's endpoint a sent it)
 EVENT: Final = Struct("<qIIIHBB")
-EVENT_SIZE: Final = 24
+EVENT_SIZE: Final[i64] = 24
 LOG_LIMIT: Final = EVENT_SIZE * 4096
 MAX_UNACKED: Final = 4096
 MAX_SAMPLES: Final = 1 << 16
 MAX_RESENT: Final = 256
-FAST_WINDOW_NS: Final = 20_000_000
-DEFAULT_OOO_NS: Final = 3_000_000
-_FIN: Final = 0x01
-_SYN: Final = 0x02
-_RST: Final = 0x04
-_ACK: Final = 0x10
-_MASK: Final = 0xFFFFFFFF
-_HALF: Final = 0x80000000
+FAST_WINDOW_NS: Final[i64] = 20_000_000
+_TIME_BOUND: Final = 1 << 61
+DEFAULT_OOO_NS: Final[i64] = 3_000_000
+_FIN: Final[i64] = 0x01
+_SYN: Final[i64] = 0x02
+_RST: Final[i64] = 0x04
+_ACK: Final[i64] = 0x10
+_MASK: Final[i64] = 0xFFFFFFFF
+_HALF: Final[i64] = 0x80000000
 #: what ``segment`` found a segment to be
 NEW: Final = 0
 SENT_AGAIN: Final = 1
 OUT_OF_ORDER: Final = 2
 
 
-def _before(a: int, b: int) -> bool:
+def _before(a: i64, b: i64) -> bool:
     """Sequence number a before b (32-bit wraparound)."""
     return ((a - b) & _MASK) >= _HALF
+
+
+class Side:
+    """What one direction sent and acknowledged so far."""
+
+    __slots__ = ("nextseq", "nextseq_ts", "seen", "lastack", "lastack_ts", "acked", "window", "dupacks",
+                 "zero_since", "zero_ns", "zero_windows", "ends", "sent", "samples", "stride", "skip",
+                 "resent", "resent_bytes", "out_of_order", "resent_at")
+
+    def __init__(self) -> None:
+        self.nextseq: i64 = 0  # the highest sequence number sent, plus one (seq + length)
+        self.nextseq_ts: i64 = 0  # when it was reached
+        self.seen = False
+        self.lastack: i64 = 0
+        self.lastack_ts: i64 = 0
+        self.acked = False  # an ACK was seen
+        self.window: i64 = -1
+        self.dupacks: i64 = 0
+        self.zero_since: i64 = -1  # at zero window since (ns), or -1
+        self.zero_ns: i64 = 0
+        self.zero_windows: i64 = 0
+        # data not acknowledged yet: end sequence numbers (in sequence order) and the times they were sent
+        self.ends: list[int] | None = None
+        self.sent: list[int] | None = None
+        self.samples: list[int] | None = None
+        self.stride: i64 = 1  # keep every stride-th sample (doubled as MAX_SAMPLES is reached)
+        self.skip: i64 = 0
+        self.resent: i64 = 0
+        self.resent_bytes: i64 = 0
+        self.out_of_order: i64 = 0
+        self.resent_at: list[tuple[int, int]] | None = None  # (sequence number, length), the last ones
+
+    def wait(self, end: i64, ts: i64, new: bool) -> None:
+        """A data segment waits for its ACK, unless a copy of it already does (the first copy is
+        timed). New data ends past everything before it; a copy is put in its place."""
+        ends = self.ends
+        sent = self.sent
+        if ends is None or sent is None:
+            self.ends = [end]
+            self.sent = [ts]
+            return
+        if new:
+            ends.append(end)
+            sent.append(ts)
+        else:
+            i = len(ends)
+            while i > 0 and _before(end, ends[i - 1]):
+                i -= 1
+            if i > 0 and ends[i - 1] == end:
+                return
+            ends.insert(i, end)
+            sent.insert(i, ts)
+        if len(ends) > MAX_UNACKED:
+            del ends[0]
+            del sent[0]
+
+    def acknowledged(self, ack: i64, ts: i64) -> None:
+        """The other side acknowledged up to ``ack``: the data it covers stops waiting, and the one
+        ending exactly there is a round trip sample."""
+        ends = self.ends
+        sent = self.sent
+        if not ends or sent is None:
+            return
+        n = 0
+        for end in ends:
+            if _before(ack, end):
+                break
+            if end == ack:
+                self.sample(ts - sent[n])
+            n += 1
+        if n == len(ends):
+            ends.clear()
+            sent.clear()
+        elif n:
+            del ends[:n]
+            del sent[:n]
+
+    def sample(self, ns: i64) -> None:
+        self.skip += 1
+        if self.skip < self.stride:
+            return
+        self.skip = 0
+        samples = self.samples
+        if samples is None:
+            self.samples = [ns]
+            return
+        samples.append(ns)
+        if len(samples) >= MAX_SAMPLES:
+            self.samples = samples[::2]
+            self.stride *= 2
+
+    def again(self, seq: i64, length: i64) -> None:
+        self.resent += 1
+        self.resent_bytes += length
+        at = self.resent_at
+        if at is None:
+            self.resent_at = [(seq, length)]
+            return
+        at.append((seq, length))
+        if len(at) > MAX_RESENT:
+            del at[0]
 
 
 class Health:
     """One connection's TCP health. Directions are the connection's (0: endpoint a sent it)."""
 
-    __slots__ = ("nextseq", "nextseq_ts", "seen", "lastack", "lastack_ts", "acked", "window", "dupacks",
-                 "zero_since", "zero_ns", "zero_windows", "unacked", "samples", "stride", "skip",
-                 "resent", "resent_bytes", "out_of_order", "resent_at", "syn_ts", "first_rtt", "last_ts")
+    __slots__ = ("a", "b", "syn_ts", "first_rtt", "last_ts")
 
     def __init__(self) -> None:
-        self.nextseq = [0, 0]  # the highest sequence number sent, plus one (seq + length)
-        self.nextseq_ts = [0, 0]  # when it was reached
-        self.seen = [False, False]
-        self.lastack = [0, 0]
-        self.lastack_ts = [0, 0]
-        self.acked = [False, False]  # an ACK was seen
-        self.window = [-1, -1]
-        self.dupacks = [0, 0]
-        self.zero_since = [-1, -1]  # at zero window since (ns), or -1
-        self.zero_ns = [0, 0]
-        self.zero_windows = [0, 0]
-        self.unacked: list[list[tuple[int, int]]] = [[], []]  # (end sequence number, time) of data not acknowledged
-        self.samples: list[list[int]] = [[], []]
-        self.stride = [1, 1]  # keep every stride-th sample (doubled as MAX_SAMPLES is reached)
-        self.skip = [0, 0]
-        self.resent = [0, 0]
-        self.resent_bytes = [0, 0]
-        self.out_of_order = [0, 0]
-        self.resent_at: list[deque[tuple[int, int]]] = [deque(), deque()]  # (sequence number, length), the last ones
-        self.syn_ts = -1  # the last SYN (not SYN-ACK)
-        self.first_rtt = -1  # its first ACK after it (ns): the out-of-order threshold
-        self.last_ts = 0
+        # the two directions (not a tuple: compiled, a tuple attribute is made anew at each read)
+        self.a = Side()
+        self.b = Side()
+        self.syn_ts: i64 = -1  # the last SYN (not SYN-ACK)
+        self.first_rtt: i64 = -1  # its first ACK after it (ns): the out-of-order threshold
+        self.last_ts: i64 = 0
 
     def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int, log: bytearray) -> int:
         """One segment the Python stages read (after the lane's events before it): NEW, SENT_AGAIN or
-        OUT_OF_ORDER."""
+        OUT_OF_ORDER. (A damaged file's time beyond +-2**61 ns, 73 years from 1970, is taken as that
+        bound: differences of times stay within 64 bits.)"""
         if log:
             self.settle(log)
-        return self.event(d, ts, seq, ack, flags, win, length)
+        return self.event(d, max(-_TIME_BOUND, min(_TIME_BOUND, ts)), seq, ack, flags, win, length)
 
     def settle(self, log: bytearray) -> None:
-        """Read the lane's events and empty its log."""
-        for ts, seq, ack, length, win, flags, d in EVENT.iter_unpack(log):
-            self.event(d, ts, seq, ack, flags, win, length)
+        """Read the lane's events (health.EVENT, little-endian) and empty the log."""
+        if not log:
+            return
+        b = bytes(log)
         del log[:]
+        i: i64 = 0
+        n: i64 = len(b) - EVENT_SIZE
+        while i <= n:
+            ts = max(-_TIME_BOUND, min(_TIME_BOUND, read_i64_le(b, i)))
+            self.event(b[i + 23], ts, i64(read_i32_le(b, i + 8)) & _MASK, i64(read_i32_le(b, i + 12)) & _MASK,
+                       b[i + 22], i64(read_i16_le(b, i + 20)) & 0xFFFF, i64(read_i32_le(b, i + 16)) & _MASK)
+            i += EVENT_SIZE
 
-    def event(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int) -> int:
-        r = 1 - d
+    def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64) -> int:
+        me = self.a if d == 0 else self.b
+        other = self.b if d == 0 else self.a
         self.last_ts = ts
         kind = NEW
         special = flags & (_SYN | _FIN | _RST)
@@ -122,99 +220,67 @@ class Health:
                 self.syn_ts = ts
         elif flags & _ACK and self.first_rtt < 0 and self.syn_ts >= 0:
             self.first_rtt = ts - self.syn_ts
-        nextseq = self.nextseq[d]
+        nextseq = me.nextseq
         end = (seq + length + (1 if flags & _SYN else 0) + (1 if flags & _FIN else 0)) & _MASK
-        below = length > 0 and self.seen[d] and _before(seq, nextseq)
+        below = length > 0 and me.seen and _before(seq, nextseq)
         alive = below and length <= 1 and not special and seq == (nextseq - 1) & _MASK  # a keep-alive
         if below and not alive:
-            kind = self._again(d, r, ts, seq, length, nextseq)
+            kind = self._again(me, other, ts, seq, length, nextseq)
+        advanced = not me.seen or _before(nextseq, end)
         if length and not alive:
-            self._unacked(d, end, ts)
-        if not self.seen[d] or _before(nextseq, end):
-            self.nextseq[d] = end
-            self.nextseq_ts[d] = ts
-            self.seen[d] = True
+            me.wait(end, ts, advanced and kind == NEW)
+        if advanced:
+            me.nextseq = end
+            me.nextseq_ts = ts
+            me.seen = True
         if not special:
-            since = self.zero_since[d]
+            since = me.zero_since
             if win == 0:
-                self.zero_windows[d] += 1
+                me.zero_windows += 1
                 if since < 0:
-                    self.zero_since[d] = ts
+                    me.zero_since = ts
             elif since >= 0:
-                self.zero_ns[d] += ts - since
-                self.zero_since[d] = -1
+                me.zero_ns += ts - since
+                me.zero_since = -1
         if flags & _ACK:
-            self._ack(d, r, ts, seq, ack, win, length, special)
+            if length == 0 and win and win == me.window and seq == me.nextseq and not special and me.acked and \
+                    ack == me.lastack:
+                me.dupacks += 1
+            else:
+                me.dupacks = 0
+            other.acknowledged(ack, ts)
+            me.lastack = ack
+            me.lastack_ts = ts
+            me.acked = True
+            me.window = win
         return kind
 
-    def _again(self, d: int, r: int, ts: int, seq: int, length: int, nextseq: int) -> int:
+    def _again(self, me: Side, other: Side, ts: i64, seq: i64, length: i64, nextseq: i64) -> int:
         """A segment with payload starting below the highest sequence number: which kind."""
         threshold = self.first_rtt if self.first_rtt > 0 else DEFAULT_OOO_NS
-        fast = self.dupacks[r] >= 2 and self.lastack[r] == seq and ts - self.lastack_ts[r] < FAST_WINDOW_NS
-        spurious = self.acked[r] and not _before(self.lastack[r], (seq + length) & _MASK)
-        if not fast and not spurious and ts - self.nextseq_ts[d] < threshold and nextseq != (seq + length) & _MASK:
-            self.out_of_order[d] += 1
+        fast = other.dupacks >= 2 and other.lastack == seq and ts - other.lastack_ts < FAST_WINDOW_NS
+        spurious = other.acked and not _before(other.lastack, (seq + length) & _MASK)
+        if not fast and not spurious and ts - me.nextseq_ts < threshold and nextseq != (seq + length) & _MASK:
+            me.out_of_order += 1
             return OUT_OF_ORDER
-        self.resent[d] += 1
-        self.resent_bytes[d] += length
-        at = self.resent_at[d]
-        at.append((seq, length))
-        if len(at) > MAX_RESENT:
-            at.popleft()
+        me.again(seq, length)
         return SENT_AGAIN
 
-    def _ack(self, d: int, r: int, ts: int, seq: int, ack: int, win: int, length: int, special: int) -> None:
-        if length == 0 and win and win == self.window[d] and seq == self.nextseq[d] and not special and \
-                self.acked[d] and ack == self.lastack[d]:
-            self.dupacks[d] += 1
-        else:
-            self.dupacks[d] = 0
-        unacked = self.unacked[r]
-        if unacked:
-            kept = []
-            for end, sent in unacked:
-                if _before(ack, end):
-                    kept.append((end, sent))
-                elif end == ack:
-                    self._sample(r, ts - sent)
-            self.unacked[r] = kept
-        self.lastack[d] = ack
-        self.lastack_ts[d] = ts
-        self.acked[d] = True
-        self.window[d] = win
-
-    def _unacked(self, d: int, end: int, ts: int) -> None:
-        """A data segment waits for its ACK, unless a copy of it already does (the first copy is
-        timed)."""
-        unacked = self.unacked[d]
-        for e, _t in unacked:
-            if e == end:
-                return
-        unacked.append((end, ts))
-        if len(unacked) > MAX_UNACKED:
-            del unacked[0]
-
-    def _sample(self, d: int, ns: int) -> None:
-        self.skip[d] += 1
-        if self.skip[d] < self.stride[d]:
-            return
-        self.skip[d] = 0
-        samples = self.samples[d]
-        samples.append(ns)
-        if len(samples) >= MAX_SAMPLES:
-            self.samples[d] = samples[::2]
-            self.stride[d] *= 2
-
     # -- what the rows read ---------------------------------------------------------------------------
+    def side(self, d: int) -> Side:
+        """What direction d sent."""
+        return self.a if d == 0 else self.b
+
     def zero_window_ms(self, d: int) -> float:
         """Time direction d advertised a zero window, to its next window or the last packet (ms)."""
-        since = self.zero_since[d]
-        return (self.zero_ns[d] + (self.last_ts - since if since >= 0 else 0)) / 1e6
+        side = self.side(d)
+        since = side.zero_since
+        return float(side.zero_ns + (self.last_ts - since if since >= 0 else 0)) / 1e6
 
     def round_trip_ms(self, d: int) -> tuple[float | None, float | None]:
         """(min, median) of direction d's round trips from data to ACK (ms); None without a sample.
         The median of an even count is the lower of the middle two."""
-        samples = self.samples[d]
+        samples = self.side(d).samples
         if not samples:
             return None, None
         ordered = sorted(samples)
@@ -223,12 +289,13 @@ class Health:
     def resent_between(self, d: int, base: int | None, start: int, end: int) -> int:
         """Segments of direction d sent again that carried any of its stream bytes [start, end)
         (stream offsets from sequence number ``base``), among the last MAX_RESENT."""
-        if base is None or end <= start:
+        at = self.side(d).resent_at
+        if base is None or end <= start or at is None:
             return 0
         n = 0
         span = end - start
         first = (base + start) & _MASK
-        for seq, length in self.resent_at[d]:
+        for seq, length in at:
             rel = (seq - first) & _MASK
             if rel >= _HALF:
                 rel -= 1 << 32
