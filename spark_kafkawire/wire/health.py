@@ -187,7 +187,8 @@ class Health:
         self.first_rtt: i64 = -1  # its first ACK after it (ns): the out-of-order threshold
         self.last_ts: i64 = 0
 
-    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int, log: bytearray) -> int:
+    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int,
+                log: bytearray | None) -> int:
         """One segment the Python stages read (after the lane's events before it): NEW, SENT_AGAIN or
         OUT_OF_ORDER. (A damaged file's time beyond +-2**61 ns, 73 years from 1970, is taken as that
         bound: differences of times stay within 64 bits.)"""
@@ -195,7 +196,7 @@ class Health:
             self.settle(log)
         return self.event(d, max(-_TIME_BOUND, min(_TIME_BOUND, ts)), seq, ack, flags, win, length)
 
-    def settle(self, log: bytearray) -> None:
+    def settle(self, log: bytearray | None) -> None:
         """Read the lane's events (health.EVENT, little-endian) and empty the log."""
         if not log:
             return

@@ -316,7 +316,7 @@ class Connection(ConnCore):
         self.shake_unclear: str | None = None
         # its TCP health (health.py), and the events the fast lane took for it, not yet read there
         self.health = Health()
-        self.log = bytearray()
+        self.log: bytearray | None = None  # made when it first carries payload: the lane takes no packet before
 
     def round_trip(self) -> tuple[int | None, str | None]:
         """The handshake's round trip (ns, SYN to the ACK of the SYN-ACK: tshark's initial RTT) and
@@ -378,6 +378,12 @@ class Connection(ConnCore):
 
     def finished(self) -> bool:
         return self.rst or (self.halves[0].fin and self.halves[1].fin)
+
+    def carries_payload(self) -> None:
+        """Its first payload: the listener is told, and the fast lane may take its packets (it
+        records them in the log)."""
+        self.opened = True
+        self.log = bytearray()
 
 
 class Reassembler:
@@ -535,7 +541,7 @@ class Reassembler:
 
     def _open(self, conn: Connection) -> None:
         """The connection carries payload: now the listener makes its sinks."""
-        conn.opened = True
+        conn.carries_payload()
         sinks = self.listener.opened(conn)
         for h, sink in zip(conn.halves, sinks):
             h.sink = sink
