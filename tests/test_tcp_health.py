@@ -200,18 +200,25 @@ def _tshark_resent(path) -> dict[tuple, list[int]]:
     return out
 
 
-def _ours_resent(path) -> dict[tuple, list[int]]:
-    out: dict[tuple, list[int]] = {}
+def _directions(path):
+    """(sender address, port, receiver address, port), side ("client", "broker") and row, for each
+    direction of each connection row of a capture."""
     for r in read_capture(path, rows="connections").to_pylist():
         if r["status"] != "connection":
             continue
         c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
         for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
-            got = [r[f"{side}_retransmitted_segments"], r[f"{side}_retransmitted_bytes"], r[f"{side}_out_of_order"]]
-            if any(got):
-                n = out.setdefault((*src, *dst), [0, 0, 0])
-                for i, v in enumerate(got):
-                    n[i] += v
+            yield (*src, *dst), side, r
+
+
+def _ours_resent(path) -> dict[tuple, list[int]]:
+    out: dict[tuple, list[int]] = {}
+    for key, side, r in _directions(path):
+        got = [r[f"{side}_retransmitted_segments"], r[f"{side}_retransmitted_bytes"], r[f"{side}_out_of_order"]]
+        if any(got):
+            n = out.setdefault(key, [0, 0, 0])
+            for i, v in enumerate(got):
+                n[i] += v
     return out
 
 
@@ -282,15 +289,8 @@ def _tshark_round_trips(path) -> dict[tuple, list[float]]:
 
 
 def _ours_round_trips(path) -> dict[tuple, tuple]:
-    out = {}
-    for r in read_capture(path, rows="connections").to_pylist():
-        if r["status"] != "connection":
-            continue
-        c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
-        for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
-            if r[f"{side}_rtt_min_ms"] is not None:
-                out[(*src, *dst)] = (r[f"{side}_rtt_min_ms"], r[f"{side}_rtt_p50_ms"])
-    return out
+    return {key: (r[f"{side}_rtt_min_ms"], r[f"{side}_rtt_p50_ms"]) for key, side, r in _directions(path)
+            if r[f"{side}_rtt_min_ms"] is not None}
 
 
 def _assert_round_trips(path) -> int:
@@ -362,15 +362,11 @@ def test_zero_windows_are_tsharks(path):
     to the microsecond."""
     theirs = _tshark_zero_windows(path)
     ours = {}
-    for r in read_capture(path, rows="connections").to_pylist():
-        if r["status"] != "connection":
-            continue
-        c, b = (r["client_ip"], r["client_port"]), (r["broker_ip"], r["broker_port"])
-        for side, (src, dst) in (("client", (c, b)), ("broker", (b, c))):
-            if r[f"{side}_zero_windows"]:
-                ours[(*src, *dst)] = [r[f"{side}_zero_windows"], r[f"{side}_zero_window_ms"]]
-            else:
-                assert r[f"{side}_zero_window_ms"] == 0
+    for key, side, r in _directions(path):
+        if r[f"{side}_zero_windows"]:
+            ours[key] = [r[f"{side}_zero_windows"], r[f"{side}_zero_window_ms"]]
+        else:
+            assert r[f"{side}_zero_window_ms"] == 0
     assert ours.keys() == theirs.keys()
     for key, (n, ms) in ours.items():
         assert n == theirs[key][0] and abs(ms - theirs[key][1]) < 0.001, (key, ours[key], theirs[key])

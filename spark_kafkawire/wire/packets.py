@@ -57,7 +57,7 @@ class Segment(NamedTuple):
     flags: int
     payload: bytes  # captured TCP payload
     wire_len: int  # TCP payload length on the wire (>= len(payload))
-    win: int = 0  # the window field (unscaled)
+    win: int  # the window field (unscaled)
 
 
 def _network(linktype: int, d: bytes) -> tuple[int, int]:
