@@ -19,6 +19,13 @@ SUSPECT_WINDOW = 4  # after records that did not verify: later sequence numbers 
 TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
 
 
+
+def _record_at(buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes, bytes]:
+    """The header and payload of the record at buf[pos] (its payload n bytes), each copied once
+    (a bytearray's slice would be a copy, and bytes() of it another)."""
+    with memoryview(buf) as view:
+        return bytes(view[pos:pos + 5]), bytes(view[pos + 5:pos + 5 + n])
+
 class Session(Protocol):
     """What the record layer asks of its connection (session.py's TlsSession, which hands each of
     its two directions itself): where plaintext goes, what the handshake settled, the keys, and the
@@ -135,7 +142,7 @@ class RecordStream:
                 continue
             if len(buf) - pos < 5 + n:
                 break
-            header, payload = bytes(buf[pos:pos + 5]), bytes(buf[pos + 5:pos + 5 + n])
+            header, payload = _record_at(buf, pos, n)
             pos += 5 + n
             self._record(header, payload, self.rec_ts, self.rec_num)
             self.rec_ts, self.rec_num = ts, number
@@ -190,7 +197,7 @@ class RecordStream:
             if len(buf) < 5 + n:
                 return False  # wait for the whole candidate record
             self.tried += 1
-            header, payload = bytes(buf[:5]), bytes(buf[5:5 + n])
+            header, payload = _record_at(buf, 0, n)
             lost = self.missing
             first = keys.seq + lost // (MAX_RECORD + 5)
             last = keys.seq + lost // MIN_PROTECTED + 1
@@ -234,10 +241,32 @@ class TlsDirection(RecordStream):
         if self.dead:
             self._pass_over(len(chunk))
             return
+        pos = 0
         if not self.buf:
             self.rec_ts, self.rec_num = ts, number
-        self.buf += chunk
+            if not self.lost:
+                pos = self._in_place(chunk, ts, number)
+                if pos == len(chunk):
+                    return
+        self.buf += memoryview(chunk)[pos:] if pos else chunk
         self._run(ts, number)
+
+    def _in_place(self, chunk: bytes, ts: int, number: int) -> int:
+        """The records lying whole in a chunk that arrives on an empty buffer, read from the chunk
+        itself (not copied into the buffer first, as _run would); returns the offset after the last.
+        Anything else (a record cut at the end, bytes that are not a record header, the direction
+        lost or dead after a record) is left to _run, from there."""
+        pos = 0
+        end = len(chunk)
+        while not self.dead and not self.lost:
+            n = record_length(chunk, pos)
+            if n < 0 or end - pos < 5 + n:
+                break
+            header, payload = _record_at(chunk, pos, n)
+            pos += 5 + n
+            self._record(header, payload, self.rec_ts, self.rec_num)
+            self.rec_ts, self.rec_num = ts, number
+        return pos
 
     def gap(self, nbytes: int, ts: int, number: int) -> None:
         """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
