@@ -152,6 +152,23 @@ class RecordStream:
         elif pos:
             del buf[:pos]
 
+    def _in_place(self, chunk: bytes, ts: int, number: int) -> int:
+        """The records lying whole in a chunk that arrives on an empty buffer, read from the chunk
+        itself (not copied into the buffer first, as _run would); returns the offset after the last.
+        Anything else (a record cut at the end, bytes that are not a record header, the direction
+        lost or dead after a record) is left to _run, from there."""
+        pos = 0
+        end = len(chunk)
+        while not self.dead and not self.lost:
+            n = record_length(chunk, pos)
+            if n < 0 or end - pos < 5 + n:
+                break
+            header, payload = _record_at(chunk, pos, n)
+            pos += 5 + n
+            self._record(header, payload, self.rec_ts, self.rec_num)
+            self.rec_ts, self.rec_num = ts, number
+        return pos
+
     def _drop(self, n: int) -> None:
         """Pass over the first n bytes of buf while scanning."""
         if n > 0:
@@ -250,23 +267,6 @@ class TlsDirection(RecordStream):
                     return
         self.buf += memoryview(chunk)[pos:] if pos else chunk
         self._run(ts, number)
-
-    def _in_place(self, chunk: bytes, ts: int, number: int) -> int:
-        """The records lying whole in a chunk that arrives on an empty buffer, read from the chunk
-        itself (not copied into the buffer first, as _run would); returns the offset after the last.
-        Anything else (a record cut at the end, bytes that are not a record header, the direction
-        lost or dead after a record) is left to _run, from there."""
-        pos = 0
-        end = len(chunk)
-        while not self.dead and not self.lost:
-            n = record_length(chunk, pos)
-            if n < 0 or end - pos < 5 + n:
-                break
-            header, payload = _record_at(chunk, pos, n)
-            pos += 5 + n
-            self._record(header, payload, self.rec_ts, self.rec_num)
-            self.rec_ts, self.rec_num = ts, number
-        return pos
 
     def gap(self, nbytes: int, ts: int, number: int) -> None:
         """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
