@@ -130,40 +130,33 @@ class RecordStream:
                 if not self._resync(ts, number):
                     return
                 continue
-            n = record_length(buf, pos)
-            if n < 0:
-                if len(buf) - pos < 5 and header_prefix(buf, pos):
-                    break  # the next header is not all here yet
-                del buf[:pos]  # not a record header where one starts: damage, or not TLS
-                pos = 0
-                self.session.fail("bytes that are not TLS records")
-                self.lost = True
-                self.scan_from = 1
+            pos = self._whole_records(buf, pos, ts, number)
+            if self.dead or self.lost:
                 continue
-            if len(buf) - pos < 5 + n:
-                break
-            header, payload = _record_at(buf, pos, n)
-            pos += 5 + n
-            self._record(header, payload, self.rec_ts, self.rec_num)
-            self.rec_ts, self.rec_num = ts, number
+            if record_length(buf, pos) >= 0 or len(buf) - pos < 5 and header_prefix(buf, pos):
+                break  # a record cut at the end, or its header: the rest is not here yet
+            del buf[:pos]  # not a record header where one starts: damage, or not TLS
+            pos = 0
+            self.session.fail("bytes that are not TLS records")
+            self.lost = True
+            self.scan_from = 1
         if self.dead:
             self._pass_over(len(buf) - pos)
             buf.clear()
         elif pos:
             del buf[:pos]
 
-    def _in_place(self, chunk: bytes, ts: int, number: int) -> int:
-        """The records lying whole in a chunk that arrives on an empty buffer, read from the chunk
-        itself (not copied into the buffer first, as _run would); returns the offset after the last.
-        Anything else (a record cut at the end, bytes that are not a record header, the direction
-        lost or dead after a record) is left to _run, from there."""
-        pos = 0
-        end = len(chunk)
+    def _whole_records(self, b: bytes | bytearray, pos: int, ts: int, number: int) -> int:
+        """Read the records lying whole in b from pos on, while the direction is neither lost nor
+        dead; returns the offset after the last (a record cut at the end, or bytes that are not a
+        record header, stop it). Reads the buffer for _run, and a chunk arriving on an empty buffer
+        in place (data: not copied into the buffer first)."""
+        end = len(b)
         while not self.dead and not self.lost:
-            n = record_length(chunk, pos)
+            n = record_length(b, pos)
             if n < 0 or end - pos < 5 + n:
                 break
-            header, payload = _record_at(chunk, pos, n)
+            header, payload = _record_at(b, pos, n)
             pos += 5 + n
             self._record(header, payload, self.rec_ts, self.rec_num)
             self.rec_ts, self.rec_num = ts, number
@@ -262,7 +255,7 @@ class TlsDirection(RecordStream):
         if not self.buf:
             self.rec_ts, self.rec_num = ts, number
             if not self.lost:
-                pos = self._in_place(chunk, ts, number)
+                pos = self._whole_records(chunk, 0, ts, number)
                 if pos == len(chunk):
                     return
         self.buf += memoryview(chunk)[pos:] if pos else chunk

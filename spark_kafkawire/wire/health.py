@@ -62,7 +62,7 @@ _RST: Final[i64] = 0x04
 _ACK: Final[i64] = 0x10
 _MASK: Final[i64] = 0xFFFFFFFF
 _HALF: Final[i64] = 0x80000000
-#: what ``segment`` found a segment to be
+#: what a segment with payload is (for the exchange rows, only segments sent again are kept)
 NEW: Final = 0
 SENT_AGAIN: Final = 1
 OUT_OF_ORDER: Final = 2
@@ -188,13 +188,13 @@ class Health:
         self.last_ts: i64 = 0
 
     def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int,
-                log: bytearray | None) -> int:
-        """One segment the Python stages read (after the lane's events before it): NEW, SENT_AGAIN or
-        OUT_OF_ORDER. (A damaged file's time beyond +-2**61 ns, 73 years from 1970, is taken as that
-        bound: differences of times stay within 64 bits.)"""
+                log: bytearray | None) -> None:
+        """One segment the Python stages read (after the lane's events before it). (A damaged
+        file's time beyond +-2**61 ns, 73 years from 1970, is taken as that bound: differences of
+        times stay within 64 bits.)"""
         if log:
             self.settle(log)
-        return self.event(d, max(-_TIME_BOUND, min(_TIME_BOUND, ts)), seq, ack, flags, win, length)
+        self.event(d, max(-_TIME_BOUND, min(_TIME_BOUND, ts)), seq, ack, flags, win, length)
 
     def settle(self, log: bytearray | None) -> None:
         """Read the lane's events (health.EVENT, little-endian) and empty the log."""
@@ -210,7 +210,7 @@ class Health:
                        b[i + 22], i64(read_i16_le(b, i + 20)) & 0xFFFF, i64(read_i32_le(b, i + 16)) & _MASK)
             i += EVENT_SIZE
 
-    def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64) -> int:
+    def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64) -> None:
         me = self.a if d == 0 else self.b
         other = self.b if d == 0 else self.a
         self.last_ts = ts
@@ -254,7 +254,6 @@ class Health:
             me.lastack_ts = ts
             me.acked = True
             me.window = win
-        return kind
 
     def _again(self, me: Side, other: Side, ts: i64, seq: i64, length: i64, nextseq: i64) -> int:
         """A segment with payload starting below the highest sequence number: which kind."""
