@@ -102,17 +102,23 @@ def test_damaged_interleaved_capture_reads_the_same(monkeypatch, large, shape):
     assert taken > packets(large) * 0.5
 
 
-def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
+def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int]:
     """Every frame handed to the decoder (with its connection and direction, every field) and each
     framer's accounting at its connection's end, read with the lane and without; the same both
-    ways. Returns them and the framers' Python loop calls (cut) with the lane and without."""
-    from spark_kafkawire.wire import cores, frames
+    ways. Returns them and the frames the lane cut itself."""
     from spark_kafkawire.decode import exchanges
 
     seen: list = []
-    loops = [0]
-    counts = cores.FIELDS["AcctCore"] + frames.Accounting.__slots__  # every count of a framer's accounting
-    real_opened, real_closed, real_loop = exchanges.Decoder.opened, exchanges.Decoder.closed, frames.Framer.cut
+    made = []
+    real_make = lane_module.make
+
+    def recording(*a, **k):
+        fast = real_make(*a, **k)
+        if fast is not None:
+            made.append(fast)
+        return fast
+    counts = declared_slots("cores")["AcctCore"] + declared_slots("frames")["Accounting"]  # every count of a framer's accounting
+    real_opened, real_closed = exchanges.Decoder.opened, exchanges.Decoder.closed
 
     def opened(self, conn):
         framers = real_opened(self, conn)
@@ -128,13 +134,9 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
             seen.append((conn.a, conn.b, [tuple(getattr(f.acct, n) for n in counts) for f in conn.state.framers]))
         return real_closed(self, conn)
 
-    def loop(self, *a):
-        loops[0] += 1
-        return real_loop(self, *a)
-
     monkeypatch.setattr(exchanges.Decoder, "opened", opened)
     monkeypatch.setattr(exchanges.Decoder, "closed", closed)
-    monkeypatch.setattr(frames.Framer, "cut", loop)
+    monkeypatch.setattr(lane_module, "make", recording)
     runs = []
     for pure in (False, True):
         if pure:
@@ -142,16 +144,15 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int, int]:
         else:
             monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON", raising=False)
         seen.clear()
-        loops[0] = 0
         for _ in iter_batches(str(path), _opts("exchanges", **more)):
             pass
-        runs.append((list(seen), loops[0]))
+        runs.append(list(seen))
     monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON")
-    (fast, fast_loops), (pure, pure_loops) = runs
+    fast, pure = runs
     assert len(fast) == len(pure), f"{path.name}: {len(fast)} frames and ends with the lane, {len(pure)} without"
     for i, (a, b) in enumerate(zip(fast, pure)):
         assert a == b, f"{path.name}: item {i} differs:\nlane {a}\npure {b}"
-    return fast, fast_loops, pure_loops
+    return fast, sum(m.cut for m in made)
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES + PUBLIC_FILES, ids=lambda p: p.name)
@@ -159,16 +160,17 @@ def test_the_lane_cuts_the_same_frames(monkeypatch, path):
     """Where the lane cuts frames itself (in-order bytes of a stream whose frame starts are known),
     each frame has the time, packet number, stream offset, size and bytes the Python framer gives
     it, and the framers' accounting ends the same."""
-    seen, fast_loops, pure_loops = frames_both_ways(monkeypatch, path)
+    seen, _ = frames_both_ways(monkeypatch, path)
     assert any(len(x) == 4 for x in seen) or "sasl" in path.name or "tls" in path.name
 
 
 def test_the_lane_cuts_the_same_frames_of_a_damaged_capture(monkeypatch, large):
     """Holes, reordering and duplicates in between: the lane hands each stream back to the Python
     framer and takes it again, and the frames are still the same; most are cut by the lane."""
-    seen, fast_loops, pure_loops = frames_both_ways(monkeypatch, large)
-    assert sum(len(x) == 4 for x in seen) > 1000
-    assert fast_loops < pure_loops / 3, (fast_loops, pure_loops)
+    seen, cut = frames_both_ways(monkeypatch, large)
+    frames = sum(len(x) == 4 for x in seen)
+    assert frames > 1000
+    assert cut > frames * 2 / 3, (cut, frames)
 
 
 @pytest.mark.parametrize("more", [
@@ -336,26 +338,40 @@ def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tm
         assert room >= claimed  # one buffer for the whole frame
 
 
+def declared_slots(module: str) -> dict[str, tuple[str, ...]]:
+    """Each class's ``__slots__`` as its source declares them (a compiled class keeps none)."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parent.parent / "spark_kafkawire" / "wire" / f"{module}.py").read_text())
+    return {node.name: ast.literal_eval(stmt.value) for node in tree.body if isinstance(node, ast.ClassDef)
+            for stmt in node.body if isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets)}
+
+
 def test_the_lanes_boundary_is_the_cores_fields():
-    """Everything the lane reads or writes of the Python stages' objects is a field of its four
-    core types: the C types declare exactly the fields cores.FIELDS lists (the pure Python cores'
-    slots), the stages' classes are built on them, and no class of theirs declares one of those
-    names again (it would hide the core's field from the lane)."""
+    """Everything the lane reads or writes of the Python stages' objects is a field of the four
+    core classes (wire/cores.py): the lane reads exactly the fields their slots declare, in use they
+    are the compiled classes whose structs the lane was built against, the stages' classes are
+    built on them, and no class of theirs declares one of those names again (it would be a field
+    apart from the core's, which the lane does not see)."""
     from spark_kafkawire.wire import cores, frames, tcp
     from spark_kafkawire.compiled import lane_module as ext
 
     assert ext is not None
-    for name, fields in cores.FIELDS.items():
-        c_type = getattr(ext, name)
-        declared = tuple(k for k, v in vars(c_type).items() if type(v).__name__ == "member_descriptor")
-        assert declared == fields, name
-        assert getattr(cores, "_" + name).__slots__ == fields
-    for cls, core in ((tcp.Connection, "ConnCore"), (tcp.HalfStream, "HalfCore"), (frames.Framer, "FramerCore"),
-                      (frames.Accounting, "AcctCore")):
+    slots = declared_slots("cores")
+    assert sorted(ext.FIELDS) == sorted(slots)
+    for name, fields in slots.items():
+        assert ext.FIELDS[name] == fields, name
+        core = getattr(cores, name)
+        assert hasattr(core, "__mypyc_attrs__"), name  # mypyc's class: the struct the lane reads
+        assert all(type(core.__dict__[f]).__name__ == "getset_descriptor" for f in fields), name
+    below = {**declared_slots("tcp"), **declared_slots("frames")}
+    for cls, core in ((tcp.Connection, cores.ConnCore), (tcp.HalfStream, cores.HalfCore), (frames.Framer, cores.FramerCore),
+                      (frames.Accounting, cores.AcctCore)):
         mro = cls.__mro__
-        assert getattr(ext, core) in mro  # the Framer through Resync, its search for frame starts
-        for below in mro[: mro.index(getattr(ext, core))]:
-            assert not set(below.__dict__.get("__slots__", ())) & set(cores.FIELDS[core]), below
+        assert core in mro  # the Framer through Resync, its search for frame starts
+        for sub in mro[: mro.index(core)]:
+            assert not set(below.get(sub.__name__, ())) & set(slots[core.__name__]), sub
     with pytest.raises(TypeError, match="cores"):  # given a class not built on its core, the lane refuses
         ext.Lane({}, None, None, 1, None, object, tcp.HalfStream, frames.Framer, frames.Frame, frames.Accounting,
                  4, tcp.Segment, print, 1 << 16)
@@ -363,9 +379,9 @@ def test_the_lanes_boundary_is_the_cores_fields():
 
 def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
     """Built without a C compiler, or with KAFKAWIRE_PURE_PYTHON=1 when the package is imported
-    (then the extension is not even loaded), HalfStream and Framer keep their counters in plain
-    slots (with it, in the extension's C fields) and the Python stages read everything: the rows
-    are the lane's, in every row shape of every sample capture."""
+    (then the extension is not even loaded), the Python stages read everything: compiled, on the
+    core classes' structs (the lane's fields; here the lane is left out), or as Python, on plain
+    slots. The rows are the lane's, in every row shape of every sample capture."""
     import subprocess
     import sys
 
@@ -376,7 +392,7 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
         "from spark_kafkawire.wire import frames, lane, tcp\n"
         "assert lane.available() == (sys.argv[1] == 'with')\n"
         "print(tcp.HalfStream.__mro__[1].__name__, frames.Resync.__mro__[1].__name__,\n"
-        "      sys.modules.get('spark_kafkawire.wire._lane') is not None)\n"
+        "      hasattr(tcp.HalfStream.__mro__[1], '__mypyc_attrs__'), sys.modules.get('spark_kafkawire.wire._lane') is not None)\n"
         "for shape in ('exchanges', 'messages', 'connections'):\n"
         "    print(shape, spark_kafkawire.read_capture(sys.argv[2], rows=shape).to_pylist())\n"
     )
@@ -384,7 +400,7 @@ def test_without_the_extension_the_python_stages_read_the_same(tmp_path):
     out = {how: subprocess.run([sys.executable, "-c", script, how, str(SAMPLES)], capture_output=True, text=True,
                                check=True, env={**env, "KAFKAWIRE_PURE_PYTHON": "1"} if how == "pure" else env)
            .stdout.split("\n", 1) for how in ("with", "without", "pure")}
-    assert out["with"][0] == "HalfCore FramerCore True" and out["without"][0] == "_HalfCore _FramerCore False"
-    assert out["pure"][0] == "_HalfCore _FramerCore False"  # no compiled code loaded at all
+    assert out["with"][0] == "HalfCore FramerCore True True" and out["without"][0] == "HalfCore FramerCore True False"
+    assert out["pure"][0] == "HalfCore FramerCore False False"  # no compiled code loaded at all
     assert len(out["with"][1]) > 100_000
     assert out["with"][1] == out["without"][1] == out["pure"][1]

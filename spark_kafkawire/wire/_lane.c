@@ -44,118 +44,95 @@
 #define TCP_ACK 0x10
 
 /* ---------------------------------------------------------------------------------------------
- * The boundary with the Python stages: four core types.
+ * The boundary with the Python stages: four core classes.
  *
- * Everything of the Python stages' objects the lane reads or writes is a field of one of these
- * types, declared here and nowhere else: Connection, HalfStream, Framer and Accounting (tcp.py,
- * frames.py) are subclasses of ConnCore, HalfCore, FramerCore and AcctCore, and read and write the
- * same fields as attributes. Without the extension cores.py gives pure Python classes with the same
- * fields (tests/test_lane.py checks the two lists are the same). Besides these fields the lane
- * only calls what Lane's constructor is given (Reassembler.feed), public methods (Framer.data and
- * Framer.cut, OrderedDict.move_to_end, the row builder's count and backlog) and makes the two
- * named tuples it is given (Segment, Frame).
- * Counters the lane moves on every packet are C integers (no int object made per packet); the
- * other fields are objects, exactly as Python stores them.
+ * Everything of the Python stages' objects the lane reads or writes is a field of one of the core
+ * classes of wire/cores.py: ConnCore, HalfCore, FramerCore and AcctCore, the bases of Connection,
+ * HalfStream, Framer and Accounting. mypyc compiles them with the stages, and writes their structs
+ * into the group's header, included here: the lane reads and writes the members the compiled
+ * stages read and write (a field `x` is the member `_x`), so the layout has one source, cores.py.
+ * mypyc stores an `int` field as a tagged integer (CPyTagged: the value shifted left by one, or a
+ * pointer to an int object with the low bit set, for values beyond 62 bits), a `bool` field as a
+ * char (0, 1; 2 when unset) and the others as object pointers (NULL when unset). Besides these
+ * fields the lane only calls what Lane's constructor is given (Reassembler.feed), public methods
+ * (Framer.data and Framer.cut, OrderedDict.move_to_end, the row builder's count and backlog) and
+ * makes the two named tuples it is given (Segment, Frame).
  * ------------------------------------------------------------------------------------------- */
+#include "__native__native.h" /* mypyc's header for the compiled stages (see setup.py) */
 
-/* Each core's fields are listed once, as FIELDS(I, O): I(name, doc) a C integer, O(name, doc) an
- * object. The struct, its members (as Python sees them) and the garbage collector's functions are
- * all made from that list. */
-#define DECLARE_INT(f, doc) long long f;
-#define DECLARE_OBJECT(f, doc) PyObject *f;
-#define INT_MEMBER(f, doc) {#f, T_LONGLONG, offsetof(CORE, f), 0, doc},
-#define OBJECT_MEMBER(f, doc) {#f, T_OBJECT_EX, offsetof(CORE, f), 0, doc},
-#define NOTHING(f, doc)
-#define VISIT_OBJECT(f, doc) Py_VISIT(self->f);
-#define CLEAR_OBJECT(f, doc) Py_CLEAR(self->f);
+typedef spark_kafkawire___wire___cores___ConnCoreObject ConnCore;
+typedef spark_kafkawire___wire___cores___HalfCoreObject HalfCore;
+typedef spark_kafkawire___wire___cores___FramerCoreObject FramerCore;
+typedef spark_kafkawire___wire___cores___AcctCoreObject AcctCore;
 
-/* the struct, members, garbage collector's functions and type of the core CORE with FIELDS */
-#define CORE_TYPE(doc)                                                                                 \
-    typedef struct {                                                                                  \
-        PyObject_HEAD                                                                                 \
-        FIELDS(DECLARE_INT, DECLARE_OBJECT)                                                           \
-    } CORE;                                                                                           \
-    static PyMemberDef CAT(CORE, _members)[] = {FIELDS(INT_MEMBER, OBJECT_MEMBER){NULL}};                  \
-    static int CAT(CORE, _traverse)(CORE *self, visitproc visit, void *arg) {                              \
-        FIELDS(NOTHING, VISIT_OBJECT)                                                                 \
-        return 0;                                                                                     \
-    }                                                                                                 \
-    static int CAT(CORE, _clear)(CORE *self) {                                                             \
-        FIELDS(NOTHING, CLEAR_OBJECT)                                                                 \
-        return 0;                                                                                     \
-    }                                                                                                 \
-    static void CAT(CORE, _dealloc)(CORE *self) {                                                          \
-        PyObject_GC_UnTrack(self);                                                                    \
-        CAT(CORE, _clear)(self);                                                                           \
-        Py_TYPE(self)->tp_free((PyObject *)self);                                                     \
-    }                                                                                                 \
-    static PyTypeObject CAT(CORE, Type) = {                                                                \
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "spark_kafkawire.wire._lane." STR(CORE),                  \
-        .tp_doc = doc,                                                                                \
-        .tp_basicsize = sizeof(CORE),                                                                 \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                    \
-        .tp_traverse = (traverseproc)CAT(CORE, _traverse),                                                 \
-        .tp_clear = (inquiry)CAT(CORE, _clear),                                                            \
-        .tp_dealloc = (destructor)CAT(CORE, _dealloc),                                                     \
-        .tp_new = PyType_GenericNew,                                                                  \
-        .tp_members = CAT(CORE, _members),                                                                 \
-    };
-#define STR_(x) #x
-#define STR(x) STR_(x)
-/* (CAT(CORE, _members) and the like need CORE expanded first) */
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
+/* the fields read or written here, per core (_lane.FIELDS: tests/test_lane.py holds them equal to
+   the cores' __slots__) */
+static const char *const CONN_FIELDS[] = {"done", "self_connected", "opened", "last_ts", "halves", "log", NULL};
+static const char *const HALF_FIELDS[] = {"nxt", "captured", "sink", "base", "pending", "last_ts", NULL};
+static const char *const FRAMER_FIELDS[] = {"pos", "target", "rest_to", "max_frame", "on_frame", "acct", "buf",
+                                            "synced", "first", "disabled", "f_ts", "f_num", "f_off", NULL};
+static const char *const ACCT_FIELDS[] = {"frames", "frame_bytes", NULL};
 
-#define CORE ConnCore
-#define FIELDS(I, O)                                                                                   \
-    O(done, "ended: its packets go to the reassembler")                                               \
-    O(self_connected, "both endpoints the same")                                                      \
-    O(opened, "the listener has been told")                                                           \
-    O(last_ts, "time of its last packet")                                                             \
-    O(halves, "its two HalfStreams, once opened")                                                    \
-    O(log, "the events of the packets the lane took, for its TCP health (a bytearray, see health.py)")
-CORE_TYPE("The fields of a Connection the lane reads and moves.")
-#undef CORE
-#undef FIELDS
-
-#define CORE HalfCore
-#define FIELDS(I, O)                                                                                   \
-    I(nxt, "stream offset of the next byte to deliver")                                               \
-    I(captured, "distinct payload bytes the capture holds")                                           \
-    O(sink, "where the direction's bytes go (a Framer, a TLS direction)")                             \
-    O(base, "sequence number of stream offset 0, or None")                                            \
-    O(pending, "segments waiting for the bytes before them (a list)")                                 \
-    O(last_ts, "time of the direction's last packet")
-CORE_TYPE("The fields of a HalfStream the lane reads and moves.")
-#undef CORE
-#undef FIELDS
-
-#define CORE FramerCore
-#define FIELDS(I, O)                                                                                   \
-    I(pos, "stream offset of the next byte to arrive")                                                \
-    I(target, "bytes the frame in progress needs in all")                                             \
-    I(rest_to, "end of a frame cut by a gap")                                                         \
-    I(max_frame, "largest frame accepted")                                                            \
-    O(on_frame, "called with each Frame")                                                             \
-    O(acct, "the direction's Accounting")                                                             \
-    O(buf, "the frame in progress, size field included (a bytearray)")                                \
-    O(synced, "frame starts are known")                                                               \
-    O(first, "no byte seen yet")                                                                      \
-    O(disabled, "not Kafka: every byte is skipped")                                                   \
-    O(f_ts, "time of the frame in progress")                                                          \
-    O(f_num, "packet number of the frame in progress")                                                \
-    O(f_off, "stream offset of the frame in progress")
-CORE_TYPE("The fields of a Framer the lane reads and moves.")
-#undef CORE
-#undef FIELDS
-
-#define CORE AcctCore
-#define FIELDS(I, O)                                                                                   \
-    I(frames, "complete frames")                                                                      \
-    I(frame_bytes, "bytes of complete frames, size fields included")
-CORE_TYPE("The counters of an Accounting the lane moves.")
-#undef CORE
-#undef FIELDS
+/* tagged integers (mypyc's CPyTagged) */
+#define TAG_MIN (PY_SSIZE_T_MIN >> 1)
+#define TAG_MAX (PY_SSIZE_T_MAX >> 1)
+/* a tagged field's value: 0, or -1 (and no error) when it is unset or beyond 62 bits */
+static inline int tag_get(CPyTagged t, long long *out) {
+    if (t & 1) return -1;
+    *out = (long long)((Py_ssize_t)t >> 1);
+    return 0;
+}
+/* set a tagged field to v: 0, or -1 with an error */
+static inline int tag_set(CPyTagged *field, long long v) {
+    CPyTagged old = *field, t;
+    if (v >= TAG_MIN && v <= TAG_MAX) {
+        t = (CPyTagged)((Py_ssize_t)v * 2);
+    } else {
+        PyObject *o = PyLong_FromLongLong(v);
+        if (o == NULL) return -1;
+        t = (CPyTagged)o | 1;
+    }
+    *field = t;
+    if ((old & 1) && old != 1) Py_DECREF((PyObject *)(old & ~(CPyTagged)1));
+    return 0;
+}
+/* set a tagged field to an int object's value: 0, or -1 with an error */
+static inline int tag_set_obj(CPyTagged *field, PyObject *v) {
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) return tag_set(field, x);
+    CPyTagged old = *field;
+    Py_INCREF(v);
+    *field = (CPyTagged)v | 1;
+    if ((old & 1) && old != 1) Py_DECREF((PyObject *)(old & ~(CPyTagged)1));
+    return 0;
+}
+/* a tagged field's value as an int object (a new reference), NULL with an error when unset */
+static inline PyObject *tag_obj(CPyTagged t) {
+    if (!(t & 1)) return PyLong_FromSsize_t((Py_ssize_t)t >> 1);
+    if (t == 1) {
+        PyErr_SetString(PyExc_AttributeError, "a core's integer field is unset");
+        return NULL;
+    }
+    PyObject *o = (PyObject *)(t & ~(CPyTagged)1);
+    Py_INCREF(o);
+    return o;
+}
+/* add d to a tagged field: 0, or -1 with an error (an int object there, beyond 62 bits, is added to
+   by Python's arithmetic) */
+static inline int tag_add(CPyTagged *field, long long d) {
+    long long v;
+    if (!tag_get(*field, &v) && v <= TAG_MAX - d) return tag_set(field, v + d);
+    PyObject *o = tag_obj(*field), *dd = PyLong_FromLongLong(d), *sum = NULL;
+    if (o != NULL && dd != NULL) sum = PyNumber_Add(o, dd);
+    Py_XDECREF(o);
+    Py_XDECREF(dd);
+    if (sum == NULL) return -1;
+    int r = tag_set_obj(field, sum);
+    Py_DECREF(sum);
+    return r;
+}
 
 #define CC(o) ((ConnCore *)(o))
 #define HC(o) ((HalfCore *)(o))
@@ -173,6 +150,7 @@ typedef struct {
     long long batch_limit, min_frame;
     long long log_limit; /* a connection's event log this long: its packets go to the reassembler */
     long long taken;    /* packets taken so far (the tests check the lane is used) */
+    long long cut;      /* frames it cut itself so far (likewise) */
 } Lane;
 
 static PyObject *s_move_to_end, *s_data, *s_count, *s_backlog, *s_cut;
@@ -193,6 +171,25 @@ static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->feed);
     Py_XDECREF(self->ports);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* 0 when cls is built on the core class `name` of wire/cores.py as compiled by mypyc (the struct
+   this file was compiled against: a compiled class, of that size); -1 with a TypeError otherwise */
+static int check_core(PyObject *cls, const char *name, size_t size) {
+    PyObject *mod = PyImport_ImportModule("spark_kafkawire.wire.cores");
+    if (mod == NULL) return -1;
+    PyObject *core = PyObject_GetAttrString(mod, name);
+    Py_DECREF(mod);
+    if (core == NULL) return -1;
+    int ok = PyType_Check(core) && PyObject_HasAttrString(core, "__mypyc_attrs__") &&
+             (size_t)((PyTypeObject *)core)->tp_basicsize == size && PyType_Check(cls) &&
+             PyType_IsSubtype((PyTypeObject *)cls, (PyTypeObject *)core);
+    Py_DECREF(core);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "the lane takes subclasses of the compiled cores (%s)", name);
+        return -1;
+    }
+    return 0;
 }
 
 static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
@@ -223,14 +220,9 @@ static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "ports: None or an 8192-byte bitmap");
         return -1;
     }
-    if (!PyType_Check(ct) || !PyType_IsSubtype((PyTypeObject *)ct, &ConnCoreType) || !PyType_Check(ht) ||
-        !PyType_IsSubtype((PyTypeObject *)ht, &HalfCoreType) || !PyType_Check(ft) ||
-        !PyType_IsSubtype((PyTypeObject *)ft, &FramerCoreType) || !PyType_Check(at) ||
-        !PyType_IsSubtype((PyTypeObject *)at, &AcctCoreType)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "Connection, HalfStream, Framer and Accounting: subclasses of the lane's cores");
+    if (check_core(ct, "ConnCore", sizeof(ConnCore)) < 0 || check_core(ht, "HalfCore", sizeof(HalfCore)) < 0 ||
+        check_core(ft, "FramerCore", sizeof(FramerCore)) < 0 || check_core(at, "AcctCore", sizeof(AcctCore)) < 0)
         return -1;
-    }
 #define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
     KEEP(table, table);
     KEEP(live, live);
@@ -328,9 +320,8 @@ static int lookup(Lane *self, RunState *rs, const unsigned char *src, const unsi
     return 1;
 }
 
-static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
-    Py_INCREF(ts);
-    SET_FIELD(CC(conn)->last_ts, ts);
+static int touch(Lane *self, RunState *rs, PyObject *conn, long long ts_ns) {
+    if (tag_set(&CC(conn)->_last_ts, ts_ns) < 0) return -1;
     if (rs->last_moved == conn) return 0; /* already the last: moving it again changes nothing */
     PyObject *r = PyObject_CallMethodOneArg(self->live, s_move_to_end, conn);
     if (r == NULL) return -1;
@@ -341,14 +332,14 @@ static int touch(Lane *self, RunState *rs, PyObject *conn, PyObject *ts) {
 
 /* may the lane take a packet of this connection: its event log is a bytearray with room */
 static int log_room(Lane *self, PyObject *conn) {
-    PyObject *log = CC(conn)->log;
+    PyObject *log = CC(conn)->_log;
     return log != NULL && PyByteArray_CheckExact(log) && PyByteArray_GET_SIZE(log) < self->log_limit;
 }
 
 /* append a taken packet's event to its connection's log (health.EVENT: little-endian "<qIIIHBB") */
 static int log_event(PyObject *conn, long long ts_ns, unsigned long seq, unsigned long ack, Py_ssize_t len,
                      unsigned win, unsigned flags, int dir) {
-    PyObject *log = CC(conn)->log;
+    PyObject *log = CC(conn)->_log;
     Py_ssize_t n = PyByteArray_GET_SIZE(log);
     if (PyByteArray_Resize(log, n + 24) < 0) return -1;
     unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(log) + n;
@@ -396,7 +387,7 @@ static PyObject *new_frame(Lane *self, PyObject *ts, PyObject *num, PyObject *of
 
 /* the framer as cut found it: synced, enabled, nothing held back by a gap, this buffer */
 static int framing_as_before(Lane *self, PyObject *fr, PyObject *buf) {
-    return FC(fr)->buf == buf && FC(fr)->synced == Py_True && FC(fr)->disabled == Py_False && FC(fr)->rest_to == 0;
+    return FC(fr)->_buf == buf && FC(fr)->_synced == 1 && FC(fr)->_disabled == 0 && FC(fr)->_rest_to == 0;
 }
 
 /* size field of a frame: 4 bytes, the first `had` of them in the frame buffer */
@@ -430,14 +421,12 @@ static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, l
    state, or a size field the chunk completes is out of bounds, which loses sync), -1 error. */
 static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssize_t n, PyObject *ts, PyObject *num) {
     long long target, fpos, maxf;
-    PyObject *buf = FC(fr)->buf, *acct = FC(fr)->acct, *on_frame = FC(fr)->on_frame;
-    if (FC(fr)->first != Py_False || buf == NULL || !PyByteArray_CheckExact(buf) ||
+    PyObject *buf = FC(fr)->_buf, *acct = FC(fr)->_acct, *on_frame = FC(fr)->_on_frame;
+    if (FC(fr)->_first != 0 || buf == NULL || !PyByteArray_CheckExact(buf) ||
         !framing_as_before(self, fr, buf) || acct == NULL || !Py_IS_TYPE(acct, (PyTypeObject *)self->acct_type) ||
-        on_frame == NULL)
+        on_frame == NULL || tag_get(FC(fr)->_target, &target) || tag_get(FC(fr)->_pos, &fpos) ||
+        tag_get(FC(fr)->_max_frame, &maxf))
         return 0;
-    target = FC(fr)->target;
-    fpos = FC(fr)->pos;
-    maxf = FC(fr)->max_frame;
     /* first, without changing anything: every size field the chunk completes is within bounds */
     Py_ssize_t p = 0, held = PyByteArray_GET_SIZE(buf);
     long long tg = target;
@@ -466,7 +455,7 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
         tg = 4;
     }
     /* then the loop's effects, in its order */
-    FC(fr)->pos = fpos + n;
+    if (tag_set(&FC(fr)->_pos, fpos + n) < 0) return -1;
     p = 0;
     while (p < n) {
         if (p > 0 && !framing_as_before(self, fr, buf)) { /* an on_frame changed the framer: its way */
@@ -485,11 +474,12 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             if (n - p >= 4) {
                 size = (long long)(int32_t)u32be(c + p);
                 if (n - p - 4 >= size) { /* the whole frame is in this chunk */
-                    AC(acct)->frames += 1;
-                    AC(acct)->frame_bytes += 4 + size;
+                    if (tag_add(&AC(acct)->_frames, 1) < 0 || tag_add(&AC(acct)->_frame_bytes, 4 + size) < 0)
+                        return -1;
                     PyObject *f = new_frame(self, ts, num, PyLong_FromLongLong(fpos + p), PyLong_FromLongLong(size),
                                             PyBytes_FromStringAndSize((const char *)c + p + 4, (Py_ssize_t)size), ts);
                     if (f == NULL) return -1;
+                    self->cut += 1;
                     PyObject *r = PyObject_CallOneArg(on_frame, f);
                     Py_DECREF(f);
                     if (r == NULL) return -1;
@@ -500,46 +490,54 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             }
             PyObject *off = PyLong_FromLongLong(fpos + p);
             if (off == NULL) return -1;
-            FC(fr)->target = n - p >= 4 ? 4 + size : 4;
-            Py_INCREF(ts);
-            SET_FIELD(FC(fr)->f_ts, ts);
-            Py_INCREF(num);
-            SET_FIELD(FC(fr)->f_num, num);
-            SET_FIELD(FC(fr)->f_off, off);
+            int bad = tag_set(&FC(fr)->_target, n - p >= 4 ? 4 + size : 4) < 0 ||
+                      tag_set_obj(&FC(fr)->_f_ts, ts) < 0 || tag_set_obj(&FC(fr)->_f_num, num) < 0 ||
+                      tag_set_obj(&FC(fr)->_f_off, off) < 0;
+            Py_DECREF(off);
+            if (bad) return -1;
             return frame_append(buf, c + p, n - p, n - p >= 4 ? 4 + size : 4) < 0 ? -1 : 1;
         }
         /* continue the frame in progress */
-        tg = FC(fr)->target;
+        if (tag_get(FC(fr)->_target, &tg)) {
+            PyErr_SetString(PyExc_RuntimeError, "a framer's target beyond 62 bits");
+            return -1;
+        }
         Py_ssize_t take = tg - held < n - p ? (Py_ssize_t)(tg - held) : n - p;
         if (frame_append(buf, c + p, take, tg) < 0) return -1;
         p += take;
         if (held + take < tg) return 1;
         if (tg == 4) { /* its size field is now complete (checked above) */
-            FC(fr)->target = 4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf));
+            if (tag_set(&FC(fr)->_target, 4 + (long long)(int32_t)u32be((const unsigned char *)PyByteArray_AS_STRING(buf))) < 0)
+                return -1;
             continue;
         }
-        AC(acct)->frames += 1;
-        AC(acct)->frame_bytes += tg;
-        PyObject *ft = FC(fr)->f_ts, *fn = FC(fr)->f_num, *fo = FC(fr)->f_off;
-        if (ft == NULL || fn == NULL || fo == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "frame in progress without its start");
+        if (tag_add(&AC(acct)->_frames, 1) < 0 || tag_add(&AC(acct)->_frame_bytes, tg) < 0) return -1;
+        PyObject *ft = tag_obj(FC(fr)->_f_ts), *fn = ft ? tag_obj(FC(fr)->_f_num) : NULL;
+        PyObject *fo = fn ? tag_obj(FC(fr)->_f_off) : NULL;
+        if (fo == NULL) {
+            Py_XDECREF(ft);
+            Py_XDECREF(fn);
             return -1;
         }
         /* the buffer becomes the frame's data (its size field dropped by moving its start) and
            the framer takes a new one, as cut does */
         PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
-        if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0) {
+        if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0 || tag_set(&FC(fr)->_target, 4) < 0) {
             Py_XDECREF(fresh);
+            Py_DECREF(ft);
+            Py_DECREF(fn);
+            Py_DECREF(fo);
             return -1;
         }
         PyObject *data = buf;
-        Py_INCREF(data); /* new_frame takes this reference; SET_FIELD drops the framer's */
-        Py_INCREF(fo);
+        Py_INCREF(data); /* new_frame takes this reference (and fo's); SET_FIELD drops the framer's */
         buf = fresh;
-        SET_FIELD(FC(fr)->buf, fresh);
-        FC(fr)->target = 4;
+        SET_FIELD(FC(fr)->_buf, fresh);
         PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data, ts);
+        Py_DECREF(ft);
+        Py_DECREF(fn);
         if (f == NULL) return -1;
+        self->cut += 1;
         PyObject *r = PyObject_CallOneArg(on_frame, f);
         Py_DECREF(f);
         if (r == NULL) return -1;
@@ -683,60 +681,55 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
     int found = lookup(self, rs, src, dst, alen, sport, dport, &conn, &dir);
     if (found < 0) return FAILED;
     if (!found) FEED;
-    if (CC(conn)->done != Py_False || CC(conn)->self_connected != Py_False || !log_room(self, conn)) FEED;
+    if (CC(conn)->_done != 0 || CC(conn)->_self_connected != 0 || !log_room(self, conn)) FEED;
     /* a pure acknowledgement of a connection that carried payload: the connection is only touched
        (before that, the reassembler reads it: it may be the handshake's last step, see Connection.handshake) */
-    if (wire_len == 0 && CC(conn)->opened == Py_True) {
+    if (wire_len == 0 && CC(conn)->_opened == 1) {
         if (log_event(conn, ts_ns, seq, ack, 0, win, flags, dir) < 0) return FAILED;
-        PyObject *ts = PyLong_FromLongLong(ts_ns);
-        if (ts == NULL) return FAILED;
-        int r = touch(self, rs, conn, ts);
-        Py_DECREF(ts);
-        return r < 0 ? FAILED : TAKEN;
+        return touch(self, rs, conn, ts_ns) < 0 ? FAILED : TAKEN;
     }
     if (caplen != wire_len) FEED; /* cut by the snaplen */
-    if (CC(conn)->opened != Py_True) FEED;
-    PyObject *halves = CC(conn)->halves;
+    if (CC(conn)->_opened != 1) FEED;
+    PyObject *halves = CC(conn)->_halves;
     if (halves == NULL || !PyList_CheckExact(halves) || PyList_GET_SIZE(halves) != 2) FEED;
     PyObject *half = PyList_GET_ITEM(halves, dir), *other = PyList_GET_ITEM(halves, 1 - dir);
     if (!Py_IS_TYPE(half, (PyTypeObject *)self->half_type) || !Py_IS_TYPE(other, (PyTypeObject *)self->half_type))
         FEED;
-    if ((flags & TCP_ACK) && !empty_list(HC(other)->pending)) FEED;
-    if (!empty_list(HC(half)->pending)) FEED;
+    if ((flags & TCP_ACK) && !empty_list(HC(other)->_pending)) FEED;
+    if (!empty_list(HC(half)->_pending)) FEED;
     long long base, nxt, captured;
-    if (small_int(HC(half)->base, &base)) FEED;
-    nxt = HC(half)->nxt;
-    captured = HC(half)->captured;
+    if (small_int(HC(half)->_base, &base) || tag_get(HC(half)->_nxt, &nxt) || tag_get(HC(half)->_captured, &captured) ||
+        captured > TAG_MAX - wire_len || nxt > TAG_MAX - wire_len)
+        FEED;
     if ((((unsigned long long)seq - (unsigned long long)base - (unsigned long long)nxt) & 0xFFFFFFFFull) != 0)
         FEED;
-    PyObject *sink = HC(half)->sink;
+    PyObject *sink = HC(half)->_sink;
     if (sink == NULL || sink == Py_None) FEED;
     /* inside a frame in progress (Framer.data's first branch): the bytes join its buffer */
     int append = 0;
     PyObject *fbuf = NULL;
     long long target = 0, fpos = 0;
     if (Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type)) {
-        fbuf = FC(sink)->buf;
-        target = FC(sink)->target;
-        fpos = FC(sink)->pos;
-        if (FC(sink)->rest_to == 0 && fbuf != NULL && PyByteArray_CheckExact(fbuf) &&
+        fbuf = FC(sink)->_buf;
+        if (tag_get(FC(sink)->_target, &target) || tag_get(FC(sink)->_pos, &fpos)) FEED;
+        if (FC(sink)->_rest_to == 0 && fbuf != NULL && PyByteArray_CheckExact(fbuf) &&
             PyByteArray_GET_SIZE(fbuf) > 0 && target > 4 && wire_len < target - PyByteArray_GET_SIZE(fbuf))
             append = 1;
     }
     /* taken: from here on, the Python stages' effects, in their order */
     if (log_event(conn, ts_ns, seq, ack, wire_len, win, flags, dir) < 0) return FAILED;
-    PyObject *ts = PyLong_FromLongLong(ts_ns);
-    if (ts == NULL) return FAILED;
-    if (touch(self, rs, conn, ts) < 0) goto fail;
-    Py_INCREF(ts);
-    SET_FIELD(HC(half)->last_ts, ts);
-    HC(half)->captured = captured + wire_len;
+    if (touch(self, rs, conn, ts_ns) < 0 || tag_set(&HC(half)->_last_ts, ts_ns) < 0 ||
+        tag_set(&HC(half)->_captured, captured + wire_len) < 0)
+        return FAILED;
     const unsigned char *payload = d + start;
     int result = TAKEN;
+    PyObject *ts = NULL;
     if (append) {
-        if (frame_append(fbuf, payload, wire_len, target) < 0) goto fail;
-        FC(sink)->pos = fpos + wire_len;
+        if (frame_append(fbuf, payload, wire_len, target) < 0 || tag_set(&FC(sink)->_pos, fpos + wire_len) < 0)
+            return FAILED;
     } else {
+        ts = PyLong_FromLongLong(ts_ns);
+        if (ts == NULL) return FAILED;
         PyObject *num = PyLong_FromLongLong(number);
         if (num == NULL) goto fail;
         int framed = Py_IS_TYPE(sink, (PyTypeObject *)self->framer_type) ?
@@ -765,13 +758,15 @@ static int take(Lane *self, RunState *rs, const unsigned char *d, Py_ssize_t dl,
         if (due < 0) goto fail;
         if (due) result = TAKEN_FLUSH;
         /* the sink may have read or changed the stream's offset: take it again */
-        nxt = HC(half)->nxt;
+        Py_CLEAR(ts);
+        if (tag_get(HC(half)->_nxt, &nxt) || nxt > TAG_MAX - wire_len) {
+            PyErr_SetString(PyExc_RuntimeError, "a stream offset beyond 62 bits");
+            return FAILED;
+        }
     }
-    HC(half)->nxt = nxt + wire_len;
-    Py_DECREF(ts);
-    return result;
+    return tag_set(&HC(half)->_nxt, nxt + wire_len) < 0 ? FAILED : result;
 fail:
-    Py_DECREF(ts);
+    Py_XDECREF(ts);
     return FAILED;
 }
 #undef FEED
@@ -924,6 +919,7 @@ static PyMethodDef Lane_methods[] = {
 
 static PyMemberDef Lane_members[] = {
     {"taken", T_LONGLONG, offsetof(Lane, taken), READONLY, "packets taken so far"},
+    {"cut", T_LONGLONG, offsetof(Lane, cut), READONLY, "frames it cut itself so far"},
     {NULL},
 };
 
@@ -944,9 +940,7 @@ static PyTypeObject LaneType = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__lane(void) {
-    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&ConnCoreType) < 0 || PyType_Ready(&HalfCoreType) < 0 ||
-        PyType_Ready(&FramerCoreType) < 0 || PyType_Ready(&AcctCoreType) < 0)
-        return NULL;
+    if (PyType_Ready(&LaneType) < 0) return NULL;
     s_move_to_end = PyUnicode_InternFromString("move_to_end");
     s_data = PyUnicode_InternFromString("data");
     s_count = PyUnicode_InternFromString("count");
@@ -961,10 +955,24 @@ PyMODINIT_FUNC PyInit__lane(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "ConnCore", (PyObject *)&ConnCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "HalfCore", (PyObject *)&HalfCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "FramerCore", (PyObject *)&FramerCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "AcctCore", (PyObject *)&AcctCoreType) < 0) {
+    /* FIELDS: core -> the fields read or written here */
+    PyObject *fields = PyDict_New();
+    const char *const *lists[] = {CONN_FIELDS, HALF_FIELDS, FRAMER_FIELDS, ACCT_FIELDS};
+    const char *names[] = {"ConnCore", "HalfCore", "FramerCore", "AcctCore"};
+    for (int i = 0; fields != NULL && i < 4; i++) {
+        Py_ssize_t n = 0;
+        while (lists[i][n] != NULL) n++;
+        PyObject *t = PyTuple_New(n);
+        for (Py_ssize_t k = 0; t != NULL && k < n; k++) {
+            PyObject *f = PyUnicode_FromString(lists[i][k]);
+            if (f == NULL) Py_CLEAR(t);
+            else PyTuple_SET_ITEM(t, k, f);
+        }
+        if (t == NULL || PyDict_SetItemString(fields, names[i], t) < 0) Py_CLEAR(fields);
+        Py_XDECREF(t);
+    }
+    if (fields == NULL || PyModule_AddObject(m, "FIELDS", fields) < 0) {
+        Py_XDECREF(fields);
         Py_DECREF(m);
         return NULL;
     }

@@ -76,12 +76,7 @@ class Resync(FramerCore):
     scan_base: int  # stream offset of scan[0]
     scan_marks: list[tuple[int, int, int]]  # (index in scan, ts, packet number) per chunk
     scan_from: int  # first index of scan not yet ruled out
-    # FramerCore's fields this part reads and moves (set by the Framer)
-    max_frame: int
-    synced: bool
-    disabled: bool
-    target: int
-    acct: Accounting
+    # (it reads and moves FramerCore's max_frame, synced, disabled, target and acct: set by the Framer)
 
     def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:  # the Framer's
         raise NotImplementedError
@@ -228,7 +223,7 @@ class Framer(Resync):
         self.f_ts = self.f_num = self.f_off = 0
         self.scan = bytearray()  # bytes held while looking for a frame boundary
         self.scan_base = 0  # stream offset of scan[0]
-        self.scan_marks: list[tuple[int, int, int]] = []  # (index in scan, ts, packet number) per chunk
+        self.scan_marks = []  # (index in scan, ts, packet number) per chunk
         self.scan_from = 0  # first index of scan not yet ruled out
         self.rest_to = 0  # bytes before this stream offset belong to a frame cut by a gap (reported)
 

@@ -74,6 +74,11 @@ class FastLane:
         """Packets taken so far."""
         return self.lane.taken
 
+    @property
+    def cut(self) -> int:
+        """Frames it cut itself so far."""
+        return self.lane.cut
+
     def _until(self) -> int:
         # the reassembler's linger rule, as a time the lane compares each packet's with (clamped to
         # 64 bits: a damaged file's times may lie beyond them, and the lane takes no such packet)

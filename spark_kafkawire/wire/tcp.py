@@ -105,9 +105,9 @@ class HalfStream(HalfCore):
         # data, so the hot paths call it unchecked (and base likewise, set by the first segment)
         self.sink = sink
         self.started = False  # its SYN was seen
-        self.base: int | None = None  # sequence number of stream offset 0
+        self.base = None  # sequence number of stream offset 0
         self.nxt = 0  # stream offset of the next byte to deliver
-        self.pending: list[Queued] = []  # sorted by offset, never overlapping
+        self.pending = []  # sorted by offset, never overlapping
         self.pending_bytes = 0
         self.max_pending = max_pending
         self.fin = False
@@ -297,7 +297,7 @@ class Connection(ConnCore):
         self.first_ts = ts
         self.last_ts = ts
         self.first_number = number
-        self.halves: list[HalfStream] = []
+        self.halves = []
         self.isn: list[int | None] = [None, None]
         self.rst = False
         self.reset_by: int | None = None  # the direction whose RST ended it
@@ -316,7 +316,7 @@ class Connection(ConnCore):
         self.shake_unclear: str | None = None
         # its TCP health (health.py), and the events the fast lane took for it, not yet read there
         self.health = Health()
-        self.log: bytearray | None = None  # made when it first carries payload: the lane takes no packet before
+        self.log = None  # made when it first carries payload: the lane takes no packet before
 
     def round_trip(self) -> tuple[int | None, str | None]:
         """The handshake's round trip (ns, SYN to the ACK of the SYN-ACK: tshark's initial RTT) and
