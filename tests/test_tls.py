@@ -439,3 +439,38 @@ def test_filters_shares_and_the_streaming_source_read_tls_as_the_whole(tmp_path)
     assert {r["capture_file"] for r in streamed} == {str(d / "cap.pcap")}
     unfiled = lambda rows: ordered([{k: v for k, v in r.items() if k != "capture_file"} for r in rows])  # noqa: E731
     assert unfiled(streamed) == unfiled(whole)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64).map(lambda b: b.replace(b"\x18", b"\x17")), st.integers(0, 70))
+def test_the_next_record_header_is_where_a_byte_by_byte_search_finds_it(junk, pos):
+    """next_header (a regular expression, then the length check) stops where testing every offset
+    in turn would: the first whole record header, else where fewer than five bytes are left."""
+    from spark_kafkawire.tls.guess import next_header, record_length
+
+    for b in (junk, junk + b"\x17\x03\x03\x00\x10", junk + b"\x16\x03\x01\xff\xff" + junk):
+        i = pos
+        while i + 5 <= len(b) and record_length(b, i) < 0:
+            i += 1
+        assert next_header(b, pos) == i
+
+
+def test_a_record_is_found_among_its_candidate_sequence_numbers():
+    """RecordKeys.find narrows the candidates by one key stream byte each, then opens those: it
+    finds the sequence number a TLS 1.3 record was sealed under (checked against the record sealed
+    by cryptography itself), for every inner content type, and none outside the range."""
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from spark_kafkawire.tls.keys import RecordKeys
+
+    key, iv = os.urandom(32), os.urandom(12)
+    keys = RecordKeys("gcm", key, iv, True)
+    for seq, inner in ((5, b"\x17"), (4095, b"\x16"), (70000, b"\x15" + b"\x00" * 7)):
+        plain = os.urandom(300) + inner
+        header = b"\x17\x03\x03" + (len(plain) + 16).to_bytes(2, "big")
+        nonce = (int.from_bytes(iv, "big") ^ seq).to_bytes(12, "big")
+        sealed = AESGCM(key).encrypt(nonce, plain, header)
+        assert keys.find(header, sealed, max(0, seq - 1000), 4096) == seq
+        assert keys.find(header, sealed, seq + 1, 4096) is None
+        assert keys.open(header, sealed, seq) == plain

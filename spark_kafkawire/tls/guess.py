@@ -9,6 +9,7 @@ record header): a plaintext Kafka stream that merely starts like a record header
 
 from __future__ import annotations
 
+import re
 from struct import Struct
 from typing import Callable
 
@@ -19,6 +20,8 @@ RECORD_VERSIONS = {0: "SSL 3.0", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2 or 1.3"
 HANDSHAKE, CHANGE_CIPHER_SPEC, ALERT, APPLICATION_DATA = 22, 20, 21, 23
 
 _U16 = Struct("!H")
+#: where a record header may start: a content type, then a version 3.x (CONTENT_TYPES, RECORD_VERSIONS)
+_HEADER_START = re.compile(rb"[\x14-\x17]\x03[\x00-\x04]")
 
 
 def record_header(chunk: bytes | bytearray, pos: int = 0) -> str | None:
@@ -36,6 +39,20 @@ def record_length(b: bytes | bytearray, pos: int) -> int:
         return -1
     n = _U16.unpack_from(b, pos + 3)[0]
     return n if n <= MAX_RECORD else -1
+
+
+def next_header(b: bytes | bytearray, pos: int) -> int:
+    """The first offset from ``pos`` on where a record header lies whole (record_length >= 0), or,
+    where none does, the first from which fewer than five bytes are left."""
+    stop = max(pos, len(b) - 4)
+    while True:
+        m = _HEADER_START.search(b, pos, len(b) - 2)
+        if m is None or m.start() >= stop:
+            return stop
+        pos = m.start()
+        if record_length(b, pos) >= 0:
+            return pos
+        pos += 1
 
 
 def header_prefix(b: bytes | bytearray, pos: int) -> bool:

@@ -16,6 +16,15 @@ from .suites import SUITES, TLS13_SUITES
 TLS13 = 0x0304
 #: the last byte of a TLS 1.3 record's inner plaintext: its content type, or zero padding
 _INNER_LAST = frozenset({0, 21, 22, 23})
+_MARKS: dict[int, bytes] = {}
+
+
+def _inner_marks(byte: int) -> bytes:
+    """A translation table: key stream byte k -> 1 where byte ^ k is in _INNER_LAST, else 0."""
+    table = _MARKS.get(byte)
+    if table is None:
+        table = _MARKS[byte] = bytes(1 if byte ^ k in _INNER_LAST else 0 for k in range(256))
+    return table
 _SEQ = Struct("!Q")
 
 
@@ -124,12 +133,16 @@ class RecordKeys:
         last = len(payload) - 17  # the last plaintext byte
         counter = (last // 16 + 2).to_bytes(4, "big")
         iv = int.from_bytes(self.iv, "big")
-        blocks = b"".join((iv ^ seq).to_bytes(12, "big") + counter for seq in range(first, first + count))
+        blocks = b"".join([(iv ^ seq).to_bytes(12, "big") + counter for seq in range(first, first + count)])
         stream = Cipher(algorithms.AES(self.key), modes.ECB()).encryptor().update(blocks)
-        byte, at = payload[last], last % 16
-        for i in range(count):
-            if byte ^ stream[16 * i + at] in _INNER_LAST and self.open(header, payload, first + i) is not None:
+        # each candidate's key stream byte for the last plaintext byte, marked where it decrypts that
+        # byte to an inner content type or padding
+        marks = stream[last % 16::16].translate(_inner_marks(payload[last]))
+        i = marks.find(1)
+        while i >= 0:
+            if self.open(header, payload, first + i) is not None:
                 return first + i
+            i = marks.find(1, i + 1)
         return None
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .guess import APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, record_length
+from .guess import (APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, next_header,
+                    record_length)
 from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
 from .keys import TLS13, Keys, next_secret, suite_fits, tls13_keys
 from .suites import SUITES
@@ -182,8 +183,7 @@ class RecordStream:
         keys = self.keys if self.encrypted else None
         i = self.scan_from
         while True:
-            while i + 5 <= len(buf) and record_length(buf, i) < 0:
-                i += 1
+            i = next_header(buf, i)
             if i + 5 > len(buf):  # no header here: keep only what may begin one
                 while i < len(buf) and not header_prefix(buf, i):
                     i += 1
