@@ -9,17 +9,16 @@ number and a zero byte, base64-encoded after ``1:``
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import struct
+from binascii import b2a_base64
+from hashlib import sha1
 
 TCP = 6
-_PORTS = struct.Struct("!HH")
 
 
 def community_id(a_ip: bytes, a_port: int, b_ip: bytes, b_port: int, proto: int = TCP, seed: int = 0) -> str:
     """The Community ID (v1) of a flow between two endpoints (addresses as their 4 or 16 bytes)."""
-    if (b_ip, b_port) < (a_ip, a_port):
+    if b_ip < a_ip or b_ip == a_ip and b_port < a_port:
         a_ip, a_port, b_ip, b_port = b_ip, b_port, a_ip, a_port
-    data = seed.to_bytes(2, "big") + a_ip + b_ip + bytes((proto, 0)) + _PORTS.pack(a_port, b_port)
-    return "1:" + base64.b64encode(hashlib.sha1(data, usedforsecurity=False).digest()).decode()
+    data = b"".join((seed.to_bytes(2, "big"), a_ip, b_ip, bytes((proto, 0, a_port >> 8, a_port & 0xFF, b_port >> 8,
+                                                                   b_port & 0xFF))))
+    return "1:" + b2a_base64(sha1(data, usedforsecurity=False).digest(), newline=False).decode()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from operator import itemgetter
 from collections import OrderedDict, deque
-from typing import Iterator, NamedTuple, Protocol
+from typing import Final, Iterator, NamedTuple, Protocol
 
 from .cores import ConnCore, HalfCore
 from .health import Health
@@ -34,6 +34,9 @@ from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 MASK32 = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
 MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
+#: the holes of a direction before its first gap: everything before its first byte (one list shared
+#: by every direction until then, never changed: a direction's first gap makes it a list of its own)
+BEFORE_START: Final[list[list]] = [[-(1 << 62), 0, False]]
 _offset_of = itemgetter(0)  # a queued segment's stream offset
 DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
@@ -115,7 +118,7 @@ class HalfStream(HalfCore):
         self.captured = 0
         # stream offset ranges below nxt never captured: [start, end, reported as a gap]; the first
         # is everything before offset 0 (before the first byte seen)
-        self.holes: list[list] = [[-(1 << 62), 0, False]]
+        self.holes: list[list] = BEFORE_START
         self.last_ts = 0
 
     def start(self, isn_next: int) -> None:
@@ -191,6 +194,8 @@ class HalfStream(HalfCore):
         return got, reported
 
     def _hole(self, start: int, end: int) -> None:
+        if self.holes is BEFORE_START:
+            self.holes = [list(h) for h in BEFORE_START]
         self.holes.append([start, end, True])
         if len(self.holes) > MAX_HOLES:  # forget the oldest gap: a late copy of it counts as a duplicate
             del self.holes[1]
