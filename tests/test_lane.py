@@ -34,9 +34,8 @@ def _opts(shape: str, **more) -> dict:
     return {"rows": shape, **({"includeRecords": "true"} if shape == "records" else {}), **more}
 
 
-def both_ways(monkeypatch, path: Path, shape: str = "exchanges", predicate=None, share=None, **more) -> int:
-    """Read ``path`` with the lane and without it; assert the same batches; return the packets the
-    lane took."""
+def lanes_made(monkeypatch) -> list:
+    """The lanes the reads that follow make (FastLane: what each took and cut)."""
     made = []
     real_make = lane_module.make
 
@@ -47,6 +46,13 @@ def both_ways(monkeypatch, path: Path, shape: str = "exchanges", predicate=None,
         return fast
 
     monkeypatch.setattr(lane_module, "make", recording)
+    return made
+
+
+def both_ways(monkeypatch, path: Path, shape: str = "exchanges", predicate=None, share=None, **more) -> int:
+    """Read ``path`` with the lane and without it; assert the same batches; return the packets the
+    lane took."""
+    made = lanes_made(monkeypatch)
     monkeypatch.delenv("KAFKAWIRE_PURE_PYTHON", raising=False)
     fast = list(iter_batches(str(path), _opts(shape, **more), predicate, share))
     monkeypatch.setenv("KAFKAWIRE_PURE_PYTHON", "1")
@@ -109,14 +115,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int]:
     from spark_kafkawire.decode import exchanges
 
     seen: list = []
-    made = []
-    real_make = lane_module.make
-
-    def recording(*a, **k):
-        fast = real_make(*a, **k)
-        if fast is not None:
-            made.append(fast)
-        return fast
+    made = lanes_made(monkeypatch)
     counts = declared_slots("cores")["AcctCore"] + declared_slots("frames")["Accounting"]  # every count of a framer's accounting
     real_opened, real_closed = exchanges.Decoder.opened, exchanges.Decoder.closed
 
@@ -136,7 +135,6 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int]:
 
     monkeypatch.setattr(exchanges.Decoder, "opened", opened)
     monkeypatch.setattr(exchanges.Decoder, "closed", closed)
-    monkeypatch.setattr(lane_module, "make", recording)
     runs = []
     for pure in (False, True):
         if pure:
