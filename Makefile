@@ -62,8 +62,9 @@ demo: setup
 # everything, in three runs: the tests that start no Spark, cluster or S3 server over both cores
 # (pytest-xdist), with the compiled parts and again with none (KAFKAWIRE_PURE_PYTHON=1, as an
 # install without a compiler runs), then those that start servers, one at a time (one
-# SparkSession, fixed cluster ports), with the compiled parts
-SERVERS := spark or cluster or storage
+# SparkSession, fixed cluster ports; live traffic whose times a test measures, with nothing else
+# running beside it), with the compiled parts
+SERVERS := spark or cluster or storage or timing
 test: setup test-deps system-deps lint
 	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
 	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -n 2 -m "not ($(SERVERS))"
@@ -79,7 +80,7 @@ lint: setup test-deps
 # the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
 # no reinstall (an edited stage module runs as Python until make setup rebuilds the compiled parts;
 # after changing _lane.c, make setup too)
-FAST := not spark and not cluster and not storage and not external and not slow
+FAST := not spark and not cluster and not storage and not timing and not external and not slow
 test-fast:
 	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
 	$(PY) -m pytest -q -n 2 -m "$(FAST)"

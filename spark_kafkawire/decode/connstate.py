@@ -10,7 +10,6 @@ from .. import protocol
 from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
 from ..kafka.headers import RequestHeader, looks_like_request
-from ..wire.health import Health
 from ..wire.tcp import Connection
 
 if TYPE_CHECKING:  # (the TLS stage is imported when a capture first shows TLS)
@@ -59,7 +58,7 @@ class Endpoints:
     fields are read without a lookup, and every row reads them.)"""
 
     __slots__ = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "rtt_ns", "broker_rtt_ns",
-                 "tcp", "health", "client_dir")
+                 "tcp", "client_dir")
 
     def __init__(self, client_ip: str, client_port: int, broker_ip: str, broker_port: int, community_id: str,
                  rtt_ns: int | None = None, broker_rtt_ns: int | None = None, tcp: Connection | None = None,
@@ -77,7 +76,6 @@ class Endpoints:
         #: the TCP connection whose stream offsets the frames' offsets are (None for TLS plaintext), and
         #: which of its directions carries the requests: the exchange rows' segments sent again
         self.tcp = tcp
-        self.health: Health | None = tcp.health if tcp is not None else None  # (read without a lookup)
         self.client_dir = client_dir
 
     def __repr__(self) -> str:

@@ -60,9 +60,9 @@ def _resent(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> int | N
     """Segments of the request's and the response's bytes sent again (wire/health.py), as far as the
     capture showed them when the exchange was read; None where the frames are not the TCP stream's
     bytes (TLS plaintext) or the connection is not known."""
-    if ep is None or ep.health is None or ep.tcp is None:
+    if ep is None or ep.tcp is None:
         return None
-    health = ep.health
+    health = ep.tcp.health
     if not health.a.resent and not health.b.resent:  # the common case: nothing sent again on the connection
         return 0
     halves = ep.tcp.halves

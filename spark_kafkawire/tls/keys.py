@@ -16,6 +16,8 @@ from .suites import SUITES, TLS13_SUITES
 TLS13 = 0x0304
 #: the last byte of a TLS 1.3 record's inner plaintext: its content type, or zero padding
 _INNER_LAST = frozenset({0, 21, 22, 23})
+_SEQ = Struct("!Q")
+#: _inner_marks's tables, per last byte of a record
 _MARKS: dict[int, bytes] = {}
 
 
@@ -25,7 +27,6 @@ def _inner_marks(byte: int) -> bytes:
     if table is None:
         table = _MARKS[byte] = bytes(1 if byte ^ k in _INNER_LAST else 0 for k in range(256))
     return table
-_SEQ = Struct("!Q")
 
 
 def _hash(name: str):

@@ -20,12 +20,12 @@ SUSPECT_WINDOW = 4  # after records that did not verify: later sequence numbers 
 TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
 
 
-
 def _record_at(buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes, bytes]:
     """The header and payload of the record at buf[pos] (its payload n bytes), each copied once
     (a bytearray's slice would be a copy, and bytes() of it another)."""
     with memoryview(buf) as view:
         return bytes(view[pos:pos + 5]), bytes(view[pos + 5:pos + 5 + n])
+
 
 class Session(Protocol):
     """What the record layer asks of its connection (session.py's TlsSession, which hands each of

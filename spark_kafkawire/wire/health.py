@@ -68,6 +68,12 @@ SENT_AGAIN: Final = 1
 OUT_OF_ORDER: Final = 2
 
 
+def _bounded(ts: int) -> i64:
+    """A time (ns) within +-2**61 (73 years from 1970): a damaged file's time beyond is taken as the
+    bound, so that differences of times stay within 64 bits."""
+    return max(-_TIME_BOUND, min(_TIME_BOUND, ts))
+
+
 def _before(a: i64, b: i64) -> bool:
     """Sequence number a before b (32-bit wraparound)."""
     return ((a - b) & _MASK) >= _HALF
@@ -189,12 +195,10 @@ class Health:
 
     def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int,
                 log: bytearray | None) -> None:
-        """One segment the Python stages read (after the lane's events before it). (A damaged
-        file's time beyond +-2**61 ns, 73 years from 1970, is taken as that bound: differences of
-        times stay within 64 bits.)"""
+        """One segment the Python stages read (after the lane's events before it)."""
         if log:
             self.settle(log)
-        self.event(d, max(-_TIME_BOUND, min(_TIME_BOUND, ts)), seq, ack, flags, win, length)
+        self.event(d, _bounded(ts), seq, ack, flags, win, length)
 
     def settle(self, log: bytearray | None) -> None:
         """Read the lane's events (health.EVENT, little-endian) and empty the log."""
@@ -205,7 +209,7 @@ class Health:
         i: i64 = 0
         n: i64 = len(b) - EVENT_SIZE
         while i <= n:
-            ts = max(-_TIME_BOUND, min(_TIME_BOUND, read_i64_le(b, i)))
+            ts = _bounded(read_i64_le(b, i))
             self.event(b[i + 23], ts, i64(read_i32_le(b, i + 8)) & _MASK, i64(read_i32_le(b, i + 12)) & _MASK,
                        b[i + 22], i64(read_i16_le(b, i + 20)) & 0xFFFF, i64(read_i32_le(b, i + 16)) & _MASK)
             i += EVENT_SIZE
