@@ -236,3 +236,20 @@ def test_connections_open_at_the_capture_end_leave_in_batches(tmp_path, monkeypa
     assert sum(b.num_rows for b in batches) == 3000
     assert {r["status"] for b in batches for r in b.to_pylist()} == {"no_response"}
     assert most <= 100
+
+
+def test_the_fast_lanes_time_bound_is_the_linger_rule_within_64_bits():
+    """Reassembler.until: when the oldest ended connection is forgotten (its last packet's time plus
+    LINGER_NS), as the fast lane compares packet times with it: NEVER while none has ended, -1 (at
+    once) past max_connections ended ones, a damaged file's times beyond 64 bits clamped."""
+    from spark_kafkawire.wire.tcp import LINGER_NS, NEVER, Connection, Reassembler
+
+    r = Reassembler(None, max_connections=2)
+    assert r.until() == NEVER
+    for last, bound in ((5, 5 + LINGER_NS), (NEVER - LINGER_NS, NEVER), (1 << 70, NEVER), (-(1 << 70), -1),
+                        (-LINGER_NS - 1, -1)):
+        r.ended.clear()
+        r.ended.append(Connection((b"\x01" * 4, 1), (b"\x02" * 4, 2), last, 1))
+        assert r.until() == bound, last
+    r.ended.extend(Connection((b"\x01" * 4, p), (b"\x02" * 4, 2), 5, 1) for p in (3, 4))
+    assert r.until() == -1

@@ -79,19 +79,13 @@ class FastLane:
         """Frames it cut itself so far."""
         return self.lane.cut
 
-    def _until(self) -> int:
-        # the reassembler's linger rule, as a time the lane compares each packet's with (clamped to
-        # 64 bits: a damaged file's times may lie beyond them, and the lane takes no such packet)
-        after = self.reasm.forget_after()
-        return -1 if after is None else max(-1, min(NEVER, after))
-
     def pcap(self, buf: bytes, pos: int, number: int, offset: int, linktype: int, ns_per_tick: int, big: bool,
              record_limit: int) -> tuple[int, int, int, bool]:
         """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
         whether rows are due)."""
         pos, number, offset, flush, past = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
-                                                         record_limit, self._until(), self.stop_from,
-                                                         -self.past.checks % CHECK_EVERY, self._until)
+                                                         record_limit, self.reasm.until(), self.stop_from,
+                                                         -self.past.checks % CHECK_EVERY, self.reasm.until)
         self.past.checks += past
         return pos, number, offset, flush
 
@@ -99,8 +93,8 @@ class FastLane:
                record_limit: int) -> tuple[int, int, int, bool]:
         """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
         pos, number, offset, flush, past = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
-                                                            self._until(), self.stop_from,
-                                                            -self.past.checks % CHECK_EVERY, self._until)
+                                                            self.reasm.until(), self.stop_from,
+                                                            -self.past.checks % CHECK_EVERY, self.reasm.until)
         self.past.checks += past
         return pos, number, offset, flush
 

@@ -391,6 +391,16 @@ class Connection(ConnCore):
         self.log = bytearray()
 
 
+def _late(seg: Segment, conn: Connection, d: int) -> bool:
+    """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
+    where it starts a new one (a SYN with a new sequence number) or carries bytes the ended one
+    never had (data after an RST or after both FINs, a late copy of a lost tail): those open a
+    connection of their own, so that every captured byte is counted once."""
+    if seg.flags & TCP_SYN:
+        return conn.isn[d] == seg.seq
+    return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
+
+
 class Reassembler:
     """Feed segments in capture order; the listener gets each connection's two byte streams."""
 
@@ -437,6 +447,14 @@ class Reassembler:
         if not ended:
             return NEVER
         return None if len(ended) > self.max_connections else ended[0].last_ts + LINGER_NS
+
+    def until(self) -> int:
+        """forget_after as the fast lane compares packet times with it (-1: at once), within 64 bits (a
+        damaged file's times may lie beyond); asked after every segment the lane hands to feed."""
+        after = self.forget_after()
+        if after is None or after < -1:
+            return -1
+        return after if after < NEVER else NEVER
 
     def _data(self, conn: Connection, d: int, seg: Segment) -> None:
         """A segment's payload into its direction. First the other direction's bytes it acknowledges
@@ -497,7 +515,7 @@ class Reassembler:
             if conn.self_connected:
                 d = conn.self_direction(seg)
             if conn.done:
-                if self._late(seg, conn, d):
+                if _late(seg, conn, d):
                     return None
             elif seg.flags & TCP_SYN and conn.isn[d] != seg.seq and \
                     (conn.isn[d] is not None or conn.halves[d].base is not None):
@@ -506,16 +524,6 @@ class Reassembler:
                 self.live.move_to_end(conn)
                 return conn, d
         return self._new_connection(seg, key)
-
-    @staticmethod
-    def _late(seg: Segment, conn: Connection, d: int) -> bool:
-        """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
-        where it starts a new one (a SYN with a new sequence number) or carries bytes the ended one
-        never had (data after an RST or after both FINs, a late copy of a lost tail): those open a
-        connection of their own, so that every captured byte is counted once."""
-        if seg.flags & TCP_SYN:
-            return conn.isn[d] == seg.seq
-        return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
 
     def _new_connection(self, seg: Segment, key: tuple) -> tuple[Connection, int]:
         """A connection begun by this segment: in the table under both directions' keys, and the
