@@ -104,6 +104,40 @@ def test_request_header_bytes_written_by_kio():
             assert h.body_offset == len(buf.getvalue())
 
 
+def test_a_header_tested_for_plausibility_is_not_misread_for_another_frame():
+    """A connection keeps the request header its plausibility test read, for the parse of the same
+    frame: never given for other bytes (kio writes the headers: an independent writer)."""
+    import io
+
+    from kio.schema.request_header.v2.header import RequestHeader as H2
+    from kio.serial import entity_writer
+    from kio.static.primitive import i16, i32
+
+    from spark_kafkawire.decode.connstate import ConnState
+    from spark_kafkawire.kafka.headers import plausible_request
+    from spark_kafkawire.wire.tcp import Connection
+
+    def header(corr, cid):
+        buf = io.BytesIO()
+        entity_writer(H2)(buf, H2(request_api_key=i16(0), request_api_version=i16(9), correlation_id=i32(corr),
+                                  client_id=cid))
+        return buf.getvalue()
+
+    a, b = header(5, "producer-a"), header(6, "producer-b")
+    assert plausible_request(a[:12], True) is None  # cut in its client id
+    st = ConnState(Connection((b"\x01" * 4, 1), (b"\x02" * 4, 2), 0, 1))
+    for strict in (True, False):
+        h = plausible_request(a + b"BODY", strict)
+        st.tested = (a, h)
+        got = st.header(b + b"BODY")  # another frame next: read from its own bytes
+        assert (got.correlation_id, got.client_id, got.body_offset) == (6, "producer-b", len(b))
+        st.tested = (a, h)
+        got = st.header(a + b"ANOTHER BODY")  # the frame tested: the same header bytes
+        assert got is h and (got.correlation_id, got.client_id, got.body_offset) == (5, "producer-a", len(a))
+        got = st.header(a + b"BODY")  # kept for one parse only: read again, alike
+        assert got is not h and (got.correlation_id, got.client_id, got.body_offset) == (5, "producer-a", len(a))
+
+
 def _facts_ranges() -> dict[str, dict[int, tuple[int, int]]]:
     """The facts sheet's 3.9.0 / 4.0.0 / 4.3.x columns as release -> key -> (low, high)."""
     out: dict[str, dict[int, tuple[int, int]]] = {"3.9": {}, "4.0": {}, "4.3": {}}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .. import protocol
 from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
-from ..kafka.headers import RequestHeader, looks_like_request
+from ..kafka.headers import RequestHeader, looks_like_request, parse_request_header
 from ..wire.tcp import Connection
 
 if TYPE_CHECKING:  # (the TLS stage is imported when a capture first shows TLS)
@@ -88,7 +88,7 @@ class ConnState:
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
                  "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
-                 "tls_guess")
+                 "tls_guess", "tested")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -106,6 +106,18 @@ class ConnState:
         self.sasl: tuple[str | None, str | None] = (None, None)  # mechanism and user, once a login shows them
         self.tls_session: TlsSession | None = None  # the connection's TLS, once its first bytes show it
         self.tls_guess: TlsGuess | None = None  # a direction began like a TLS record: held until that is settled
+        #: the request header a plausibility test (roles.py) read last, with its bytes (see header)
+        self.tested: tuple[bytes, RequestHeader] | None = None
+
+    def header(self, data: bytes | bytearray) -> RequestHeader:
+        """The request header a frame's data starts with: the one its plausibility test read where
+        these are its bytes (a header reads nothing past its end), else parsed (HeaderError)."""
+        tested = self.tested
+        if tested is not None:
+            self.tested = None
+            if data.startswith(tested[0]):
+                return tested[1]
+        return parse_request_header(data)
 
     def raw_token(self, frame: Frame) -> bool:
         """Is this request frame a raw SASL token (after a SaslHandshake v0, not a Kafka request)?

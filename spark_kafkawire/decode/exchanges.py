@@ -45,7 +45,7 @@ from ..kafka.layouts import schemas
 from ..kafka.secrets import seal
 from .connstate import ConnState, Endpoints, Request, Response
 from ..wire.frames import DEFAULT_MAX_FRAME, Frame, Framer
-from ..kafka.headers import HeaderError, RequestHeader, parse_request_header, parse_response_header
+from ..kafka.headers import HeaderError, RequestHeader, parse_response_header
 from ..kafka.headline import headline_from_facts
 from .predicate import Predicate, always_decode
 from .roles import Roles
@@ -207,7 +207,7 @@ class Pairing:
                                    None)
             return
         try:
-            h = parse_request_header(frame.data)
+            h = st.header(frame.data)
         except HeaderError as e:
             status = TRUNCATED if not frame.complete else MALFORMED
             self._emit(st, Request(frame, None, None, skip=not mine), None, status, f"request header: {e}")

@@ -13,7 +13,7 @@ from struct import Struct
 
 from .connstate import ConnState, Endpoints
 from ..wire.frames import ALIGNED_ONLY, Frame
-from ..kafka.headers import looks_like_request, looks_like_request_loosely
+from ..kafka.headers import looks_like_request, plausible_request
 from ..wire.flow import community_id
 from ..wire.packets import ip_text
 
@@ -107,7 +107,9 @@ class Roles:
         """
         role = self.known(st)
         if role is None or d == role:
-            if looks_like_request(data) if strict else looks_like_request_loosely(data):
+            h = plausible_request(data, strict)
+            if h is not None:
+                st.tested = (data[: h.body_offset], h)  # the frame's header, read once (ConnState.header)
                 return True
             if role is not None:
                 return False

@@ -115,23 +115,28 @@ def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int,
 
 def looks_like_request(data: Bytes) -> bool:
     """A strict test that a frame body starts with a request header of a known API."""
-    try:
-        h = parse_request_header(data)
-    except HeaderError:
-        return False
-    return h.header_version is not None and h.correlation_id >= 0
+    return plausible_request(data, True) is not None
 
 
 def looks_like_request_loosely(data: Bytes) -> bool:
     """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
     accepted at a stream's start, so that requests for unknown apis are still reported."""
-    if len(data) < 10:
-        return False
-    key, version, corr = _REQ.unpack_from(data)
-    if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
-        return False
+    return plausible_request(data, False) is not None
+
+
+def plausible_request(data: Bytes, strict: bool) -> RequestHeader | None:
+    """The request header data starts with, where it passes looks_like_request (``strict``) or
+    looks_like_request_loosely; else None."""
+    if not strict:
+        if len(data) < 10:
+            return None
+        key, version, corr = _REQ.unpack_from(data)
+        if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
+            return None
     try:
-        parse_request_header(data)
+        h = parse_request_header(data)
     except HeaderError:
-        return False
-    return True
+        return None
+    if strict and (h.header_version is None or h.correlation_id < 0):
+        return None
+    return h
