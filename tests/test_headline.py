@@ -129,7 +129,7 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
     from conftest import PUBLIC
     from spark_kafkawire.wire.capture import CaptureReader
     from headline_reference import headline
-    from spark_kafkawire.kafka.headline import headline_from_facts
+    from spark_kafkawire.kafka.headline import HEADLINE_FIELDS, headline_from_facts
     from spark_kafkawire.wire.packets import decode
 
     class Both:
@@ -143,7 +143,7 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
             key = h.api_key if h else None
             ids = dict(decoder.topic_ids)
             walked = headline(key, req.body if req else None, resp.body if resp else None, ids)
-            noted = headline_from_facts(key, req, resp, ids)
+            noted = dict(zip(HEADLINE_FIELDS, headline_from_facts(key, req, resp, ids), strict=True))
             assert noted == walked, (key, noted, walked)
             self.pairs += 1
 

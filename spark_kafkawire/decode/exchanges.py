@@ -84,7 +84,7 @@ class RowSink(Protocol):
     """Receives decoded exchanges; builds the rows of the requested shape."""
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None) -> None: ...
+                 status: str, detail: str | None, extra: tuple | None) -> None: ...
 
     #: optional: called with each TCP connection's row, (conn, endpoints, client direction, protocol,
     #: framers, TLS session or None); None or absent where the rows have none (the decoder then spares working it out)
@@ -318,9 +318,7 @@ class Pairing:
         if req is not None and resp is None and status == NO_RESPONSE:
             status, detail = _unanswered(req, detail)
         h = req.header if req is not None else None
-        extra = headline_from_facts(h.api_key if h else None, req, resp, self.topics.names)
-        extra["client_software_name"], extra["client_software_version"] = st.software
-        extra["sasl_mechanism"], extra["sasl_user"] = st.sasl
+        extra = headline_from_facts(h.api_key if h else None, req, resp, self.topics.names) + st.software + st.sasl
         self.sink.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def damaged(self, detail: str) -> None:

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Final
 from .. import protocol
 from .layouts import schemas
 
+#: the headline values headline_from_facts gives, in this order (a tuple: no dict per exchange), and
+#: the session's the decoder adds after them from the connection; the rows' columns follow this order
+HEADLINE_FIELDS: Final = ("error_code", "error_name", "throttle_time_ms", "topics", "partition_count", "record_count",
+                          "record_bytes", "acks", "transactional_id", "group_id", "member_id")
+SESSION_FIELDS: Final = ("client_software_name", "client_software_version", "sasl_mechanism", "sasl_user")
+TRANSACTIONAL_ID: Final = HEADLINE_FIELDS.index("transactional_id")
+GROUP_ID: Final = HEADLINE_FIELDS.index("group_id")
+
 RECORDS_IN_REQUEST: Final = protocol.RECORDS_IN_REQUEST
 RECORDS_IN_RESPONSE: Final = protocol.RECORDS_IN_RESPONSE
 
@@ -48,10 +56,11 @@ def error_name(code: int | None) -> str | None:
     return name if name is not None else f"UNKNOWN_ERROR_{code}"
 
 
-def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> dict:
-    """The headline columns of an exchange (a request and a response: ``body``, ``facts``) from the
-    Facts its bodies' decoding gathered (one pass; tests/tools/headline_reference.py walks the decoded
-    values by the same rules, the reference the tests compare with)."""
+def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> tuple:
+    """The headline values of an exchange (a request and a response: ``body``, ``facts``), in
+    HEADLINE_FIELDS's order, from the Facts its bodies' decoding gathered (one pass;
+    tests/tools/headline_reference.py walks the decoded values by the same rules, the reference the
+    tests compare with)."""
     rq: Facts | None = req.facts if req is not None and req.body is not None else None
     rs: Facts | None = resp.facts if resp is not None and resp.body is not None else None
     topics: dict[str, None] = {}
@@ -74,15 +83,8 @@ def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str
     code = rs.error if rs is not None else None
     r = req.body if req is not None and req.body is not None else {}
     throttle = resp.body.get("ThrottleTimeMs") if rs is not None else None
-    out = _request_fields(api_key, r)
-    out["error_code"] = code
-    out["error_name"] = error_name(code)
-    out["throttle_time_ms"] = throttle
-    out["topics"] = list(topics) if (rq is not None or rs is not None) else None
-    out["partition_count"] = pc
-    out["record_count"] = count
-    out["record_bytes"] = size
-    return out
+    return (code, error_name(code), throttle, list(topics) if (rq is not None or rs is not None) else None, pc, count,
+            size) + _request_fields(api_key, r)
 
 
 def transactional_names() -> list[str]:
@@ -98,7 +100,8 @@ def transactional_names() -> list[str]:
 _TRANSACTIONAL: Final[list[str]] = []
 
 
-def _request_fields(api_key: int | None, r: dict) -> dict:
+def _request_fields(api_key: int | None, r: dict) -> tuple:
+    """acks, transactional_id, group_id, member_id (HEADLINE_FIELDS's last four)."""
     txn = None
     for name in transactional_names():
         v = r.get(name)
@@ -106,9 +109,5 @@ def _request_fields(api_key: int | None, r: dict) -> dict:
             txn = v
             break
     group, member = r.get("GroupId"), r.get("MemberId")
-    return {
-        "acks": r.get("Acks") if api_key == 0 else None,
-        "transactional_id": txn,
-        "group_id": group if isinstance(group, str) else None,
-        "member_id": member if isinstance(member, str) else None,
-    }
+    return (r.get("Acks") if api_key == 0 else None, txn, group if isinstance(group, str) else None,
+            member if isinstance(member, str) else None)

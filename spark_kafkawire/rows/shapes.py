@@ -26,7 +26,7 @@ from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
-from ..kafka.headline import error_name
+from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
                     frame_status, message_json)
@@ -83,7 +83,7 @@ class ExchangeRows(RowBuilder):
     shape = "exchanges"
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         if status in DAMAGE and not self.damage.keep(ep, _first_frame(req, resp), status, detail):
             return
         c = self.cols
@@ -120,7 +120,7 @@ class MessageRows(RowBuilder):
     shape = "messages"
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         for direction, msg in (("request", req), ("response", resp)):
             if msg is not None:
                 self._message(ep, direction, req, resp if direction == "response" else None, status, detail, extra)
@@ -128,7 +128,7 @@ class MessageRows(RowBuilder):
             self._message(ep, None, None, None, status, detail, extra)
 
     def _message(self, ep: Endpoints | None, direction: str | None, req: Request | None,
-                 resp: Response | None, status: str, detail: str | None, extra: dict | None) -> None:
+                 resp: Response | None, status: str, detail: str | None, extra: tuple | None) -> None:
         own, own_detail = frame_status(direction, req, resp, status, detail)
         frame = resp.frame if resp is not None else req.frame if req is not None else None
         if own in DAMAGE and not self.damage.keep(ep, frame, own, own_detail):
@@ -164,7 +164,7 @@ class PartitionRows(RowBuilder):
     shape = "partitions"
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         if req is None and resp is None:
             if status not in DAMAGE or self.damage.keep(ep, None, status, detail):
                 self._status_only(ep, status, detail)
@@ -192,8 +192,8 @@ class PartitionRows(RowBuilder):
             for name in _PARTITION_FIELDS:
                 c[name].append(e[name])
             c["error_name"].append(error_name(e["error_code"]))
-            c["group_id"].append(extra.get("group_id") if extra else None)
-            c["transactional_id"].append(extra.get("transactional_id") if extra else None)
+            c["group_id"].append(extra[GROUP_ID] if extra else None)
+            c["transactional_id"].append(extra[TRANSACTIONAL_ID] if extra else None)
             self.count += 1
 
 
@@ -204,7 +204,7 @@ class RecordRows(RowBuilder):
     shape = "records"
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         if req is None and resp is None:
             self._status(ep, None, status, detail)
             return
@@ -355,7 +355,7 @@ class ConnectionRows(RowBuilder):
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         if status == CAPTURE_DAMAGED and self.damage.keep(ep, _first_frame(req, resp), status, detail) or \
                 status == CAPTURE_CHANGED:
             self._status_only(ep, status, detail)

@@ -21,6 +21,7 @@ from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFO
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
 from ..kafka.headers import RequestHeader
+from ..kafka.headline import HEADLINE_FIELDS, SESSION_FIELDS
 
 _ARROW: Final = {
     "string": pa.string(),
@@ -36,24 +37,14 @@ _ARROW: Final = {
     "array<struct<key:string,value:binary>>": pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
 }
 
-#: headline columns of exchanges and messages rows (see headline.py)
-_HEADLINE: Final = [
-    ("error_code", "smallint"),
-    ("error_name", "string"),
-    ("throttle_time_ms", "int"),
-    ("topics", "array<string>"),
-    ("partition_count", "int"),
-    ("record_count", "bigint"),
-    ("record_bytes", "bigint"),
-    ("acks", "smallint"),
-    ("transactional_id", "string"),
-    ("group_id", "string"),
-    ("member_id", "string"),
-    ("client_software_name", "string"),
-    ("client_software_version", "string"),
-    ("sasl_mechanism", "string"),
-    ("sasl_user", "string"),
-]
+#: the types of the headline columns of exchanges and messages rows; their order is headline.py's
+_HEADLINE_TYPES: Final = {
+    "error_code": "smallint", "error_name": "string", "throttle_time_ms": "int", "topics": "array<string>",
+    "partition_count": "int", "record_count": "bigint", "record_bytes": "bigint", "acks": "smallint",
+    "transactional_id": "string", "group_id": "string", "member_id": "string", "client_software_name": "string",
+    "client_software_version": "string", "sasl_mechanism": "string", "sasl_user": "string",
+}
+_HEADLINE: Final = [(name, _HEADLINE_TYPES[name]) for name in HEADLINE_FIELDS + SESSION_FIELDS]
 
 HEADLINE_NAMES: Final = [name for name, _t in _HEADLINE]
 
@@ -297,7 +288,7 @@ class RowBuilder:
         return batch
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
-                 status: str, detail: str | None, extra: dict | None = None) -> None:
+                 status: str, detail: str | None, extra: tuple | None = None) -> None:
         raise NotImplementedError
 
     # -- pieces of rows several shapes share -----------------------------------------------------
@@ -314,13 +305,16 @@ class RowBuilder:
         broker_port.append(ep.broker_port)
         community_id.append(ep.community_id)
 
-    def _headline(self, extra: dict | None) -> None:
+    def _headline(self, extra: tuple | None) -> None:
+        """The headline columns, from the exchange's headline values (HEADLINE_NAMES's order)."""
         if extra is None:
             for col in self.headline_cols:
                 col.append(None)
             return
-        for name, col in zip(HEADLINE_NAMES, self.headline_cols):
-            col.append(extra.get(name))
+        i = 0
+        for col in self.headline_cols:
+            col.append(extra[i])
+            i += 1
 
     def _api(self, h: RequestHeader | None) -> None:
         """The api columns, from the request's header."""

@@ -137,5 +137,5 @@ def headline(api_key: int | None, req: dict | None, resp: dict | None, topic_ids
         "partition_count": pc,
         "record_count": count,
         "record_bytes": size,
-        **_request_fields(api_key, r),
+        **dict(zip(("acks", "transactional_id", "group_id", "member_id"), _request_fields(api_key, r), strict=True)),
     }
