@@ -77,39 +77,52 @@ def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
     return req.frame if req is not None else resp.frame if resp is not None else None
 
 
+#: the exchange rows' own columns, in the order ExchangeRows.exchange writes them
+_EXCHANGE_OWN: Final = ("request_time", "response_time", "latency_ms", "request_transfer_ms", "response_transfer_ms",
+                        "network_ms", "broker_ms", "retransmissions", "request_header_version",
+                        "response_header_version", "request_size", "response_size", "status", "detail",
+                        "request_packet", "response_packet", "request", "response")
+
+
 class ExchangeRows(RowBuilder):
     """rows=exchanges. Damage of an exchange is always its row."""
 
     shape = "exchanges"
 
+    def _reset(self) -> None:
+        RowBuilder._reset(self)
+        self.own_cols = self._held(_EXCHANGE_OWN)
+
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
         if status in DAMAGE and not self.damage.keep(ep, _first_frame(req, resp), status, detail):
             return
-        c = self.cols
         self._identity(ep, req, resp)
+        (request_time, response_time, latency_ms, request_transfer_ms, response_transfer_ms, network_ms, broker_ms,
+         retransmissions, request_header_version, response_header_version, request_size, response_size, status_col,
+         detail_col, request_packet, response_packet, request, response) = self.own_cols  # (_EXCHANGE_OWN's order)
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
-        c["request_time"].append(rq.ts_ns if rq else None)
-        c["response_time"].append(rs.ts_ns if rs else None)
-        c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
-        c["request_transfer_ms"].append(_transfer(rq))
-        c["response_transfer_ms"].append(_transfer(rs))
+        request_time.append(rq.ts_ns if rq else None)
+        response_time.append(rs.ts_ns if rs else None)
+        latency_ms.append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+        request_transfer_ms.append(_transfer(rq))
+        response_transfer_ms.append(_transfer(rs))
         network, broker = _split(ep, rq, rs)
-        c["network_ms"].append(network)
-        c["broker_ms"].append(broker)
-        c["retransmissions"].append(_resent(ep, rq, rs))
-        c["request_header_version"].append(h.header_version if h else None)
-        c["response_header_version"].append(resp.header_version if resp else None)
-        c["request_size"].append(rq.size if rq else None)
-        c["response_size"].append(rs.size if rs else None)
-        c["status"].append(status)
-        c["detail"].append(detail)
-        c["request_packet"].append(rq.number if rq else None)
-        c["response_packet"].append(rs.number if rs else None)
-        c["request"].append(message_json(req))
-        c["response"].append(message_json(resp))
+        network_ms.append(network)
+        broker_ms.append(broker)
+        retransmissions.append(_resent(ep, rq, rs))
+        request_header_version.append(h.header_version if h else None)
+        response_header_version.append(resp.header_version if resp else None)
+        request_size.append(rq.size if rq else None)
+        response_size.append(rs.size if rs else None)
+        status_col.append(status)
+        detail_col.append(detail)
+        request_packet.append(rq.number if rq else None)
+        response_packet.append(rs.number if rs else None)
+        request.append(message_json(req))
+        response.append(message_json(resp))
         self._headline(extra)
         self.count += 1
 

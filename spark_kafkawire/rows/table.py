@@ -47,6 +47,9 @@ _HEADLINE_TYPES: Final = {
 _HEADLINE: Final = [(name, _HEADLINE_TYPES[name]) for name in HEADLINE_FIELDS + SESSION_FIELDS]
 
 HEADLINE_NAMES: Final = [name for name, _t in _HEADLINE]
+#: the columns that say which exchange a row is of (RowBuilder._identity writes them in this order)
+_IDENTITY: Final = ("api_key", "api_name", "api_version", "correlation_id", "client_id")
+API_NAMES: Final = protocol.API_NAMES
 
 #: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
 #: in the order ConnectionRows reads them
@@ -244,10 +247,15 @@ class RowBuilder:
         self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
             {n: cast(arrays.Column, []) for n in self.names}
         self.endpoint_cols = [self.cols[n] for n, _t in _ENDPOINTS]  # every shape begins with them
-        # the headline columns in HEADLINE_NAMES's order, where the shape has them
-        self.headline_cols = [self.cols[n] for n in HEADLINE_NAMES] if all(n in self.cols for n in HEADLINE_NAMES) \
-            else []
+        # the headline columns in HEADLINE_NAMES's order, and the identity columns in _IDENTITY's,
+        # where the shape has them (held per batch: no lookup by name per row)
+        self.headline_cols = self._held(HEADLINE_NAMES)
+        self.identity_cols = self._held(_IDENTITY)
         self.count = 0
+
+    def _held(self, names: list[str] | tuple[str, ...]) -> list[arrays.Column]:
+        """The columns of these names, in this order, where the shape has them all (else none)."""
+        return [self.cols[n] for n in names] if all(n in self.cols for n in names) else []
 
     def __len__(self) -> int:
         return self.count
@@ -320,16 +328,25 @@ class RowBuilder:
         """The api columns, from the request's header."""
         c = self.cols
         c["api_key"].append(h.api_key if h else None)
-        c["api_name"].append(protocol.API_NAMES.get(h.api_key) if h else None)
+        c["api_name"].append(API_NAMES.get(h.api_key) if h else None)
         c["api_version"].append(h.api_version if h else None)
 
     def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
-        c = self.cols
         self._endpoints(ep)
+        api_key, api_name, api_version, correlation_id, client_id = self.identity_cols  # (_IDENTITY's order)
         h = req.header if req is not None else None
-        self._api(h)
-        c["correlation_id"].append(h.correlation_id if h else resp.correlation_id if resp else None)
-        c["client_id"].append(h.client_id if h else None)
+        if h is not None:
+            api_key.append(h.api_key)
+            api_name.append(API_NAMES.get(h.api_key))
+            api_version.append(h.api_version)
+            correlation_id.append(h.correlation_id)
+            client_id.append(h.client_id)
+        else:
+            api_key.append(None)
+            api_name.append(None)
+            api_version.append(None)
+            correlation_id.append(resp.correlation_id if resp else None)
+            client_id.append(None)
 
     def _status_only(self, ep: Endpoints | None, status: str, detail: str | None) -> None:
         """A row that says something about the capture rather than an exchange, partition or record."""
