@@ -255,3 +255,13 @@ def test_find_boundary_is_a_function_of_the_held_bytes():
     assert find_boundary(held, 0, False, [], 1 << 20, plausible, True)[0] == len(garbage)
     # nothing plausible: every offset but the last few is ruled out
     assert find_boundary(bytearray(b"\xff" * 40), 0, False, [], 1 << 20, plausible, False)[:2] == (None, 33)
+
+
+def test_a_frame_made_without_its_named_tuples_new_is_the_named_tuple():
+    """The framer makes its frames as the fast lane does (tuple.__new__, not the named tuple's
+    interpreted __new__): the same type, fields and equality as Frame(...) itself."""
+    from spark_kafkawire.wire.frames import Frame, new_frame
+
+    made = new_frame(5, 2, 100, 9, b"\x00\x03\x00\x0c\x00\x00\x00\x07x", False, None)
+    assert type(made) is Frame and made == Frame(5, 2, 100, 9, b"\x00\x03\x00\x0c\x00\x00\x00\x07x", False)
+    assert (made.offset, made.size, made.complete, made.last_ts) == (100, 9, False, None)
