@@ -20,7 +20,7 @@ repeated tag, a body that needs a second reading) it leaves to the dict mode, fr
 
 from __future__ import annotations
 
-import base64
+from binascii import b2a_base64
 from struct import error as struct_error
 from typing import Final, NamedTuple
 
@@ -272,7 +272,7 @@ class _Reader(_Cursor):
             if self.text:
                 self.out.write(_JSON(secret))
             return secret, pos + n
-        b64 = base64.b64encode(buf[pos : pos + n])
+        b64 = b2a_base64(buf[pos : pos + n], newline=False)  # (base64.b64encode's own call, without its frame)
         if self.text:
             _quoted(self.out, b64)
             if self.depth != 1:  # only the top level's values are kept
@@ -364,7 +364,7 @@ class _Reader(_Cursor):
                 raise _Redo()  # unknown or repeated: the dict mode's order of keys, not the wire's
             if f is None:
                 out.setdefault("_unknown_tagged_fields", []).append(
-                    {"tag": tag, "data": base64.b64encode(self.buf[pos : pos + size]).decode()})
+                    {"tag": tag, "data": b2a_base64(self.buf[pos : pos + size], newline=False).decode()})
             else:
                 if text:
                     seen.append(tag)

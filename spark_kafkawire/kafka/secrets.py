@@ -4,6 +4,7 @@ sealed so that none of their texts appears anywhere else in it."""
 from __future__ import annotations
 
 import base64
+from binascii import b2a_base64
 from typing import Final
 
 from .values import Redacted
@@ -84,4 +85,4 @@ def _sealed(value, secrets: list[str]):
 
 
 def _b64(data: Bytes) -> str:
-    return base64.b64encode(data).decode()
+    return b2a_base64(data, newline=False).decode()  # (base64.b64encode's own call, without its Python frame)
