@@ -414,3 +414,15 @@ def test_the_lanes_event_layout_is_what_the_rules_read():
     assert not log
     for h in (told, logged):
         assert h.side(0).zero_windows == 1 and h.round_trip_ms(0) == (9.95, 9.95) and h.first_rtt == 10_050_000
+
+
+def test_a_window_update_between_duplicate_acks_keeps_their_count():
+    """A capture of test_network_split's lossy run (5% of the frames dropped each way by the delay
+    forwarder) where the broker's duplicate ACKs of a lost segment are interrupted by a window update
+    with the same ACK number, and the client then sends the segment again: tshark counts the
+    duplicate ACKs on (they reset only when the ACK number changes) and marks a fast retransmission,
+    not a segment out of order; ours agree (client's direction: 40 sent again, 16 out of order)."""
+    path = ROOT / "tests" / "insights" / "split-window-update.pcap"
+    ours = _ours_resent(path)
+    assert ours == _tshark_resent(path)
+    assert ours[("10.133.0.1", 55536, "10.133.0.2", 36429)][::2] == [40, 16]

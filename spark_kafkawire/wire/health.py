@@ -251,7 +251,7 @@ class Health:
             if length == 0 and win and win == me.window and seq == me.nextseq and not special and me.acked and \
                     ack == me.lastack:
                 me.dupacks += 1
-            else:
+            elif ack != me.lastack:  # (as tshark 4: a window update with the same ack keeps the count)
                 me.dupacks = 0
             other.acknowledged(ack, ts)
             me.lastack = ack
