@@ -118,15 +118,11 @@ def looks_like_request(data: Bytes) -> bool:
     return plausible_request(data, True) is not None
 
 
-def looks_like_request_loosely(data: Bytes) -> bool:
-    """A well-formed request header, of any api key and version a client could send (0-999, 0-99):
-    accepted at a stream's start, so that requests for unknown apis are still reported."""
-    return plausible_request(data, False) is not None
-
-
 def plausible_request(data: Bytes, strict: bool) -> RequestHeader | None:
-    """The request header data starts with, where it passes looks_like_request (``strict``) or
-    looks_like_request_loosely; else None."""
+    """The request header data starts with, where it passes looks_like_request (``strict``) or,
+    loosely, is a well-formed request header of any api key and version a client could send
+    (0-999, 0-99: accepted at a stream's start, so that requests for unknown apis are still
+    reported); else None."""
     if not strict:
         if len(data) < 10:
             return None
