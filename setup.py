@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 NATIVE = ["wire.cores", "wire.health", "wire.flow", "wire.tcp", "wire.frames", "decode.roles", "kafka.headers",
           "kafka.secrets", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
-          "decode.modes", "arrays", "rows.table", "rows.shapes", "tls.guess"]
+          "decode.modes", "arrays", "rows.table", "rows.shapes", "tls.guess", "tls.keys", "tls.records"]
 GROUP = "spark_kafkawire._native"
 
 

@@ -91,6 +91,19 @@ def test_a_read_does_not_import_pandas(tmp_path):
     assert out.stdout.strip() == "False"
 
 
+def test_a_read_loads_crc32c_without_its_package_init(tmp_path):
+    """crc32c's package __init__ reads its version from the installed metadata (importlib.metadata,
+    argparse for its command line, a scan of site-packages): a read loads its compiled module alone,
+    and that module computes CRC-32C (the check value of "123456789", RFC 3720 B.4: 0xE3069283)."""
+    code = ("import sys, spark_kafkawire as k; t = k.read_capture(sys.argv[1]); assert t.num_rows; "
+            "from spark_kafkawire.kafka import records; "
+            "print(hex(records._crc32c(b'123456789')), [m for m in ('importlib.metadata', 'argparse', 'crc32c') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "tansu-admin-txn.pcap")], capture_output=True,
+                         text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "0xe3069283 []"
+
+
 def test_a_read_imports_the_tls_stage_only_when_it_meets_tls(tmp_path):
     """Nothing is imported until needed: a read of plaintext Kafka loads none of the TLS session,
     record layer, key schedule or key log (nor cryptography); a read of a TLS capture with its key

@@ -265,3 +265,56 @@ def test_a_frame_made_without_its_named_tuples_new_is_the_named_tuple():
     made = new_frame(5, 2, 100, 9, b"\x00\x03\x00\x0c\x00\x00\x00\x07x", False, None)
     assert type(made) is Frame and made == Frame(5, 2, 100, 9, b"\x00\x03\x00\x0c\x00\x00\x00\x07x", False)
     assert (made.offset, made.size, made.complete, made.last_ts) == (100, 9, False, None)
+
+
+def test_the_first_size_bytes_of_a_chunk_frame_as_that_slice_would():
+    """Framer.data(chunk, ts, number, size) takes chunk[:size] (a TLS 1.3 record's plaintext before
+    its inner content type and padding): a large frame grown from such chunks, small frames, a frame
+    split at the chunk's end, and the first chunk (given to on_first) come out as the slices would."""
+    big = request(0, 9, 7, body=bytes(range(256)) * 400)  # a frame of 100 KiB: many chunks
+    stream = request(3, 1, 1, body=b"") + big + request(3, 1, 2, body=b"y" * 30) + request(3, 1, 3, body=b"")
+    firsts = []
+
+    def run(sized: bool) -> list:
+        frames: list = []
+        f = Framer(frames.append, synced=True, on_first=lambda chunk, ts, n: firsts.append(bytes(chunk)) or False)
+        pos, step = 0, 1
+        while pos < len(stream):
+            piece = stream[pos : pos + step]
+            if sized:
+                f.data(piece + b"\x17\x00\x00", 1, pos, len(piece))  # inner type and padding after it
+            else:
+                f.data(piece, 1, pos)
+            pos += len(piece)
+            step = step * 3 + 5 if step < 16000 else 16000 + pos % 7
+        f.end()
+        assert f.acct.frame_bytes == len(stream) and f.acct.skipped_bytes == 0
+        return [(fr.offset, fr.size, bytes(fr.data), fr.complete) for fr in frames]
+
+    assert run(True) == run(False)
+    assert [len(x) for x in run(False)] == [4] * 4 and firsts[0] == firsts[1] == stream[:1]
+    assert run(True)[1][2] == big[4:]  # (the large frame's bytes, against the frame as written)
+
+
+def test_a_frame_in_progress_is_sized_for_the_whole_frame_once_a_sixteenth_has_come():
+    """The framer's append (the fast lane's, where it is built): a large frame's buffer takes the
+    frame's whole size once a sixteenth of it has arrived, so that it is not copied again as it grows
+    (Python's bytearray += would both shrink a buffer reserved ahead and regrow it step by step)."""
+    from spark_kafkawire.wire import frames
+
+    target, chunk = 1 << 20, bytes(range(256)) * 64  # 16 KiB chunks of a 1 MiB frame
+    buf = bytearray()
+    sizes = []  # the buffer's allocations as it grew
+    for i in range(64):
+        frames._append(buf, chunk, 0, len(chunk), target)
+        if buf.__alloc__() not in sizes:
+            sizes.append(buf.__alloc__())
+    assert bytes(buf) == chunk * 64
+    if frames._append is not frames._append_py:
+        # doubling while less than a sixteenth has come, then the whole frame, and no more growth
+        assert sizes == [2 * 16384 + 1, 2 * 49152 + 1, target + 1]
+    frames._append(buf, b"abcdef", 2, 3, target)
+    assert buf[-3:] == b"cde"
+    if frames._append is not frames._append_py:
+        with pytest.raises(ValueError):
+            frames._append(buf, b"abc", 2, 5, target)

@@ -249,8 +249,8 @@ class _Out:
     def __init__(self):
         self.data_bytes = 0
 
-    def data(self, chunk, ts, number):
-        self.data_bytes += len(chunk)
+    def data(self, chunk, ts, number, size=-1):  # (a framer's: the first size bytes of chunk)
+        self.data_bytes += len(chunk) if size < 0 else size
 
     def gap(self, nbytes, ts, number):
         pass

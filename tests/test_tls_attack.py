@@ -357,8 +357,8 @@ class _Out:
         self.chunks = []
         self.ended = False
 
-    def data(self, chunk, ts, number):
-        self.chunks.append(bytes(chunk))
+    def data(self, chunk, ts, number, size=-1):  # (a framer's: the first size bytes of chunk)
+        self.chunks.append(bytes(chunk if size < 0 else chunk[:size]))
 
     def gap(self, nbytes, ts, number):
         pass

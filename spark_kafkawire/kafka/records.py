@@ -24,10 +24,10 @@ import zlib
 from struct import Struct
 from typing import Final, Iterator, NamedTuple
 
-from ..compiled import require
+from ..compiled import require, require_extension
 from .wiretypes import View
 
-_crc32c: Final = require("crc32c", "crc32c").crc32c
+_crc32c: Final = require_extension("crc32c", "_crc32c").crc32c
 cramjam: Final = require("cramjam", "cramjam")
 zstandard: Final = require("zstandard", "zstandard")
 lz4_frame: Final = require("lz4.frame", "lz4")

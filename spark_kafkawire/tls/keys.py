@@ -14,6 +14,8 @@ from typing import Union
 from .suites import SUITES, TLS13_SUITES
 
 TLS13 = 0x0304
+#: a record's payload: bytes, or a view of the bytes it was read from (not copied to be opened)
+Payload = Union[bytes, memoryview]
 #: the last byte of a TLS 1.3 record's inner plaintext: its content type, or zero padding
 _INNER_LAST = frozenset({0, 21, 22, 23})
 _SEQ = Struct("!Q")
@@ -82,26 +84,27 @@ def next_secret(secret: bytes, suite: int) -> bytes:
 class RecordKeys:
     """One direction's record protection: an AEAD, its IV and the record sequence number."""
 
-    __slots__ = ("aead", "kind", "key", "iv", "seq", "tls13", "explicit", "overhead")
+    __slots__ = ("aead", "kind", "key", "iv", "iv_int", "seq", "tls13", "explicit", "overhead", "invalid")
 
     def __init__(self, kind: str, key: bytes, iv: bytes, tls13: bool):
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
         self.aead = AESGCM(key) if kind == "gcm" else ChaCha20Poly1305(key)
+        self.invalid = InvalidTag  # (imported here once, not at every record)
         self.kind = kind
         self.key = key
         self.iv = iv
+        self.iv_int = int.from_bytes(iv, "big")  # the TLS 1.3 and ChaCha nonce: the IV xor the sequence number
         self.seq = 0
         self.tls13 = tls13
         self.explicit = kind == "gcm" and not tls13  # TLS 1.2 GCM: 8 explicit nonce bytes per record
         #: bytes of a record that are not plaintext: header, tag, explicit nonce or inner content type
         self.overhead = 5 + 16 + (8 if self.explicit else 1 if tls13 else 0)
 
-    def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
+    def open(self, header: bytes, payload: Payload, seq: int) -> bytes | None:
         """The record's plaintext (TLS 1.3: its inner plaintext), or None where its tag does not
         verify with this sequence number."""
-        from cryptography.exceptions import InvalidTag
-
         try:
             if self.explicit:
                 if len(payload) < 24:
@@ -111,13 +114,13 @@ class RecordKeys:
                 return self.aead.decrypt(nonce, ct, aad)
             if len(payload) < 16:
                 return None
-            nonce = (int.from_bytes(self.iv, "big") ^ seq).to_bytes(12, "big")
+            nonce = (self.iv_int ^ seq).to_bytes(12, "big")
             aad = header if self.tls13 else _SEQ.pack(seq) + header[:3] + (len(payload) - 16).to_bytes(2, "big")
             return self.aead.decrypt(nonce, payload, aad)
-        except (InvalidTag, ValueError, OverflowError):
+        except (self.invalid, ValueError, OverflowError):
             return None
 
-    def find(self, header: bytes, payload: bytes, first: int, count: int) -> int | None:
+    def find(self, header: bytes, payload: Payload, first: int, count: int) -> int | None:
         """The sequence number in [first, first + count) under which a TLS 1.3 record verifies, or
         None. With AES-GCM the candidates are narrowed first by the record's last plaintext byte
         (its inner content type, or zero padding), which one AES block per candidate gives
@@ -133,7 +136,7 @@ class RecordKeys:
 
         last = len(payload) - 17  # the last plaintext byte
         counter = (last // 16 + 2).to_bytes(4, "big")
-        iv = int.from_bytes(self.iv, "big")
+        iv = self.iv_int
         blocks = b"".join([(iv ^ seq).to_bytes(12, "big") + counter for seq in range(first, first + count)])
         stream = Cipher(algorithms.AES(self.key), modes.ECB()).encryptor().update(blocks)
         # each candidate's key stream byte for the last plaintext byte, marked where it decrypts that
@@ -165,13 +168,13 @@ class CbcKeys:
         self.tls13 = False
         self.overhead = 5 + 16 + self.mac_len + 1  # header, IV, MAC, the least padding
 
-    def _mac(self, seq: int, header: bytes, data: bytes) -> bytes:
+    def _mac(self, seq: int, header: bytes, data: Payload) -> bytes:
         import hmac
 
         return hmac.new(self.mac_key, _SEQ.pack(seq) + header[:3] + len(data).to_bytes(2, "big") + data,
                         self.digest).digest()
 
-    def open(self, header: bytes, payload: bytes, seq: int) -> bytes | None:
+    def open(self, header: bytes, payload: Payload, seq: int) -> bytes | None:
         import hmac
 
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -198,7 +201,7 @@ class CbcKeys:
         data, tag = plain[:-self.mac_len], plain[-self.mac_len:]
         return data if hmac.compare_digest(self._mac(seq, header, data), tag) else None
 
-    def find(self, header: bytes, payload: bytes, first: int, count: int) -> int | None:
+    def find(self, header: bytes, payload: Payload, first: int, count: int) -> int | None:
         for seq in range(first, first + max(0, count)):
             if self.open(header, payload, seq) is not None:
                 return seq

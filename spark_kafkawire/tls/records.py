@@ -4,12 +4,12 @@ on."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from .guess import (APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, next_header,
                     record_length)
 from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
-from .keys import TLS13, Keys, next_secret, suite_fits, tls13_keys
+from .keys import TLS13, Keys, Payload, next_secret, suite_fits, tls13_keys
 from .suites import SUITES
 
 RESYNC_RECORDS = 4096  # after a gap: record sequence numbers tried per candidate record
@@ -27,12 +27,20 @@ def _record_at(buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes, bytes]:
         return bytes(view[pos:pos + 5]), bytes(view[pos + 5:pos + 5 + n])
 
 
+def _record_in_place(buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes, memoryview]:
+    """The header (copied) and a view of the payload of the record at buf[pos]: a record is opened
+    where it lies. The view keeps a bytearray from being resized while it lives: only for a record
+    handled whole before the buffer changes (_whole_records: its caller trims the buffer after it
+    returns, when the last view has gone with its frame)."""
+    return bytes(buf[pos:pos + 5]), memoryview(buf)[pos + 5:pos + 5 + n]
+
+
 class Session(Protocol):
     """What the record layer asks of its connection (session.py's TlsSession, which hands each of
     its two directions itself): where plaintext goes, what the handshake settled, the keys, and the
     budgets of trial decryptions."""
 
-    outputs: list  # the two directions' Kafka framers
+    outputs: list  # the two directions' Kafka framers (Framer.data takes a size: the first bytes of a chunk)
     client_dir: int | None
     start_captured: bool
     version: int | None
@@ -50,7 +58,7 @@ class Session(Protocol):
 
     def tls12(self, d: int) -> Keys | None: ...
 
-    def trial(self, d: int, header: bytes, payload: bytes) -> tuple[Keys, bytes] | None: ...
+    def trial(self, d: int, header: bytes, payload: Payload) -> tuple[Keys, bytes] | None: ...
 
     def hello(self, d: int, msg_type: int, body: bytes) -> None: ...
 
@@ -99,7 +107,7 @@ class RecordStream:
         return self.read, self.undecrypted, self.other, self.gap_bytes
 
     @property
-    def out(self):
+    def out(self) -> Any:  # the direction's Kafka framer
         return self.session.outputs[self.d]
 
     def begin_after(self, captured: int, lost: int) -> None:
@@ -157,7 +165,7 @@ class RecordStream:
             n = record_length(b, pos)
             if n < 0 or end - pos < 5 + n:
                 break
-            header, payload = _record_at(b, pos, n)
+            header, payload = _record_in_place(b, pos, n)
             pos += 5 + n
             self._record(header, payload, self.rec_ts, self.rec_num)
             self.rec_ts, self.rec_num = ts, number
@@ -233,7 +241,7 @@ class RecordStream:
                 return False
             i = 1
 
-    def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:  # TlsDirection's
+    def _record(self, header: bytes, payload: Payload, ts: int, number: int) -> None:  # TlsDirection's
         raise NotImplementedError
 
 
@@ -295,7 +303,7 @@ class TlsDirection(RecordStream):
             self.buf.clear()
         self.out.end()
 
-    def _record(self, header: bytes, payload: bytes, ts: int, number: int) -> None:
+    def _record(self, header: bytes, payload: Payload, ts: int, number: int) -> None:
         s = self.session
         ctype = header[0]
         size = 5 + len(payload)
@@ -354,23 +362,25 @@ class TlsDirection(RecordStream):
         self._plaintext(ctype, plain, ts, number)
 
     def _plaintext(self, ctype: int, plain: bytes, ts: int, number: int) -> None:
+        size = len(plain)
         if self.keys is not None and self.keys.tls13:  # the inner content type ends the zero padding
-            end = len(plain.rstrip(b"\x00"))
-            if not end:
+            size = len(plain.rstrip(b"\x00"))  # (no copy where nothing is stripped)
+            if not size:
                 return
-            ctype, plain = plain[end - 1], plain[:end - 1]
+            size -= 1
+            ctype = plain[size]
         if ctype == APPLICATION_DATA:
-            self.session.decrypted += len(plain)
-            if plain:
-                self.out.data(plain, ts, number)
+            self.session.decrypted += size
+            if size:
+                self.out.data(plain, ts, number, size)  # (the framer takes plain[:size], uncopied where it can)
         elif ctype == HANDSHAKE:
-            self._handshake(plain, ts, number)
+            self._handshake(plain[:size], ts, number)
 
     def _traffic_keys(self) -> None:
         found = self.session.tls13(self._label())
         self.keys, self.secret = found if found is not None else (None, None)
 
-    def _sequenced(self, header: bytes, payload: bytes) -> None:
+    def _sequenced(self, header: bytes, payload: Payload) -> None:
         """This direction's keys, once the other direction's trial found the session (see
         TlsSession.trial), with the sequence number that verifies this record."""
         self._traffic_keys()
@@ -387,7 +397,7 @@ class TlsDirection(RecordStream):
         side = "CLIENT" if self.d == self.session.client_dir else "SERVER"
         return f"{side}_HANDSHAKE_TRAFFIC_SECRET" if self.phase == "handshake" else f"{side}_TRAFFIC_SECRET_0"
 
-    def _handshake(self, data: bytes, ts: int, number: int) -> None:
+    def _handshake(self, data: Payload, ts: int, number: int) -> None:
         hs = self.hs
         hs += data
         pos = 0

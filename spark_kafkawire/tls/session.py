@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .handshake import Handshake
-from .keys import TLS13, Keys, suite_fits, tls12_keys, tls13_keys
+from .keys import TLS13, Keys, Payload, suite_fits, tls12_keys, tls13_keys
 from .records import TRIAL_RECORDS, TlsDirection
 from .suites import SUITES
 from .budget import TrialBudget
@@ -163,7 +163,7 @@ class TlsSession(Handshake):
         b.task_left -= grant
         return grant
 
-    def trial(self, d: int, header: bytes, payload: bytes) -> tuple[Keys, bytes] | None:
+    def trial(self, d: int, header: bytes, payload: Payload) -> tuple[Keys, bytes] | None:
         """A connection whose handshake is not in the capture (a rotated file, a capture started
         late): its first whole protected record is tried with the TLS 1.3 application secrets of
         the key log's sessions that no connection of this file has claimed, nearest in the log to

@@ -937,7 +937,40 @@ static PyTypeObject LaneType = {
     .tp_members = Lane_members,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1, NULL};
+/* append(buf, chunk, pos, n, target): chunk[pos:pos + n] joins the frame in progress `buf` (a
+   bytearray) of `target` bytes in all, by frame_append's rule. Framer.cut and Framer.data call it
+   where the lane does not frame (a TLS direction's plaintext, a chunk the lane hands back): Python
+   cannot size a bytearray ahead (bytearray += shrinks a buffer held less than half full), so a
+   frame of megabytes grown from 16 KiB records was copied again at every step of its growth. */
+static PyObject *lane_append(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyByteArray_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "append(buf: bytearray, chunk, pos, n, target)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]), n = PyLong_AsSsize_t(args[3]);
+    long long target = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (pos < 0 || n < 0 || pos > view.len || n > view.len - pos) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "append: bytes outside the chunk");
+        return NULL;
+    }
+    int r = frame_append(args[0], (const unsigned char *)view.buf + pos, n, target);
+    PyBuffer_Release(&view);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))lane_append, METH_FASTCALL,
+     "append(buf, chunk, pos, n, target): chunk[pos:pos + n] joins a frame in progress of target bytes"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast lane for common packets.", -1,
+                                    module_methods};
 
 PyMODINIT_FUNC PyInit__lane(void) {
     if (PyType_Ready(&LaneType) < 0) return NULL;

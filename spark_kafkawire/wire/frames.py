@@ -21,11 +21,23 @@ import re
 from struct import Struct
 from typing import Callable, NamedTuple
 
+from ..compiled import lane_module
 from .cores import AcctCore, FramerCore
 
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
 MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
 _I32 = Struct("!i")
+
+
+def _append_py(buf: bytearray, chunk: bytes, pos: int, n: int, target: int) -> None:
+    """chunk[pos:pos + n] joins the frame in progress ``buf`` (``target`` bytes in all)."""
+    buf += chunk if pos == 0 and n == len(chunk) else chunk[pos : pos + n]
+
+
+#: where the fast lane is built, its append: the frame's buffer sized for the whole frame as the
+#: lane sizes its own (no copy as a large frame grows, which Python's bytearray cannot promise)
+_append: Callable[[bytearray, bytes, int, int, int], None] = \
+    lane_module.append if lane_module is not None else _append_py
 
 
 class Frame(NamedTuple):
@@ -240,12 +252,15 @@ class Framer(Resync):
             self.synced = False
             self.at_start = True
 
-    def data(self, chunk: bytes, ts: int, number: int) -> None:
+    def data(self, chunk: bytes, ts: int, number: int, size: int = -1) -> None:
+        """The next bytes: ``chunk``, or its first ``size`` only (a TLS 1.3 record's plaintext, uncopied)."""
+        n = size if 0 <= size < len(chunk) else len(chunk)
         if self.first:
             self.first = False
+            if n < len(chunk):
+                chunk = chunk[:n]
             if self.on_first is not None and self.on_first(chunk, ts, number):
                 return  # another sink took the chunk, and the stream from here on
-        n = len(chunk)
         if self.rest_to:  # the rest of a frame a gap cut: its bytes go to that partial frame
             take = min(n, self.rest_to - self.pos)
             self.acct.partial_bytes += take
@@ -255,13 +270,15 @@ class Framer(Resync):
                     self.rest_to = 0
                 return
             self.rest_to = 0
-            chunk = chunk[take:]
+            chunk = chunk[take:n]
             n -= take
         buf = self.buf
         if buf and n < self.target - len(buf) and self.target > 4:  # inside a large frame: keep it
-            buf += chunk
+            _append(buf, chunk, 0, n, self.target)
             self.pos += n
             return
+        if n < len(chunk):
+            chunk = chunk[:n]
         base = self.pos
         self.pos += n
         if self.disabled:
@@ -349,11 +366,11 @@ class Framer(Resync):
                 else:
                     self.target = 4
                 self.f_ts, self.f_num, self.f_off = ts, number, base + pos
-                buf += chunk[pos:]
+                _append(buf, chunk, pos, n - pos, self.target)
                 return
             # continue the frame in progress
             take = min(self.target - len(buf), n - pos)
-            buf += chunk if take == n else chunk[pos : pos + take]
+            _append(buf, chunk, pos, take, self.target)
             pos += take
             if len(buf) < self.target:
                 return
