@@ -125,6 +125,25 @@ def test_a_read_imports_the_tls_stage_only_when_it_meets_tls(tmp_path):
     assert seen["tls"] == repr(tls_stage)
 
 
+def test_a_read_of_exchanges_leaves_the_certificate_unparsed(tmp_path):
+    """Nothing is imported until needed: the server certificate's names are columns of connection
+    rows only, so an exchanges read of a TLS capture does not import cryptography's x509 parser (30
+    ms); a connections read does, and names the certificate the capture's broker was given
+    (tests/tls/make_tls_captures.py makes it with this subject)."""
+    tls = ROOT / "tests" / "tls"
+    code = ("import sys, spark_kafkawire as k; "
+            "t = k.read_capture(sys.argv[1], tlsKeyLog=sys.argv[2], rows=sys.argv[3]); "
+            "subjects = {r.get('tls_cert_subject') for r in t.to_pylist()} - {None}; "
+            "print('cryptography.x509' in sys.modules, sorted(subjects))")
+    seen = {}
+    for rows in ("exchanges", "connections"):
+        out = subprocess.run([sys.executable, "-c", code, str(tls / "tls13-aes128gcm.pcap"),
+                              str(tls / "tls13-aes128gcm.keylog"), rows], capture_output=True, text=True, check=True,
+                             cwd=tmp_path)
+        seen[rows] = out.stdout.strip()
+    assert seen == {"exchanges": "False []", "connections": "True ['O=kafkawire tests,CN=broker.test']"}
+
+
 _COLUMN_CASES = [
     (pa.int8(), [0, 1, -128, 127, 128, -129, None, "x", 5]),
     (pa.int16(), [0, -1, 32767, -32768, 32768, None, 7]),

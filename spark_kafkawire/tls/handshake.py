@@ -36,7 +36,8 @@ class Handshake:
         self.server_name: str | None = None
         self.alpn: list[str] | None = None
         self.offered_versions: list[int] = []
-        self.cert: tuple[str, str, str] | None = None  # subject, issuer, not after (ISO date)
+        self._cert: tuple[str, str, str] | None = None  # see cert
+        self._cert_der: bytes | None = None  # the server certificate, until its names are asked for
         self.ja3: str | None = None  # the client's fingerprints (see fingerprints.py)
         self.ja4: str | None = None
         self.handshake_seen = False  # the ClientHello is in the capture
@@ -44,6 +45,23 @@ class Handshake:
         self.etm = False  # encrypt-then-MAC agreed (CBC suites)
 
     # -- what the handshake says ---------------------------------------------------------------
+    @property
+    def cert(self) -> tuple[str, str, str] | None:
+        """The server certificate's subject, issuer and expiry (ISO date), read when first asked for
+        (a connection's row, its detail): an exchanges read never needs them, and cryptography's x509
+        parser takes 30 ms to import. A certificate that cannot be read is a note (see describe)."""
+        der, self._cert_der = self._cert_der, None
+        if der is not None:
+            try:
+                self._cert = _names(der)
+            except Exception as e:  # noqa: BLE001 - capture bytes (and cryptography's parser) may raise anything
+                self._note(f"certificate not read ({type(e).__name__})")
+        return self._cert
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes and len(self.notes) < 4:
+            self.notes.append(note)
+
     @property
     def version_name(self) -> str | None:
         return VERSIONS.get(self.version) if self.version is not None else None
@@ -61,13 +79,11 @@ class Handshake:
                 self._client_hello(d, body)
             elif msg_type == SERVER_HELLO:
                 self._server_hello(body)
-            elif msg_type == CERTIFICATE and self.cert is None:
+            elif msg_type == CERTIFICATE and self._cert is None and self._cert_der is None:
                 # TLS 1.3 (decrypted): a request context first; TLS 1.2: in clear
                 self._certificate(body[1 + body[0]:] if self.version == TLS13 else body)
-        except Exception as e:  # noqa: BLE001 - capture bytes (and cryptography's parser) may raise anything
-            note = f"{what} not read ({type(e).__name__})"
-            if note not in self.notes and len(self.notes) < 4:
-                self.notes.append(note)
+        except Exception as e:  # noqa: BLE001 - capture bytes may raise anything
+            self._note(f"{what} not read ({type(e).__name__})")
 
     def _client_hello(self, d: int, b: bytes) -> None:
         self.handshake_seen = True
@@ -134,15 +150,19 @@ class Handshake:
         self.suite = suite
 
     def _certificate(self, b: bytes) -> None:
-        from cryptography import x509
-
+        """The first certificate of the chain, kept to be read when asked for (cert)."""
         if len(b) < 6:
             return
         n = _U24.unpack(b"\x00" + b[3:6])[0]
-        der = b[6:6 + n]
-        cert = x509.load_der_x509_certificate(der)
-        self.cert = (cert.subject.rfc4514_string(), cert.issuer.rfc4514_string(),
-                     cert.not_valid_after_utc.date().isoformat())
+        self._cert_der = b[6:6 + n]
+
+
+def _names(der: bytes) -> tuple[str, str, str]:
+    """A DER certificate's subject, issuer (RFC 4514 strings) and expiry (ISO date)."""
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der)
+    return (cert.subject.rfc4514_string(), cert.issuer.rfc4514_string(), cert.not_valid_after_utc.date().isoformat())
 
 
 def extensions(b: bytes, pos: int) -> Iterator[tuple[int, bytes]]:

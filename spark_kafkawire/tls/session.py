@@ -66,6 +66,7 @@ class TlsSession(Handshake):
         the encrypted bytes."""
         from ..escape import printable
 
+        _ = self.cert  # read now: a certificate that cannot be read is among the notes
         parts = [self.version_name or "TLS (version not captured)"]
         if self.suite is not None:
             parts.append(str(self.suite_name))
