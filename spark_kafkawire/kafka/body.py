@@ -364,7 +364,7 @@ class _Reader(_Cursor):
                 raise _Redo()  # unknown or repeated: the dict mode's order of keys, not the wire's
             if f is None:
                 out.setdefault("_unknown_tagged_fields", []).append(
-                    {"tag": tag, "data": b2a_base64(self.buf[pos : pos + size], newline=False).decode()})
+                    {"tag": tag, "data": _b64(self.buf[pos : pos + size])})
             else:
                 if text:
                     seen.append(tag)
