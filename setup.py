@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 #: reassembly, framing, roles, body decoding, facts, pairing, rows). Not predicate.py: its filters
 #: are pickled to Spark's workers, which a compiled class is not
 NATIVE = ["wire.cores", "wire.health", "wire.flow", "wire.tcp", "wire.frames", "decode.roles", "kafka.headers",
-          "kafka.secrets", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
+          "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
           "decode.modes", "arrays", "rows.table", "rows.shapes", "tls.guess", "tls.keys", "tls.records"]
 GROUP = "spark_kafkawire._native"

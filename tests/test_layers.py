@@ -28,7 +28,7 @@ LAYERS = [
 STEPS = {
     "wire": [{"fs", "cores", "flow", "health"}, {"capture"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"session"}],
-    "kafka": [{"wiretypes", "values", "sasl", "carried"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
+    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
     "rows": [{"table"}, {"shapes"}],

@@ -109,7 +109,7 @@ class ConnState:
         #: the request header a plausibility test (roles.py) read last, with its bytes (see header)
         self.tested: tuple[bytes, RequestHeader] | None = None
 
-    def header(self, data: bytes | bytearray) -> RequestHeader:
+    def header(self, data: bytes) -> RequestHeader:
         """The request header a frame's data starts with: the one its plausibility test read where
         these are its bytes (a header reads nothing past its end), else parsed (HeaderError)."""
         tested = self.tested

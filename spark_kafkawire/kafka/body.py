@@ -24,17 +24,18 @@ from binascii import b2a_base64
 from struct import error as struct_error
 from typing import Final, NamedTuple
 
-from librt.strings import BytesWriter
+from librt.strings import BytesWriter, read_f64_be, read_i16_be, read_i32_be, read_i64_be
 
 from .. import protocol
 from ..compiled import native, require
+from .jsontext import int_text
 from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
 from .values import RawRecords
-from .layouts import FIXED, HL_ERROR, HL_NAME, HL_PARTITIONS, HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, \
-    J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, K_UUID, ZERO_UUID, Field, Schemas, schemas, \
-    uuid_text
+from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, FIXED, HL_ERROR, HL_NAME, HL_PARTITIONS, \
+    HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, \
+    K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
 from .secrets import SECRET_FIELDS, _b64, redact
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
@@ -46,10 +47,7 @@ UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
 GENERATED = not native
 
 _I16: Final = FIXED["int16"]
-_I32: Final = FIXED["int32"]
 _JSON: Final = require("orjson", "orjson").dumps
-#: JSON text of the small integers (error codes, partition indexes, counts), made once
-_SMALL: Final = [str(i).encode() for i in range(1024)]
 _NULL: Final = b"null"
 _LBRACE: Final = 0x7B  # {
 _RBRACE: Final = 0x7D  # }
@@ -142,10 +140,13 @@ class _Cursor:
         if self.flex:
             n, pos = self.uvarint(pos)
             return n - 1, pos
-        st = _I32 if wide else _I16
-        if pos + st.size > self.end:
+        if wide:
+            if pos + 4 > self.end:
+                raise BodyError("length runs past the end", pos)
+            return read_i32_be(self.buf, pos), pos + 4
+        if pos + 2 > self.end:
             raise BodyError("length runs past the end", pos)
-        return st.unpack_from(self.buf, pos)[0], pos + st.size
+        return read_i16_be(self.buf, pos), pos + 2
 
     def _fact(self, f: Field, v, in_topic: bool, tid_at: int) -> int:
         """Note what a decoded field tells the headline columns; returns where a TopicId waits."""
@@ -208,7 +209,7 @@ class _Reader(_Cursor):
         if kind == K_FIXED:
             if pos + f.size > end:
                 raise BodyError(f"{f.name} runs past the end", pos)
-            v = f.fixed.unpack_from(buf, pos)[0]  # type: ignore[union-attr]
+            v = _read_fixed(buf, pos, f.code)
             if self.text:
                 self.out.write(_fixed_text(f, v))
             return v, pos + f.size
@@ -261,12 +262,7 @@ class _Reader(_Cursor):
         if pos + n > self.end:
             raise BodyError(f"{f.name}: {n} bytes run past the end", pos)
         if records:
-            summary = rec.summarize(memoryview(buf)[pos : pos + n], self.budget)  # a view, not a copy
-            if self.text:
-                self.out.write(_JSON(summary))  # (its keys are text: no option needed)
-            if self.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
-                return RawRecords(summary, bytes(memoryview(buf)[pos : pos + n])), pos + n
-            return summary, pos + n
+            return _records(self, pos, pos + n), pos + n
         if f.name in SECRET_FIELDS:
             secret = redact(f.name, buf[pos : pos + n])
             if self.text:
@@ -381,6 +377,23 @@ class _Reader(_Cursor):
         return pos, tid_at
 
 
+def _records(r: _Reader, pos: int, end: int) -> object:
+    """A records field's batch summaries, read where they lie: in text mode their text, and their
+    totals as facts (no value); else their values (with the bytes, for rows=records)."""
+    if r.text and not r.opts.keep_raw:
+        facts = r.facts
+        count, size = rec.summary_into(r.buf, pos, end, r.budget, r.out)
+        facts.records += count
+        facts.record_bytes += size
+        return None
+    summary = rec.summarize(r.buf, r.budget, pos, end)
+    if r.text:
+        r.out.write(_JSON(summary))  # (its keys are text: no option needed)
+    if r.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
+        return RawRecords(summary, r.buf[pos:end])
+    return summary
+
+
 def _quoted(out: BytesWriter, text: bytes) -> None:
     """Text that needs no escaping (base64, a UUID), as a JSON string."""
     out.append(_QUOTE)
@@ -388,11 +401,29 @@ def _quoted(out: BytesWriter, text: bytes) -> None:
     out.append(_QUOTE)
 
 
+def _read_fixed(buf: bytes, pos: int, code: int) -> object:
+    """The fixed-width value at buf[pos] (the caller has checked that it is there), read in place."""
+    if code == F_INT32:
+        return read_i32_be(buf, pos)
+    if code == F_INT16:
+        return read_i16_be(buf, pos)
+    if code == F_INT64:
+        return read_i64_be(buf, pos)
+    if code == F_INT8:
+        b = buf[pos]
+        return b - 256 if b > 127 else b
+    if code == F_BOOL:
+        return buf[pos] != 0
+    if code == F_UINT16:
+        u: int = read_i16_be(buf, pos)
+        return u & 0xFFFF
+    return read_f64_be(buf, pos)
+
+
 def _fixed_text(f: Field, v) -> bytes:
     """A fixed-width value's JSON text, as orjson writes it."""
     if f.json == J_INT:
-        i: int = v
-        return _SMALL[i] if 0 <= i < 1024 else str(i).encode()
+        return int_text(v)
     if f.json == J_BOOL:
         return b"true" if v else b"false"
     return _JSON(v)  # float64: shortest repr, NaN and infinities null

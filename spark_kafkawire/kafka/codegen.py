@@ -121,10 +121,10 @@ class Compiler:
                                              "if r.guard and suspect(v) and token_shaped(v):",
                                              "    raise Slow"])
         if t == "records":
-            # the records are summarised through a view of the frame's bytes: no copy of them
-            return self._sized(flex, True, ["v = summarize(memoryview(buf)[pos:e], r.budget)",
+            # the records are summarised where they lie in the frame's bytes: no copy of them
+            return self._sized(flex, True, ["v = summarize(buf, r.budget, pos, e)",
                                             "if r.opts.keep_raw:",
-                                            "    v = RawRecords(v, bytes(memoryview(buf)[pos:e]))"])
+                                            "    v = RawRecords(v, buf[pos:e])"])
         if t == "bytes":
             take = f"v = redact({f.name!r}, buf[pos:e])" if f.name in SECRET_FIELDS else "v = b64(buf[pos:e]).decode()"
             return self._sized(flex, True, [take])

@@ -21,6 +21,16 @@ FIXED: Final = {
     "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
     "uint16": Struct("!H"), "float64": Struct("!d"), "bool": Struct("!?"),
 }
+#: the fixed-width types as the interpreter reads them (Field.code: one integer comparison)
+F_INT8: Final = 0
+F_INT16: Final = 1
+F_INT32: Final = 2
+F_INT64: Final = 3
+F_UINT16: Final = 4
+F_FLOAT64: Final = 5
+F_BOOL: Final = 6
+_FIXED_CODES: Final = {"int8": F_INT8, "int16": F_INT16, "int32": F_INT32, "int64": F_INT64, "uint16": F_UINT16,
+                       "float64": F_FLOAT64, "bool": F_BOOL}
 #: what a field tells the headline columns (see Facts), decided once per field from its name and type
 HL_ERROR: Final = 1
 HL_TOPIC: Final = 2
@@ -69,14 +79,15 @@ J_FLOAT: Final = 2
 
 
 class Field:
-    __slots__ = ("name", "type", "kind", "fixed", "size", "nullable", "array", "tag", "sub", "hl", "topic_array",
-                 "key", "next_key", "json", "scalar")
+    __slots__ = ("name", "type", "kind", "fixed", "code", "size", "nullable", "array", "tag", "sub", "hl",
+                 "topic_array", "key", "next_key", "json", "scalar")
 
     def __init__(self, name: str, typ: str, flags: int, tag: int, sub: int):
         self.name = name
         self.type = typ
         self.fixed = FIXED.get(typ)
         self.size = self.fixed.size if self.fixed is not None else 0
+        self.code = _FIXED_CODES.get(typ, -1)
         self.kind = K_FIXED if self.fixed is not None else _KINDS.get(typ, K_OTHER)
         self.nullable = bool(flags & NULLABLE)
         self.array = bool(flags & ARRAY)

@@ -24,10 +24,16 @@ import zlib
 from struct import Struct
 from typing import Final, Iterator, NamedTuple
 
+from librt.strings import BytesWriter, read_i16_be, read_i32_be, read_i64_be
+
 from ..compiled import require, require_extension
+from .jsontext import int_text
 from .wiretypes import View
 
 _crc32c: Final = require_extension("crc32c", "_crc32c").crc32c
+_orjson = require("orjson", "orjson")
+_dumps: Final = _orjson.dumps
+_loads: Final = _orjson.loads
 cramjam: Final = require("cramjam", "cramjam")
 zstandard: Final = require("zstandard", "zstandard")
 lz4_frame: Final = require("lz4.frame", "lz4")
@@ -79,72 +85,133 @@ class Record(NamedTuple):
 
 
 # -- summaries (exchange rows: no payload) -------------------------------------------------------
-def summarize(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED) -> list[dict]:
-    budget = _budget(budget)
-    out: list[dict] = []
-    pos, n = 0, len(data)
+#: a complete or cut magic 2 batch's JSON text between its values (the order of summarize's keys)
+_V2_KEYS: Final = (b'{"BaseOffset":', b',"Length":', b',"Magic":2,"PartitionLeaderEpoch":', b',"Crc":',
+                   b',"LastOffsetDelta":', b',"BaseTimestamp":', b',"MaxTimestamp":', b',"ProducerId":',
+                   b',"ProducerEpoch":', b',"BaseSequence":', b',"RecordCount":')
+#: its codec, timestamp type and flags (attributes & 0x3F: codec 0-7, bits 8, 16, 32), as that text
+_V2_ATTRS: Final = tuple(b',"Codec":"%s","TimestampType":"%s","Transactional":%s,"Control":%s' % (
+    CODECS[a & 7].encode() if a & 7 < len(CODECS) else b"codec%d" % (a & 7),
+    b"LogAppendTime" if a & 8 else b"CreateTime", b"true" if a & 16 else b"false", b"true" if a & 32 else b"false")
+    for a in range(64))
+
+
+def summarize(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED, pos: int = 0, end: int = -1) -> list[dict]:
+    """The metadata of the batches in data[pos:end] as values: the JSON text of
+    :func:`summary_into`, read back."""
+    out = BytesWriter()
+    summary_into(data, pos, len(data) if end < 0 else end, _budget(budget), out)
+    return _loads(out.getvalue())
+
+
+def summary_into(data: bytes, pos: int, n: int, budget: Budget, out: BytesWriter) -> tuple[int, int]:
+    """Write the JSON array of the metadata of the batches in data[pos:n] to ``out`` (the one
+    place it is made: the values of :func:`summarize` are this text read back); returns the record
+    count and bytes of the complete batches (what :func:`totals` gives of the values). The
+    integers are read where they lie (natively where compiled); the CRC runs over a view."""
+    count = size = 0
+    start = pos
+    view = memoryview(data)
+    out.write(b"[")
     while pos < n:
-        if n - pos < 17:
-            out.append({"Truncated": True, "Length": n - pos})
+        if pos > start:
+            out.write(b",")
+        left = n - pos
+        if left < 17:
+            out.write(b'{"Truncated":true,"Length":' + int_text(left) + b"}")
             break
         magic = data[pos + 16]
         if magic == 2:
-            if n - pos < 61:
-                out.append({"Truncated": True, "Length": n - pos, "Magic": 2})
+            if left < 61:
+                out.write(b'{"Truncated":true,"Length":' + int_text(left) + b',"Magic":2}')
                 break
-            (base, blen, epoch, _m, crc, attrs, last_delta, first_ts, max_ts, pid, pepoch, bseq,
-             count) = _V2.unpack_from(data, pos)
-            size = 12 + blen
-            batch = {
-                "BaseOffset": base, "Length": size, "Magic": 2, "PartitionLeaderEpoch": epoch,
-                "Crc": crc, "Codec": _codec(attrs), "TimestampType": "LogAppendTime" if attrs & 8 else "CreateTime",
-                "Transactional": bool(attrs & 16), "Control": bool(attrs & 32),
-                "LastOffsetDelta": last_delta, "BaseTimestamp": first_ts, "MaxTimestamp": max_ts,
-                "ProducerId": pid, "ProducerEpoch": pepoch, "BaseSequence": bseq, "RecordCount": count,
-            }
-            if blen < 49 or size > n - pos:
-                batch["Truncated"] = True
-                batch["Length"] = n - pos
-                out.append(batch)
+            blen: int = read_i32_be(data, pos + 8)
+            whole = 12 + blen
+            cut = blen < 49 or whole > left
+            crc: int = read_i32_be(data, pos + 17)
+            crc &= 0xFFFFFFFF
+            attrs: int = read_i16_be(data, pos + 21)
+            records: int = read_i32_be(data, pos + 57)
+            keys = _V2_KEYS
+            out.write(keys[0])
+            out.write(int_text(read_i64_be(data, pos)))
+            out.write(keys[1])
+            out.write(int_text(left if cut else whole))
+            out.write(keys[2])
+            out.write(int_text(read_i32_be(data, pos + 12)))
+            out.write(keys[3])
+            out.write(int_text(crc))
+            out.write(_V2_ATTRS[attrs & 0x3F])
+            out.write(keys[4])
+            out.write(int_text(read_i32_be(data, pos + 23)))
+            out.write(keys[5])
+            out.write(int_text(read_i64_be(data, pos + 27)))
+            out.write(keys[6])
+            out.write(int_text(read_i64_be(data, pos + 35)))
+            out.write(keys[7])
+            out.write(int_text(read_i64_be(data, pos + 43)))
+            out.write(keys[8])
+            out.write(int_text(read_i16_be(data, pos + 51)))
+            out.write(keys[9])
+            out.write(int_text(read_i32_be(data, pos + 53)))
+            out.write(keys[10])
+            out.write(int_text(records))
+            if cut:
+                out.write(b',"Truncated":true}')
                 break
-            batch["CrcValid"] = _crc32c(data[pos + 21 : pos + size]) == crc
+            valid = _crc32c(view[pos + 21 : pos + whole]) == crc
+            out.write(b',"CrcValid":true' if valid else b',"CrcValid":false')
             if attrs & 32 and not attrs & 7:
-                batch["ControlType"] = _control_type(data, pos + 61, pos + size)
-            out.append(batch)
-            pos += size
-        elif magic in (0, 1):
-            if n - pos < _V01.size:  # the header itself is cut (its magic byte was the last there)
-                out.append({"Truncated": True, "Length": n - pos, "Magic": magic})
+                control = _control_type(data, pos + 61, pos + whole)
+                out.write(b',"ControlType":null}' if control is None else
+                          b',"ControlType":"' + control.encode() + b'"}')
+            else:
+                out.write(b"}")
+            count += records
+            size += whole
+            pos += whole
+        elif magic == 0 or magic == 1:
+            batch = _v01_summary(view[:n], pos, n, magic, budget)
+            out.write(_dumps(batch))
+            if batch.get("Truncated"):
                 break
-            off, msize, crc, _m, attrs = _V01.unpack_from(data, pos)
-            size = 12 + msize
-            batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": _codec(attrs),
-                     "RecordCount": 1}
-            if magic == 1 and n - pos >= 30:
-                batch["BaseTimestamp"] = _I64.unpack_from(data, pos + 18)[0]
-                batch["TimestampType"] = "LogAppendTime" if attrs & 8 else "CreateTime"
-            if msize < 14 or size > n - pos:
-                batch["Truncated"] = True
-                batch["Length"] = n - pos
-                out.append(batch)
-                break
-            batch["CrcValid"] = crc_ok = zlib.crc32(data[pos + 16 : pos + size]) == crc
-            if attrs & 7 and not crc_ok:
-                batch["RecordCount"] = None
-                batch["DecompressError"] = "not decompressed: the wrapper's CRC does not match"
-            elif attrs & 7:  # a wrapper: count the messages inside
-                try:
-                    inner = budget.decompress(attrs & 7, _v01_key_value(data, pos, size, magic)[1] or b"")
-                    batch["RecordCount"] = _count_messages(inner, DEFAULT_MAX_RECORDS)
-                except RecordError as e:
-                    batch["RecordCount"] = None
-                    batch["DecompressError"] = str(e)
-            out.append(batch)
-            pos += size
+            count += batch["RecordCount"] or 0
+            size += batch["Length"]
+            pos += batch["Length"]
         else:
-            out.append({"Unknown": True, "Magic": magic, "Length": n - pos})
+            out.write(b'{"Unknown":true,"Magic":' + int_text(magic) + b',"Length":' + int_text(left) + b"}")
             break
-    return out
+    out.write(b"]")
+    return count, size
+
+
+def _v01_summary(data: View, pos: int, n: int, magic: int, budget: Budget) -> dict:
+    """A magic 0/1 message's metadata (a wrapper's inner messages counted where its CRC holds)."""
+    if n - pos < _V01.size:  # the header itself is cut (its magic byte was the last there)
+        return {"Truncated": True, "Length": n - pos, "Magic": magic}
+    off, msize, crc, _m, attrs = _V01.unpack_from(data, pos)
+    size = 12 + msize
+    batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": _codec(attrs),
+             "RecordCount": 1}
+    if magic == 1 and n - pos >= 30:
+        batch["BaseTimestamp"] = _I64.unpack_from(data, pos + 18)[0]
+        batch["TimestampType"] = "LogAppendTime" if attrs & 8 else "CreateTime"
+    if msize < 14 or size > n - pos:
+        batch["Truncated"] = True
+        batch["Length"] = n - pos
+        return batch
+    batch["CrcValid"] = crc_ok = zlib.crc32(data[pos + 16 : pos + size]) == crc
+    if attrs & 7 and not crc_ok:
+        batch["RecordCount"] = None
+        batch["DecompressError"] = "not decompressed: the wrapper's CRC does not match"
+    elif attrs & 7:  # a wrapper: count the messages inside
+        try:
+            inner = budget.decompress(attrs & 7, _v01_key_value(data, pos, size, magic)[1] or b"")
+            batch["RecordCount"] = _count_messages(inner, DEFAULT_MAX_RECORDS)
+        except RecordError as e:
+            batch["RecordCount"] = None
+            batch["DecompressError"] = str(e)
+    return batch
 
 
 def _codec(attrs: int) -> str:

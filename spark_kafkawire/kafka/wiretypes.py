@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Union
 
-#: a frame's bytes: bytes, or a bytearray where the frame was assembled from segments
-Bytes = Union[bytes, bytearray]
+#: a frame's bytes: the framer hands every frame out as bytes (the readers index them and read
+#: their integers in place, natively where compiled)
+Bytes = bytes
 #: bytes read in place: a record batch is read through a view of its frame
 View = Union[bytes, bytearray, memoryview]

@@ -398,9 +398,9 @@ static long long size_field(PyObject *buf, Py_ssize_t had, const unsigned char *
     return (long long)(int32_t)u32be(b);
 }
 
-/* the frame in progress grows by n bytes towards `target` bytes in all. Its buffer becomes the
-   frame's data, so it is sized for the whole frame as soon as a sixteenth of it has arrived (one
-   allocation, no copies as it grows); before that it doubles, so a size field nothing backs yet
+/* the frame in progress grows by n bytes towards `target` bytes in all (copied once into the
+   frame's bytes when whole). Its buffer is sized for the whole frame as soon as a sixteenth of it
+   has arrived (one allocation, no copies as it grows); before that it doubles, so a size field nothing backs yet
    reserves at most 16 times the bytes actually held. */
 static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, long long target) {
     PyByteArrayObject *b = (PyByteArrayObject *)buf;
@@ -519,18 +519,19 @@ static int frame_chunk(Lane *self, PyObject *fr, const unsigned char *c, Py_ssiz
             Py_XDECREF(fn);
             return -1;
         }
-        /* the buffer becomes the frame's data (its size field dropped by moving its start) and
-           the framer takes a new one, as cut does */
+        /* the frame's data is bytes, its size field left out (as cut makes it), and the framer
+           takes a new buffer */
         PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
-        if (fresh == NULL || PySequence_DelSlice(buf, 0, 4) < 0 || tag_set(&FC(fr)->_target, 4) < 0) {
+        PyObject *data = fresh ? PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + 4, PyByteArray_GET_SIZE(buf) - 4) : NULL;
+        if (data == NULL || tag_set(&FC(fr)->_target, 4) < 0) {
             Py_XDECREF(fresh);
+            Py_XDECREF(data);
             Py_DECREF(ft);
             Py_DECREF(fn);
             Py_DECREF(fo);
             return -1;
         }
-        PyObject *data = buf;
-        Py_INCREF(data); /* new_frame takes this reference (and fo's); SET_FIELD drops the framer's */
+        /* new_frame takes data's reference (and fo's); SET_FIELD drops the framer's old buffer */
         buf = fresh;
         SET_FIELD(FC(fr)->_buf, fresh);
         PyObject *f = new_frame(self, ft, fn, fo, PyLong_FromLongLong(tg - 4), data, ts);
