@@ -23,18 +23,21 @@ out either way (the decoding tests run in both modes).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
-from pathlib import Path
 from types import ModuleType
 
+try:  # CPython's own SHA-256, without hashlib's OpenSSL (2 ms of every start); else hashlib's
+    from _sha256 import sha256
+except ImportError:
+    from hashlib import sha256
+
 PURE = bool(os.environ.get("KAFKAWIRE_PURE_PYTHON"))
-_HERE = Path(__file__).resolve().parent
+_HERE = os.path.dirname(os.path.realpath(__file__))  # (os.path: pathlib costs 3 ms of every start)
 
 
 def require(module: str, package: str):
@@ -96,28 +99,30 @@ class _Sources:
         return importlib.util.spec_from_file_location(fullname, _source(fullname.partition(".")[2]))
 
 
-def _source(name: str) -> Path:
+def _source(name: str) -> str:
     """The ``.py`` source of a module of the package, named relative to it (``kafka.body``)."""
-    return _HERE.joinpath(*name.split(".")).with_suffix(".py")
+    return os.path.join(_HERE, *name.split(".")) + ".py"
 
 
 def _native() -> tuple[list[str], str | None]:
     """(the compiled stage modules, why they are not used: None when they are)."""
     try:
-        built = json.loads((_HERE / "_native.json").read_text())
+        with open(os.path.join(_HERE, "_native.json"), "rb") as f:
+            built = json.loads(f.read())
     except (OSError, ValueError):
         return [], "not built (no _native.json: installed without a compiler, or run from a checkout before make setup)"
     modules = sorted(built.get("modules", {}))
     if PURE:
         return modules, "KAFKAWIRE_PURE_PYTHON is set"
     for name in modules:
+        shown = name.replace(".", "/") + ".py"
         try:
-            digest = hashlib.sha256(_source(name).read_bytes()).hexdigest()
+            with open(_source(name), "rb") as f:
+                digest = sha256(f.read()).hexdigest()
         except OSError:
-            return modules, f"{_source(name).relative_to(_HERE)} is missing"
+            return modules, f"{shown} is missing"
         if digest != built["modules"][name]:
-            return modules, (f"{_source(name).relative_to(_HERE)} changed since the compiled modules were built "
-                             "(make setup rebuilds them)")
+            return modules, f"{shown} changed since the compiled modules were built (make setup rebuilds them)"
     if importlib.util.find_spec(f"{built['group']}__mypyc") is None:
         return modules, "the compiled modules did not build (no C compiler at install time)"
     return modules, None
@@ -127,11 +132,14 @@ def _beside_sources() -> set[str]:
     """The package's modules with a compiled module beside their ``.py`` source (whatever
     _native.json says: a build by hand may leave them without one)."""
     found = set()
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for path in _HERE.rglob("*" + suffix):
-            name = ".".join(path.relative_to(_HERE).parts)[: -len(suffix)]
-            if _source(name).exists():
-                found.add(name)
+    for folder, _dirs, files in os.walk(_HERE):
+        for file in files:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                if file.endswith(suffix):
+                    rel = os.path.relpath(os.path.join(folder, file), _HERE)
+                    name = ".".join(rel.split(os.sep))[: -len(suffix)]
+                    if os.path.exists(_source(name)):
+                        found.add(name)
     return found
 
 

@@ -104,6 +104,21 @@ def test_a_read_loads_crc32c_without_its_package_init(tmp_path):
     assert out.stdout.strip() == "0xe3069283 []"
 
 
+def test_a_read_of_plaintext_starts_without_what_it_does_not_use(tmp_path):
+    """A read's start loads only what it uses: not importlib.resources (the protocol's data files
+    are read from the package's folder), pathlib, hashlib's OpenSSL (the compiled-sources check and
+    the Community ID use CPython's own SHA-256 and SHA-1) or gzip (for a compressed capture only);
+    and the rows still carry the api names, error names and Community IDs those give."""
+    avoided = ["importlib.resources", "pathlib", "hashlib", "_hashlib", "gzip"]
+    code = ("import sys, spark_kafkawire as k; t = k.read_capture(sys.argv[1]); "
+            f"loaded = [m for m in {avoided!r} if m in sys.modules]; "  # (before pyarrow's to_pylist)
+            "print(sorted({a for a in t.column('api_name').to_pylist() if a})[:2], "
+            "all(c.startswith('1:') for c in t.column('community_id').to_pylist()), loaded)")
+    out = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "tansu-admin-txn.pcap")], capture_output=True,
+                         text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == "['AddOffsetsToTxn', 'AddPartitionsToTxn'] True []"
+
+
 def test_a_read_imports_the_tls_stage_only_when_it_meets_tls(tmp_path):
     """Nothing is imported until needed: a read of plaintext Kafka loads none of the TLS session,
     record layer, key schedule or key log (nor cryptography); a read of a TLS capture with its key

@@ -36,8 +36,9 @@ sasl_token         a raw SASL token: after a SaslHandshake v0 the client and bro
 
 from __future__ import annotations
 
-from struct import Struct
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Protocol
+
+from librt.strings import read_i32_be
 
 from .. import protocol
 from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, decode_with_facts, leading_field
@@ -78,7 +79,6 @@ DAMAGE: Final = frozenset({TRUNCATED, MALFORMED, UNDECODED, CAPTURE_DAMAGED})
 
 MAX_PENDING_REQUESTS: Final = 4096  # per connection; older unanswered requests are reported, not kept
 
-_I32: Final = Struct("!i")
 
 class RowSink(Protocol):
     """Receives decoded exchanges; builds the rows of the requested shape."""
@@ -284,7 +284,7 @@ class Pairing:
                 status = TRUNCATED if not frame.complete else MALFORMED
                 self._emit(st, None, Response(frame, None, None), status, "response shorter than its header")
             return None
-        corr = _I32.unpack_from(frame.data)[0]
+        corr: int = read_i32_be(frame.data, 0)
         req = st.pending.pop(corr, None)
         if req is None:
             if not self._mine():

@@ -9,7 +9,7 @@ decided.
 
 from __future__ import annotations
 
-from struct import Struct
+from librt.strings import read_i32_be
 
 from .connstate import ConnState, Endpoints
 from ..wire.frames import ALIGNED_ONLY, Frame
@@ -19,7 +19,6 @@ from ..wire.packets import ip_text
 
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
 
-_I32 = Struct("!i")
 
 
 class Roles:
@@ -87,9 +86,9 @@ class Roles:
         echo = [False, False]
         for d in (0, 1):
             if req[d]:
-                corrs = {_I32.unpack_from(f.data, 4)[0] for dd, f in st.queue if dd == d and len(f.data) >= 8}
+                corrs = {read_i32_be(f.data, 4) for dd, f in st.queue if dd == d and len(f.data) >= 8}
                 other = firsts[1 - d]
-                echo[d] = other is not None and len(other.data) >= 4 and _I32.unpack_from(other.data)[0] in corrs
+                echo[d] = other is not None and len(other.data) >= 4 and read_i32_be(other.data, 0) in corrs
         if echo[0] != echo[1]:
             return 0 if echo[0] else 1
         if req[0] != req[1]:
@@ -117,10 +116,10 @@ class Roles:
             return len(data) >= 4
         if len(data) < 4:
             return False
-        corr = _I32.unpack_from(data)[0]
+        corr: int = read_i32_be(data, 0)
         # a response to a request waiting for it, or to one still queued for the role decision
         if corr in st.pending or any(
-                dd != d and len(f.data) >= 8 and _I32.unpack_from(f.data, 4)[0] == corr for dd, f in st.queue):
+                dd != d and len(f.data) >= 8 and read_i32_be(f.data, 4) == corr for dd, f in st.queue):
             return True
         # the other direction is not in the capture at all: no request to match, structure only
         if corr >= 0 and st.framers[1 - d].pos == 0 and (role is not None or not looks_like_request(data)):

@@ -8,16 +8,11 @@ shape of a SASL token is refused, never read (see :mod:`spark_kafkawire.kafka.sa
 
 from __future__ import annotations
 
-from struct import Struct
-from typing import Final
+from librt.strings import read_i16_be, read_i32_be
 
 from .. import protocol
 from .sasl import token_shaped
 from .wiretypes import Bytes
-
-_REQ: Final = Struct("!hhi")
-_I32: Final = Struct("!i")
-_I16: Final = Struct("!h")
 
 
 class HeaderError(ValueError):
@@ -75,14 +70,16 @@ def parse_request_header(data: Bytes) -> RequestHeader:
     n = len(data)
     if n < 8:
         raise HeaderError(f"request header needs 8 bytes, frame has {n}")
-    key, version, corr = _REQ.unpack_from(data)
+    key: int = read_i16_be(data, 0)
+    version: int = read_i16_be(data, 2)
+    corr: int = read_i32_be(data, 4)
     hv = protocol.request_header_version(key, version)
     if hv == 0:
         return RequestHeader(key, version, corr, None, 0, 8)
     # v1 and v2 (and unknown versions, read as v1): client_id with an int16 length
     if n < 10:
         raise HeaderError("request header ends before client_id")
-    (ln,) = _I16.unpack_from(data, 8)
+    ln: int = read_i16_be(data, 8)
     pos = 10
     client_id = None
     if ln >= 0:
@@ -106,7 +103,7 @@ def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int,
     """Return (correlation_id, body offset) of a response header."""
     if len(data) < 4:
         raise HeaderError(f"response header needs 4 bytes, frame has {len(data)}")
-    (corr,) = _I32.unpack_from(data)
+    corr: int = read_i32_be(data, 0)
     pos = 4
     if header_version == 1:
         pos = skip_tagged_fields(data, pos, len(data))
@@ -126,8 +123,7 @@ def plausible_request(data: Bytes, strict: bool) -> RequestHeader | None:
     if not strict:
         if len(data) < 10:
             return None
-        key, version, corr = _REQ.unpack_from(data)
-        if not (0 <= key < 1000 and 0 <= version < 100 and corr >= 0):
+        if not (0 <= read_i16_be(data, 0) < 1000 and 0 <= read_i16_be(data, 2) < 100 and read_i32_be(data, 4) >= 0):
             return None
     try:
         h = parse_request_header(data)

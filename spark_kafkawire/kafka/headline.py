@@ -15,7 +15,6 @@ acks, transactional_id, group_id, member_id   top-level request fields of those 
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING, Final
 
 from .. import protocol
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 
 
 def _load_errors() -> dict[int, str]:
-    text = resources.files("spark_kafkawire.protocol").joinpath("errors.tsv").read_text()
+    text = protocol.data_text("errors.tsv")
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):

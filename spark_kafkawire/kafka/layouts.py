@@ -5,7 +5,6 @@ interpreter (body.py) and the generated readers (codegen.py) walk: each field's 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from struct import Struct
 from typing import Final
 
@@ -139,6 +138,5 @@ _schemas: Final[list[Schemas]] = []  # (Final: compiled, read without a lookup b
 def schemas() -> Schemas:
     """messages.json's layouts, read once per process."""
     if not _schemas:
-        pkg = resources.files("spark_kafkawire.protocol")
-        _schemas.append(Schemas(json.loads(pkg.joinpath("messages.json").read_text())))
+        _schemas.append(Schemas(json.loads(protocol.data_text("messages.json"))))
     return _schemas[0]

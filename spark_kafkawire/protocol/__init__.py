@@ -16,9 +16,23 @@ Imports: nothing of the package (it is data and its loaders).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+
+
+def data_text(name: str) -> str:
+    """A data file of this package (apis.tsv, messages.json, ...): read from the package's folder,
+    or through importlib.resources where the package is not one (a zip); that module, with the
+    tempfile, shutil and zipfile it imports, costs 4 ms of a read's start."""
+    try:
+        with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
 
 @dataclass(frozen=True, slots=True)
 class Api:
@@ -36,7 +50,7 @@ class Api:
 
 
 def _load() -> tuple[Api | None, ...]:
-    text = resources.files(__package__).joinpath("apis.tsv").read_text()
+    text = data_text("apis.tsv")
     apis: dict[int, Api] = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -123,7 +137,7 @@ def response_header_version(key: int, version: int) -> int | None:
 def releases() -> dict[str, dict[int, tuple[int, int]]]:
     """releases.tsv: for each Kafka release, api key -> (lowest, highest) request version it
     accepts. A key a release does not list, it does not have. Read once (callers do not change it)."""
-    text = resources.files(__package__).joinpath("releases.tsv").read_text()
+    text = data_text("releases.tsv")
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):

@@ -12,7 +12,6 @@ damage and then sets :attr:`CaptureReader.damage` to a :class:`Damage` saying wh
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from dataclasses import dataclass
@@ -77,6 +76,8 @@ ROWS_DUE = RowsDue()
 def _open(path: str, endpoint: str | None = None) -> BinaryIO:
     f = open_binary(path, endpoint)
     if f.peek(2)[:2] == GZIP_MAGIC:  # type: ignore[attr-defined]
+        import gzip  # (only for a gzip-compressed capture)
+
         return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
     return f
 

@@ -9,7 +9,10 @@ number and a zero byte, base64-encoded after ``1:``
 
 from __future__ import annotations
 
-from hashlib import sha1
+try:  # CPython's own SHA-1, without hashlib's OpenSSL (2 ms of every start); else hashlib's
+    from _sha1 import sha1
+except ImportError:
+    from hashlib import sha1
 from struct import Struct
 from typing import Final
 
