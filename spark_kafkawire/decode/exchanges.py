@@ -305,7 +305,7 @@ class Pairing:
         with secrets are decoded every time (the connection's secrets are collected there)."""
         remembered = frame.complete and h.api_key not in schemas().secret_apis and \
             len(frame.data) - pos <= LEARNED_BYTES
-        key = bytes(memoryview(frame.data)[pos:]) if remembered else None  # data may be a bytearray
+        key = frame.data[pos:] if remembered else None  # (frames are bytes: a slice is its own copy)
         self.topics.learn(h.api_key, h.api_version, key,
                           lambda: _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)[2])
 

@@ -33,7 +33,7 @@ from .wiretypes import Bytes
 from . import records as rec
 from .sasl import suspect, token_shaped
 from .values import RawRecords
-from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, FIXED, HL_ERROR, HL_NAME, HL_PARTITIONS, \
+from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, HL_ERROR, HL_NAME, HL_PARTITIONS, \
     HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, \
     K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
 from .secrets import SECRET_FIELDS, _b64, redact
@@ -46,7 +46,6 @@ UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
 #: which are interpreted Python: it reads every body itself.
 GENERATED = not native
 
-_I16: Final = FIXED["int16"]
 _JSON: Final = require("orjson", "orjson").dumps
 _NULL: Final = b"null"
 _LBRACE: Final = 0x7B  # {
@@ -446,7 +445,7 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
     """
     s = schemas()
     if not request and api_key == API_VERSIONS and len(data) >= pos + 2 and \
-            _I16.unpack_from(data, pos)[0] == UNSUPPORTED_VERSION:
+            read_i16_be(data, pos) == UNSUPPORTED_VERSION:
         # the broker does not support the requested version and answers with a v0-shaped body;
         # if even that does not fit (librdkafka's mock cluster), the error code is all there is
         try:
@@ -485,7 +484,7 @@ def leading_field(api_key: int, version: int, request: bool, data: Bytes, pos: i
     seen = _LEADING.get(key)
     if seen:
         for n, values in seen.items():
-            value = values.get(bytes(data[pos : pos + n]), _MISSING)  # data may be a bytearray
+            value = values.get(data[pos : pos + n], _MISSING)
             if value is not _MISSING:
                 return value
     s = schemas()
@@ -502,7 +501,7 @@ def leading_field(api_key: int, version: int, request: bool, data: Bytes, pos: i
                 if _leading_count >= LEADING_KEPT:
                     _LEADING.clear()
                     _leading_count = 0
-                _LEADING.setdefault(key, {}).setdefault(pos - start, {})[bytes(data[start:pos])] = value
+                _LEADING.setdefault(key, {}).setdefault(pos - start, {})[data[start:pos]] = value
                 _leading_count += 1
                 return value
     except (BodyError, struct_error, IndexError, ValueError):
