@@ -31,10 +31,19 @@ import os
 import sys
 from types import ModuleType
 
-try:  # CPython's own SHA-256, without hashlib's OpenSSL (2 ms of every start); else hashlib's
-    from _sha256 import sha256
-except ImportError:
-    from hashlib import sha256
+
+def plain_hash(name: str):
+    """The constructor of hash ``name`` (sha1, sha256) from CPython's own module, without hashlib's
+    OpenSSL (2 ms of every start); hashlib's where CPython was built without it."""
+    try:
+        return getattr(importlib.import_module("_" + name), name)
+    except ImportError:
+        import hashlib
+
+        return getattr(hashlib, name)
+
+
+sha256 = plain_hash("sha256")
 
 PURE = bool(os.environ.get("KAFKAWIRE_PURE_PYTHON"))
 _HERE = os.path.dirname(os.path.realpath(__file__))  # (os.path: pathlib costs 3 ms of every start)

@@ -143,7 +143,9 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
             key = h.api_key if h else None
             ids = dict(decoder.topic_ids)
             walked = headline(key, req.body if req else None, resp.body if resp else None, ids)
-            noted = dict(zip(HEADLINE_FIELDS, headline_from_facts(key, req, resp, ids), strict=True))
+            values = headline_from_facts(key, req.body if req else None, req.facts if req else None,
+                                         resp.body if resp else None, resp.facts if resp else None, ids)
+            noted = dict(zip(HEADLINE_FIELDS, values, strict=True))
             assert noted == walked, (key, noted, walked)
             self.pairs += 1
 

@@ -374,3 +374,24 @@ def test_batch_summary_is_what_kafka_python_reads():
         i = rnd.randrange(len(data))
         if i not in range(8, 12) and data[16] == 2 and i != 16:  # (the length and magic say where batches end)
             _compare(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1 :])
+
+
+def test_the_batch_header_layout_is_kafka_pythons():
+    """The one statement of the batch headers (records._V2_HEADER, _V01_HEADER), from which the
+    Structs and every offset read in place are made, against kafka-python's own constants and
+    header Structs."""
+    from kafka.record.default_records import DefaultRecordBase as D
+    from kafka.record.legacy_records import LegacyRecordBase as L
+
+    assert rec._V2.format.lstrip("!>") == D.HEADER_STRUCT.format.lstrip("!>")
+    assert rec._V2.size == D.HEADER_STRUCT.size == rec.V2_SIZE == 61
+    assert (rec.V2_CRC, rec.V2_ATTRIBUTES, rec.LOG_OVERHEAD) == (D.CRC_OFFSET, D.ATTRIBUTES_OFFSET, D.AFTER_LEN_OFFSET)
+    assert (rec.AT_MAGIC, rec.LOG_OVERHEAD) == (L.MAGIC_OFFSET, L.LOG_OVERHEAD)
+    assert rec._V01.format.lstrip("!>") == L.HEADER_STRUCT_V0.format.lstrip("!>")
+    assert "".join(t for _, t in rec._V01_HEADER) == L.HEADER_STRUCT_V1.format.lstrip("!>")
+    # magic 0: the key's length where magic 1's timestamp starts; magic 1: after the timestamp
+    assert (rec.V01_TIMESTAMP, rec.V01_TIMESTAMP + 8) == (L.KEY_OFFSET_V0, L.KEY_OFFSET_V1)
+    # each field where DefaultRecordBatch's header Struct puts it
+    fields = D.HEADER_STRUCT.unpack(bytes(range(61)))
+    own = rec._V2.unpack(bytes(range(61)))
+    assert own == fields

@@ -3,6 +3,7 @@
 import base64
 import json
 import re
+import struct
 
 import pytest
 
@@ -264,3 +265,26 @@ def test_ordinary_strings_are_not_token_shaped(value):
     from spark_kafkawire.kafka.sasl import token_shaped
 
     assert not token_shaped(value)
+
+
+def test_client_ids_remembered_by_their_bytes_never_let_a_token_through():
+    """Client ids are remembered by their bytes (a client sends the same one each time): a token's
+    shape is refused every time it comes, a valid id read the second time is the first's text, and
+    what is remembered stays bounded however many distinct ids a capture holds."""
+    from spark_kafkawire.kafka import headers as hd
+
+    def header(client_id: bytes) -> bytes:  # Metadata v4: request header v1
+        return struct.pack("!hhih", 3, 4, 7, len(client_id)) + client_id
+
+    token = b"\x00alice\x00" + b"pw-" * 6
+    for _ in range(3):
+        with pytest.raises(hd.HeaderError, match="SASL token"):
+            hd.parse_request_header(header(token))
+    assert token not in hd._CLIENT_IDS
+    first = hd.parse_request_header(header(b"app-1")).client_id
+    assert first == "app-1" and hd.parse_request_header(header(b"app-1")).client_id == "app-1"
+    with pytest.raises(hd.HeaderError, match="UTF-8"):
+        hd.parse_request_header(header(b"\xff\xfe"))
+    for i in range(3 * hd.CLIENT_IDS_KEPT):
+        assert hd.parse_request_header(header(b"c%d" % i)).client_id == f"c{i}"
+    assert len(hd._CLIENT_IDS) <= hd.CLIENT_IDS_KEPT

@@ -17,12 +17,12 @@ from typing import Callable
 
 from . import records as rec
 from .sasl import suspect, token_shaped
-from .layouts import HL_PARTITIONS, ZERO_UUID, Schemas, uuid_text
+from .layouts import FIXED, FIXED_TYPES, HL_PARTITIONS, ZERO_UUID, Schemas, uuid_text
 from .secrets import SECRET_FIELDS, redact
 from .values import RawRecords
 
-_SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "float64": 8, "bool": 1}
-_CODES = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d", "bool": "?"}
+_SIZES = {name: s.size for name, s in FIXED.items()}
+_CODES = {name: letter for name, (_code, letter) in FIXED_TYPES.items()}
 
 
 class Slow(Exception):
@@ -40,8 +40,8 @@ class Compiler:
             "summarize": rec.summarize, "RawRecords": RawRecords, "redact": redact, "ZERO_UUID": ZERO_UUID,
             "suspect": suspect, "token_shaped": token_shaped,
         }
-        for name, code in _CODES.items():
-            self.env[f"U_{name}"] = struct.Struct("!" + code).unpack_from
+        for name, reader in FIXED.items():
+            self.env[f"U_{name}"] = reader.unpack_from
 
     def reader(self, sid: int, flex: bool) -> Callable:
         fn = self.cache.get((sid, flex))

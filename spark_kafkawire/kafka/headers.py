@@ -8,6 +8,8 @@ shape of a SASL token is refused, never read (see :mod:`spark_kafkawire.kafka.sa
 
 from __future__ import annotations
 
+from typing import Final
+
 from librt.strings import read_i16_be, read_i32_be
 
 from .. import protocol
@@ -17,6 +19,12 @@ from .wiretypes import Bytes
 
 class HeaderError(ValueError):
     pass
+
+
+#: client ids read so far, by their bytes: a client sends the same one in every request (its
+#: text, checked for a token's shape once); bounded (the bytes come from the capture)
+_CLIENT_IDS: Final[dict[bytes, str]] = {}
+CLIENT_IDS_KEPT: Final = 1024
 
 
 class RequestHeader:
@@ -85,18 +93,30 @@ def parse_request_header(data: Bytes) -> RequestHeader:
     if ln >= 0:
         if pos + ln > n:
             raise HeaderError("client_id length overruns the frame")  # no value: it may be secret bytes
-        try:
-            client_id = data[pos : pos + ln].decode("utf-8")
-        except UnicodeDecodeError:
-            raise HeaderError("client_id is not UTF-8") from None
-        if token_shaped(client_id):  # no value: it is a secret's bytes, not a client id
-            raise HeaderError("client_id has the shape of a SASL token (withheld)")
+        client_id = _client_id(data[pos : pos + ln])
         pos += ln
     elif ln != -1:
         raise HeaderError("negative client_id length")
     if hv == 2:
         pos = skip_tagged_fields(data, pos, n)
     return RequestHeader(key, version, corr, client_id, hv, pos)
+
+
+def _client_id(raw: bytes) -> str:
+    """A client id's text from its bytes (HeaderError: not UTF-8, or a SASL token's shape)."""
+    known = _CLIENT_IDS.get(raw)
+    if known is not None:
+        return known
+    try:
+        client_id = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HeaderError("client_id is not UTF-8") from None
+    if token_shaped(client_id):  # no value: it is a secret's bytes, not a client id
+        raise HeaderError("client_id has the shape of a SASL token (withheld)")
+    if len(_CLIENT_IDS) >= CLIENT_IDS_KEPT:
+        _CLIENT_IDS.clear()
+    _CLIENT_IDS[raw] = client_id
+    return client_id
 
 
 def parse_response_header(data: Bytes, header_version: int | None) -> tuple[int, int]:

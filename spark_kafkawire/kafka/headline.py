@@ -55,13 +55,17 @@ def error_name(code: int | None) -> str | None:
     return name if name is not None else f"UNKNOWN_ERROR_{code}"
 
 
-def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str]) -> tuple:
-    """The headline values of an exchange (a request and a response: ``body``, ``facts``), in
-    HEADLINE_FIELDS's order, from the Facts its bodies' decoding gathered (one pass;
-    tests/tools/headline_reference.py walks the decoded values by the same rules, the reference the
-    tests compare with)."""
-    rq: Facts | None = req.facts if req is not None and req.body is not None else None
-    rs: Facts | None = resp.facts if resp is not None and resp.body is not None else None
+def headline_from_facts(api_key: int | None, req_body: dict | None, rq: Facts | None, resp_body: dict | None,
+                        rs: Facts | None, topic_ids: dict[str, str]) -> tuple:
+    """The headline values of an exchange, in HEADLINE_FIELDS's order, from the Facts its bodies'
+    decoding gathered (one pass): the request's and the response's body and Facts (each None when
+    there is none; Facts count only with their body). tests/tools/headline_reference.py walks the
+    decoded values by the same rules, the reference the tests compare with. (Typed, not the
+    connection stage's Request and Response: compiled, every field is read without a lookup.)"""
+    if req_body is None:
+        rq = None
+    if resp_body is None:
+        rs = None
     topics: dict[str, None] = {}
     for f in (rq, rs):
         if f is not None:
@@ -80,8 +84,8 @@ def headline_from_facts(api_key: int | None, req, resp, topic_ids: dict[str, str
     if pc is None and rs is not None:
         pc = rs.partitions
     code = rs.error if rs is not None else None
-    r = req.body if req is not None and req.body is not None else {}
-    throttle = resp.body.get("ThrottleTimeMs") if rs is not None else None
+    r = req_body if req_body is not None else {}
+    throttle = resp_body.get("ThrottleTimeMs") if rs is not None and resp_body is not None else None
     return (code, error_name(code), throttle, list(topics) if (rq is not None or rs is not None) else None, pc, count,
             size) + _request_fields(api_key, r)
 

@@ -16,11 +16,6 @@ SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
 NULLABLE: Final = 1
 ARRAY: Final = 2
 ERROR_CODE: Final = 4
-#: the fixed-width types, as the Structs that read them
-FIXED: Final = {
-    "int8": Struct("!b"), "int16": Struct("!h"), "int32": Struct("!i"), "int64": Struct("!q"),
-    "uint16": Struct("!H"), "float64": Struct("!d"), "bool": Struct("!?"),
-}
 #: the fixed-width types as the interpreter reads them (Field.code: one integer comparison)
 F_INT8: Final = 0
 F_INT16: Final = 1
@@ -29,8 +24,13 @@ F_INT64: Final = 3
 F_UINT16: Final = 4
 F_FLOAT64: Final = 5
 F_BOOL: Final = 6
-_FIXED_CODES: Final = {"int8": F_INT8, "int16": F_INT16, "int32": F_INT32, "int64": F_INT64, "uint16": F_UINT16,
-                       "float64": F_FLOAT64, "bool": F_BOOL}
+#: the fixed-width types: each one's code and struct letter, the one table of them (the interpreter
+#: reads by the code, the generated readers by the letter; a size is its Struct's)
+FIXED_TYPES: Final = {"int8": (F_INT8, "b"), "int16": (F_INT16, "h"), "int32": (F_INT32, "i"),
+                      "int64": (F_INT64, "q"), "uint16": (F_UINT16, "H"), "float64": (F_FLOAT64, "d"),
+                      "bool": (F_BOOL, "?")}
+#: ... as the Structs that read them
+FIXED: Final = {name: Struct("!" + letter) for name, (_code, letter) in FIXED_TYPES.items()}
 #: what a field tells the headline columns (see Facts), decided once per field from its name and type
 HL_ERROR: Final = 1
 HL_TOPIC: Final = 2
@@ -87,7 +87,7 @@ class Field:
         self.type = typ
         self.fixed = FIXED.get(typ)
         self.size = self.fixed.size if self.fixed is not None else 0
-        self.code = _FIXED_CODES.get(typ, -1)
+        self.code = FIXED_TYPES[typ][0] if typ in FIXED_TYPES else -1
         self.kind = K_FIXED if self.fixed is not None else _KINDS.get(typ, K_OTHER)
         self.nullable = bool(flags & NULLABLE)
         self.array = bool(flags & ARRAY)

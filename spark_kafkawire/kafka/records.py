@@ -21,7 +21,7 @@ with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
 from __future__ import annotations
 
 import zlib
-from struct import Struct
+from struct import Struct, calcsize
 from typing import Final, Iterator, NamedTuple
 
 from librt.strings import BytesWriter, read_i16_be, read_i32_be, read_i64_be
@@ -31,6 +31,9 @@ from .jsontext import int_text
 from .wiretypes import View
 
 _crc32c: Final = require_extension("crc32c", "_crc32c").crc32c
+_COMPILED: Final[bool] = native  # (a name of its own: compiled, an imported one is looked up at each use)
+#: a range CRC'd at most this long is copied out (a bytes slice costs less than a view's making and slicing)
+SMALL_COPY: Final = 2048
 _orjson = require("orjson", "orjson")
 _dumps: Final = _orjson.dumps
 _loads: Final = _orjson.loads
@@ -46,8 +49,41 @@ DEFAULT_MAX_DECOMPRESSED: Final = 64 << 20
 DEFAULT_MAX_RECORDS: Final = 1_000_000  # records read from one batch; the rest become one status row
 MAX_NESTING: Final = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka
 
-_V2: Final = Struct("!qiibIhiqqqhii")  # baseOffset .. recordsCount (61 bytes)
-_V01: Final = Struct("!qiIbb")  # offset, size, crc, magic, attributes
+#: the magic 2 batch header (Kafka's DefaultRecordBatch), field by field: the one statement of its
+#: layout; its Struct and the offsets read in place below are made from it
+_V2_HEADER: Final = (("BaseOffset", "q"), ("Length", "i"), ("PartitionLeaderEpoch", "i"), ("Magic", "b"),
+                     ("Crc", "I"), ("Attributes", "h"), ("LastOffsetDelta", "i"), ("BaseTimestamp", "q"),
+                     ("MaxTimestamp", "q"), ("ProducerId", "q"), ("ProducerEpoch", "h"), ("BaseSequence", "i"),
+                     ("RecordCount", "i"))
+#: a magic 0/1 message's header (LegacyRecord), the same way (its timestamp is there in magic 1 only)
+_V01_HEADER: Final = (("Offset", "q"), ("Length", "i"), ("Crc", "I"), ("Magic", "b"), ("Attributes", "b"),
+                      ("Timestamp", "q"))
+
+
+def _at(header: tuple[tuple[str, str], ...], name: str) -> int:
+    """Where a header's field starts."""
+    names = [n for n, _ in header]
+    return calcsize("!" + "".join(t for _, t in header[: names.index(name)]))
+
+
+_V2: Final = Struct("!" + "".join(t for _, t in _V2_HEADER))  # 61 bytes
+_V01: Final = Struct("!" + "".join(t for _, t in _V01_HEADER[:5]))  # offset .. attributes
+#: where fields lie (both magics: the length at 8, the magic at 16; the size counts from 12)
+AT_LENGTH: Final = _at(_V2_HEADER, "Length")
+AT_MAGIC: Final = _at(_V2_HEADER, "Magic")
+LOG_OVERHEAD: Final = _at(_V2_HEADER, "PartitionLeaderEpoch")
+V2_EPOCH: Final = LOG_OVERHEAD
+V2_CRC: Final = _at(_V2_HEADER, "Crc")
+V2_ATTRIBUTES: Final = _at(_V2_HEADER, "Attributes")  # the CRC-32C covers the batch from here
+V2_LAST_OFFSET_DELTA: Final = _at(_V2_HEADER, "LastOffsetDelta")
+V2_BASE_TIMESTAMP: Final = _at(_V2_HEADER, "BaseTimestamp")
+V2_MAX_TIMESTAMP: Final = _at(_V2_HEADER, "MaxTimestamp")
+V2_PRODUCER_ID: Final = _at(_V2_HEADER, "ProducerId")
+V2_PRODUCER_EPOCH: Final = _at(_V2_HEADER, "ProducerEpoch")
+V2_BASE_SEQUENCE: Final = _at(_V2_HEADER, "BaseSequence")
+V2_RECORD_COUNT: Final = _at(_V2_HEADER, "RecordCount")
+V2_SIZE: Final = _V2.size
+V01_TIMESTAMP: Final = _at(_V01_HEADER, "Timestamp")
 _I64: Final = Struct("!q")
 _I32: Final = Struct("!i")
 _U32LE: Final = Struct("<I")
@@ -110,66 +146,68 @@ def summary_into(data: bytes, pos: int, n: int, budget: Budget, out: BytesWriter
     """Write the JSON array of the metadata of the batches in data[pos:n] to ``out`` (the one
     place it is made: the values of :func:`summarize` are this text read back); returns the record
     count and bytes of the complete batches (what :func:`totals` gives of the values). The
-    integers are read where they lie (natively where compiled); the CRC runs over a view."""
+    integers are read where they lie (natively where compiled)."""
     count = size = 0
     start = pos
-    view = memoryview(data)
     out.write(b"[")
     while pos < n:
         if pos > start:
             out.write(b",")
         left = n - pos
-        if left < 17:
+        if left <= AT_MAGIC:
             out.write(b'{"Truncated":true,"Length":' + int_text(left) + b"}")
             break
-        magic = data[pos + 16]
+        magic = data[pos + AT_MAGIC]
         if magic == 2:
-            if left < 61:
+            if left < V2_SIZE:
                 out.write(b'{"Truncated":true,"Length":' + int_text(left) + b',"Magic":2}')
                 break
-            blen: int = read_i32_be(data, pos + 8)
-            whole = 12 + blen
-            cut = blen < 49 or whole > left
-            crc: int = read_i32_be(data, pos + 17)
-            crc &= 0xFFFFFFFF
-            attrs: int = read_i16_be(data, pos + 21)
-            records: int = read_i32_be(data, pos + 57)
-            if native:  # compiled: each field read where it lies and written (a tuple of them, boxed, costs more)
+            if _COMPILED:  # compiled: each field read where it lies and written (a tuple of them, boxed, costs more)
+                blen: int = read_i32_be(data, pos + AT_LENGTH)
+                crc: int = read_i32_be(data, pos + V2_CRC)
+                crc &= 0xFFFFFFFF
+                attrs: int = read_i16_be(data, pos + V2_ATTRIBUTES)
+                records: int = read_i32_be(data, pos + V2_RECORD_COUNT)
+                whole = LOG_OVERHEAD + blen
+                cut = whole < V2_SIZE or whole > left
                 keys = _V2_KEYS
                 out.write(keys[0])
                 out.write(int_text(read_i64_be(data, pos)))
                 out.write(keys[1])
                 out.write(int_text(left if cut else whole))
                 out.write(keys[2])
-                out.write(int_text(read_i32_be(data, pos + 12)))
+                out.write(int_text(read_i32_be(data, pos + V2_EPOCH)))
                 out.write(keys[3])
                 out.write(int_text(crc))
                 out.write(_V2_ATTRS[attrs & 0x3F])
                 out.write(keys[4])
-                out.write(int_text(read_i32_be(data, pos + 23)))
+                out.write(int_text(read_i32_be(data, pos + V2_LAST_OFFSET_DELTA)))
                 out.write(keys[5])
-                out.write(int_text(read_i64_be(data, pos + 27)))
+                out.write(int_text(read_i64_be(data, pos + V2_BASE_TIMESTAMP)))
                 out.write(keys[6])
-                out.write(int_text(read_i64_be(data, pos + 35)))
+                out.write(int_text(read_i64_be(data, pos + V2_MAX_TIMESTAMP)))
                 out.write(keys[7])
-                out.write(int_text(read_i64_be(data, pos + 43)))
+                out.write(int_text(read_i64_be(data, pos + V2_PRODUCER_ID)))
                 out.write(keys[8])
-                out.write(int_text(read_i16_be(data, pos + 51)))
+                out.write(int_text(read_i16_be(data, pos + V2_PRODUCER_EPOCH)))
                 out.write(keys[9])
-                out.write(int_text(read_i32_be(data, pos + 53)))
+                out.write(int_text(read_i32_be(data, pos + V2_BASE_SEQUENCE)))
                 out.write(keys[10])
                 out.write(int_text(records))
             else:  # interpreted: the header in one unpacking, the same pieces in one formatting (five times faster)
-                (base, _n, epoch, _m, _c, _a, last, first_ts, max_ts, pid, pepoch, seq, _r) = _V2.unpack_from(data, pos)
+                (base, blen, epoch, _m, crc, attrs, last, first_ts, max_ts, pid, pepoch, seq,
+                 records) = _V2.unpack_from(data, pos)
+                whole = LOG_OVERHEAD + blen
+                cut = whole < V2_SIZE or whole > left
                 out.write(_V2_FORMAT % (base, left if cut else whole, epoch, crc, _V2_ATTRS[attrs & 0x3F], last,
                                         first_ts, max_ts, pid, pepoch, seq, records))
             if cut:
                 out.write(b',"Truncated":true}')
                 break
-            valid = _crc32c(view[pos + 21 : pos + whole]) == crc
+            valid = _crc32c_of(data, pos + V2_ATTRIBUTES, pos + whole) == crc
             out.write(b',"CrcValid":true' if valid else b',"CrcValid":false')
             if attrs & 32 and not attrs & 7:
-                control = _control_type(data, pos + 61, pos + whole)
+                control = _control_type(data, pos + V2_SIZE, pos + whole)
                 out.write(b',"ControlType":null}' if control is None else
                           b',"ControlType":"' + control.encode() + b'"}')
             else:
@@ -178,7 +216,7 @@ def summary_into(data: bytes, pos: int, n: int, budget: Budget, out: BytesWriter
             size += whole
             pos += whole
         elif magic == 0 or magic == 1:
-            batch = _v01_summary(view[:n], pos, n, magic, budget)
+            batch = _v01_summary(memoryview(data)[:n], pos, n, magic, budget)
             out.write(_dumps(batch))
             if batch.get("Truncated"):
                 break
@@ -192,22 +230,28 @@ def summary_into(data: bytes, pos: int, n: int, budget: Budget, out: BytesWriter
     return count, size
 
 
+def _crc32c_of(data: bytes, start: int, end: int) -> int:
+    """The CRC-32C of data[start:end], without a copy of a large range."""
+    got: int = _crc32c(data[start:end] if end - start <= SMALL_COPY else memoryview(data)[start:end])
+    return got
+
+
 def _v01_summary(data: View, pos: int, n: int, magic: int, budget: Budget) -> dict:
     """A magic 0/1 message's metadata (a wrapper's inner messages counted where its CRC holds)."""
     if n - pos < _V01.size:  # the header itself is cut (its magic byte was the last there)
         return {"Truncated": True, "Length": n - pos, "Magic": magic}
     off, msize, crc, _m, attrs = _V01.unpack_from(data, pos)
-    size = 12 + msize
+    size = LOG_OVERHEAD + msize
     batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": _codec(attrs),
              "RecordCount": 1}
-    if magic == 1 and n - pos >= 30:
-        batch["BaseTimestamp"] = _I64.unpack_from(data, pos + 18)[0]
+    if magic == 1 and n - pos >= V01_TIMESTAMP + 8:
+        batch["BaseTimestamp"] = _I64.unpack_from(data, pos + V01_TIMESTAMP)[0]
         batch["TimestampType"] = "LogAppendTime" if attrs & 8 else "CreateTime"
     if msize < 14 or size > n - pos:
         batch["Truncated"] = True
         batch["Length"] = n - pos
         return batch
-    batch["CrcValid"] = crc_ok = zlib.crc32(data[pos + 16 : pos + size]) == crc
+    batch["CrcValid"] = crc_ok = zlib.crc32(data[pos + AT_MAGIC : pos + size]) == crc
     if attrs & 7 and not crc_ok:
         batch["RecordCount"] = None
         batch["DecompressError"] = "not decompressed: the wrapper's CRC does not match"
@@ -425,16 +469,16 @@ def iter_records(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
     budget = _budget(budget)
     pos, n = 0, len(data)
     while pos < n:
-        magic = data[pos + 16] if n - pos >= 17 else None
-        if magic == 2 and n - pos >= 61:
-            size = 12 + _I32.unpack_from(data, pos + 8)[0]
-            if size < 61 or size > n - pos:
+        magic = data[pos + AT_MAGIC] if n - pos > AT_MAGIC else None
+        if magic == 2 and n - pos >= V2_SIZE:
+            size = LOG_OVERHEAD + _I32.unpack_from(data, pos + AT_LENGTH)[0]
+            if size < V2_SIZE or size > n - pos:
                 yield _problem(data, pos, 2, "truncated", "record batch cut short (end of fetch or capture)")
                 return
             yield from _v2_records(data, pos, size, budget, max_records)
             pos += size
         elif magic in (0, 1) and n - pos >= 26:
-            size = 12 + _I32.unpack_from(data, pos + 8)[0]
+            size = LOG_OVERHEAD + _I32.unpack_from(data, pos + AT_LENGTH)[0]
             if size < 26 or size > n - pos:
                 yield _problem(data, pos, magic, "truncated", "message cut short (end of fetch or capture)")
                 return
@@ -464,10 +508,10 @@ def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: in
      count) = _V2.unpack_from(data, pos)
     codec = _codec(attrs)
     end = pos + size
-    if _crc32c(data[pos + 21 : end]) != crc:
+    if _crc32c(data[pos + V2_ATTRIBUTES : end]) != crc:
         yield _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
         return
-    payload: bytes | memoryview = memoryview(data)[pos + 61 : end]
+    payload: bytes | memoryview = memoryview(data)[pos + V2_SIZE : end]
     if attrs & 7:
         try:
             payload = budget.decompress(attrs & 7, payload)
@@ -519,7 +563,7 @@ def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: in
 
 def _v01_key_value(data: View, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
     """Key and value of the magic 0/1 message at data[pos:pos+size] (None when null)."""
-    p = pos + 18 + (8 if magic == 1 else 0)  # offset, size, crc, magic, attrs, [timestamp]
+    p = pos + V01_TIMESTAMP + (8 if magic == 1 else 0)  # offset, size, crc, magic, attrs, [timestamp]
     end = pos + size
     out: list[bytes | None] = []
     for what in ("key", "value"):
@@ -541,7 +585,7 @@ def _count_messages(data: View, limit: int) -> int:
     """How many complete messages a magic 0/1 message set holds (what _v01_messages walks)."""
     pos, n, count, size_at = 0, len(data), 0, _I32.unpack_from
     while n - pos >= 26:
-        size = 12 + size_at(data, pos + 8)[0]
+        size = LOG_OVERHEAD + size_at(data, pos + AT_LENGTH)[0]
         if size < 26 or size > n - pos:
             break
         count += 1
@@ -555,10 +599,10 @@ def _v01_messages(data: View) -> Iterator[tuple[int, int, int]]:
     """(position, size, magic) of each complete message in a magic 0/1 message set."""
     pos, n = 0, len(data)
     while n - pos >= 26:
-        size = 12 + _I32.unpack_from(data, pos + 8)[0]
+        size = LOG_OVERHEAD + _I32.unpack_from(data, pos + AT_LENGTH)[0]
         if size < 26 or size > n - pos:
             return
-        yield pos, size, data[pos + 16]
+        yield pos, size, data[pos + AT_MAGIC]
         pos += size
 
 
@@ -566,10 +610,10 @@ def _v01_records(data: View, pos: int, size: int, magic: int, budget: Budget, ma
                  wrapper: tuple[int, int | None] | None) -> Iterator[Record]:
     off, _msize, crc, _m, attrs = _V01.unpack_from(data, pos)
     codec = _codec(attrs)
-    if zlib.crc32(data[pos + 16 : pos + size]) != crc:
+    if zlib.crc32(data[pos + AT_MAGIC : pos + size]) != crc:
         yield _problem(data, pos, magic, "crc_mismatch", "CRC-32 of the message does not match", codec)
         return
-    ts = _I64.unpack_from(data, pos + 18)[0] if magic == 1 else None
+    ts = _I64.unpack_from(data, pos + V01_TIMESTAMP)[0] if magic == 1 else None
     log_append = bool(attrs & 8) if magic == 1 else None
     try:
         key, value = _v01_key_value(data, pos, size, magic)

@@ -9,20 +9,18 @@ number and a zero byte, base64-encoded after ``1:``
 
 from __future__ import annotations
 
-try:  # CPython's own SHA-1, without hashlib's OpenSSL (2 ms of every start); else hashlib's
-    from _sha1 import sha1
-except ImportError:
-    from hashlib import sha1
 from struct import Struct
 from typing import Final
 
 from librt.base64 import b64encode
 
+from ..compiled import plain_hash
+
 TCP = 6
 #: the seed, and the protocol, a zero byte and the two ports, as the hash reads them (big-endian)
 _SEED: Final = Struct("!H")
 _TAIL: Final = Struct("!BBHH")
-_SHA1: Final = sha1(usedforsecurity=False)  # copied for each flow (no keyword arguments to parse per call)
+_SHA1: Final = plain_hash("sha1")(usedforsecurity=False)  # copied for each flow (no keywords to parse a call)
 
 
 def community_id(a_ip: bytes, a_port: int, b_ip: bytes, b_port: int, proto: int = TCP, seed: int = 0) -> str:
