@@ -272,3 +272,20 @@ def test_uuid_text_is_the_uuid_modules_text():
     rng = random.Random(7)
     for b in [bytes(16), b"\xff" * 16] + [rng.randbytes(16) for _ in range(200)]:
         assert uuid_text(b) == str(uuid.UUID(bytes=b))
+
+
+def test_a_strings_json_text_is_what_orjson_writes():
+    """Text mode writes a string with nothing to escape between quotes as its bytes are; every
+    other string goes through orjson. Each byte value alone and among letters, invalid UTF-8,
+    multi-byte characters and the empty string: the text is orjson's of the decoded string."""
+    import orjson
+    from librt.strings import BytesWriter
+    from spark_kafkawire.kafka.body import _string_text
+
+    cases = [b"", b"orders", b"a b~", "naïve-topic".encode(), b"\xff\xfe", b"\xe2\x82", "日本".encode()]
+    cases += [bytes([c]) for c in range(256)] + [b"ab" + bytes([c]) + b"cd" for c in range(256)]
+    for raw in cases:
+        text = raw.decode("utf-8", "replace")
+        out = BytesWriter()
+        _string_text(out, raw, text)
+        assert out.getvalue() == orjson.dumps(text), raw

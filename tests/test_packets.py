@@ -91,3 +91,22 @@ def test_not_tcp():
     frame = bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=0x0800, data=udp))
     assert decode(Packet(1, 0, 1, frame, 0)) is None
     assert decode(Packet(1, 0, 1, b"\x00" * 10, 0)) is None
+
+
+def test_address_text_remembered_is_ipaddress_text():
+    """The rows' address text, remembered per address by the role stage, is what Python's
+    ipaddress writes (IPv6 compressed), asked once or again; what is remembered stays bounded."""
+    import ipaddress
+    import random
+
+    from spark_kafkawire.decode import roles
+
+    rnd = random.Random(7)
+    addrs = [bytes(4), b"\xff" * 4, bytes(16), b"\x20\x01\x0d\xb8" + bytes(10) + b"\x00\x01"]
+    addrs += [bytes(rnd.randrange(256) for _ in range(rnd.choice((4, 16)))) for _ in range(2000)]
+    for _ in range(2):
+        for a in addrs:
+            assert roles.address_text(a) == str(ipaddress.ip_address(a))
+    for i in range(3 * roles.ADDRESSES_KEPT):
+        roles.address_text(i.to_bytes(4, "big"))
+    assert len(roles._ADDRESS_TEXT) <= roles.ADDRESSES_KEPT

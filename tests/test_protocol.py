@@ -206,3 +206,27 @@ def test_apis_tsv_version_ranges_and_flexible_versions_agree_with_messages_json(
             named = {v for v in range(api.min_version, api.max_version + 1) if (key, kind, v) not in NOT_TRANSCRIBED}
             assert set(have) == named, (key, kind)
             assert all(bool(f) == api.is_flexible(v) for v, f in have.items()), (key, kind)
+
+
+def test_header_versions_remembered_per_request_are_the_protocols():
+    """The decoder remembers, per (api key, version), a request's header version (kafka/headers.py)
+    and how its response is read (decode/exchanges.py: header version, decoded whatever the filter);
+    asked twice, each equals the protocol's own answer, for known, unknown and negative numbers,
+    and what is remembered stays bounded."""
+    from spark_kafkawire.decode.exchanges import RESPONSE_READS_KEPT, _RESPONSE_READS, response_read
+    from spark_kafkawire.decode.predicate import always_decode
+    from spark_kafkawire.kafka import headers
+
+    for _ in range(2):
+        for key in range(-2, 100):
+            for version in (-1, 0, 1, 2, 3, 4, 9, 12, 13, 17, 40, 32767):
+                assert headers.request_header_version(key, version) == protocol.request_header_version(key, version)
+                hv = protocol.response_header_version(key, version)
+                assert response_read(key, version) == (hv, hv is not None and always_decode(key, version, False))
+    assert len(headers._HEADER_VERSIONS) <= headers.HEADER_VERSIONS_KEPT
+    assert len(_RESPONSE_READS) <= RESPONSE_READS_KEPT
+    for version in range(3 * headers.HEADER_VERSIONS_KEPT):
+        headers.request_header_version(0, version)
+        response_read(0, version)
+    assert len(headers._HEADER_VERSIONS) <= headers.HEADER_VERSIONS_KEPT
+    assert len(_RESPONSE_READS) <= RESPONSE_READS_KEPT

@@ -112,6 +112,27 @@ class _Side:
         return self.decoder._first_bytes(self.st, self.d, chunk, ts, number)
 
 
+#: how a response to (api key, version) is read: its header version, and whether its body is
+#: decoded whatever the filter (always_decode); facts of the protocol, found once for each, by
+#: api_key << 16 | version (bounded: the numbers come from the capture)
+_RESPONSE_READS: Final[dict[int, tuple[int | None, bool]]] = {}
+RESPONSE_READS_KEPT: Final = 4096
+
+
+def response_read(api_key: int, version: int) -> tuple[int | None, bool]:
+    """(header version or None when the request is not a known one, always decoded)."""
+    k = (api_key << 16) | (version & 0xFFFF)
+    known = _RESPONSE_READS.get(k)
+    if known is not None:
+        return known
+    hv = protocol.response_header_version(api_key, version)
+    found = (hv, hv is not None and always_decode(api_key, version, False))
+    if len(_RESPONSE_READS) >= RESPONSE_READS_KEPT:
+        _RESPONSE_READS.clear()
+    _RESPONSE_READS[k] = found
+    return found
+
+
 def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
             opts: RecordOptions, st: ConnState) -> tuple[dict | None, str | None, Facts | None]:
     """Decode a body; returns (value, None, facts) or (None, why not, None)."""
@@ -248,8 +269,8 @@ class Pairing:
         corr, req = paired
         h = req.header
         assert h is not None  # only requests whose header parsed wait for a response
-        hv = protocol.response_header_version(h.api_key, h.api_version)
-        learn = hv is not None and self.decode_bodies and always_decode(h.api_key, h.api_version, False)
+        hv, always = response_read(h.api_key, h.api_version)
+        learn = always and self.decode_bodies
         if req.skip and not learn:  # another share's or filtered out, and teaching nothing: nothing to read
             return
         status, detail = COMPLETE, None

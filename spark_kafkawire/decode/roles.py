@@ -9,6 +9,8 @@ decided.
 
 from __future__ import annotations
 
+from typing import Final
+
 from librt.strings import read_i32_be
 
 from .connstate import ConnState, Endpoints
@@ -18,6 +20,20 @@ from ..wire.flow import community_id
 from ..wire.packets import ip_text
 
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
+#: addresses' text by their bytes (a capture's connections share a few addresses); bounded
+_ADDRESS_TEXT: Final[dict[bytes, str]] = {}
+ADDRESSES_KEPT: Final = 4096
+
+
+def address_text(addr: bytes) -> str:
+    """packets.ip_text of an address, remembered."""
+    text = _ADDRESS_TEXT.get(addr)
+    if text is None:
+        text = ip_text(addr)
+        if len(_ADDRESS_TEXT) >= ADDRESSES_KEPT:
+            _ADDRESS_TEXT.clear()
+        _ADDRESS_TEXT[addr] = text
+    return text
 
 
 
@@ -132,6 +148,6 @@ def _endpoints(st: ConnState, role: int) -> Endpoints:
     client, broker = (conn.a, conn.b) if role == 0 else (conn.b, conn.a)
     rtt, broker_rtt = conn.round_trips() if conn.client == role else (None, None)  # the client opened it
     plain = st.tls_session is None and st.tls is None and st.tls_guess is None
-    return Endpoints(ip_text(client[0]), client[1], ip_text(broker[0]), broker[1],
+    return Endpoints(address_text(client[0]), client[1], address_text(broker[0]), broker[1],
                      community_id(client[0], client[1], broker[0], broker[1]), rtt, broker_rtt,
                      conn if plain else None, role)

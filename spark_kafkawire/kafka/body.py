@@ -243,11 +243,12 @@ class _Reader(_Cursor):
             return None, pos
         if pos + n > self.end:
             raise BodyError(f"{f.name}: string of {n} bytes runs past the end", pos)
-        text = self.buf[pos : pos + n].decode("utf-8", "replace")
+        raw = self.buf[pos : pos + n]
+        text = raw.decode("utf-8", "replace")
         if self.guard and suspect(text) and token_shaped(text):  # a secret's bytes, not a Kafka string
             raise BodyError(f"{f.name}: {n} bytes with the shape of a SASL token (withheld)", pos)
         if self.text:
-            self.out.write(_JSON(text))
+            _string_text(self.out, raw, text)
         return text, pos + n
 
     def bytes_value(self, f: Field, pos: int, records: bool) -> tuple[object, int]:
@@ -291,19 +292,21 @@ class _Reader(_Cursor):
                 facts.partitions = (facts.partitions or 0) + n
             facts.in_partitions += 1
         self.depth += 1
-        out = []
+        out: list | None = None
         if self.text:  # the elements' text; their values only where a fact needs them (TopicNames)
             text = self.out
-            keep = f.hl == HL_TOPIC_NAMES
+            if f.hl == HL_TOPIC_NAMES:
+                out = []
             text.append(_LBRACKET)
             for i in range(n):
                 if i:
                     text.append(_COMMA)
                 v, pos = self.value(f, pos)
-                if keep:
+                if out is not None:
                     out.append(v)
             text.append(_RBRACKET)
         else:
+            out = []
             for _ in range(n):
                 v, pos = self.value(f, pos)
                 out.append(v)
@@ -347,6 +350,8 @@ class _Reader(_Cursor):
         """A flexible struct's tagged fields, into ``out`` (text mode: their text after the
         regular fields', ``first`` when there were none); returns (position after, TopicId index)."""
         count, pos = self.uvarint(pos)
+        if not count:  # (nearly every struct)
+            return pos, tid_at
         text = self.text
         seen: list[int] = []
         for _ in range(count):
@@ -391,6 +396,18 @@ def _records(r: _Reader, pos: int, end: int) -> object:
     if r.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
         return RawRecords(summary, r.buf[pos:end])
     return summary
+
+
+def _string_text(out: BytesWriter, raw: bytes, text: str) -> None:
+    """A string's JSON text (``text``, decoded from ``raw``), as orjson writes it: bytes with
+    nothing to escape (printable ASCII, no quote or backslash: topic names, ids) are written between
+    quotes as they are, without a call out."""
+    for i in range(len(raw)):
+        c = raw[i]
+        if c < 0x20 or c > 0x7E or c == 0x22 or c == 0x5C:
+            out.write(_JSON(text))
+            return
+    _quoted(out, raw)
 
 
 def _quoted(out: BytesWriter, text: bytes) -> None:
@@ -453,6 +470,9 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
         except BodyError:
             return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
                     Facts(UNSUPPORTED_VERSION))
+    layout = s.messages.get((api_key, version, request))
+    if layout is not None:  # its own version's layout (nearly every body)
+        return _with_version(_decode(s, api_key, version, request, data, pos, opts, opts.text, layout), version)
     used = _layout_version(s, api_key, version, request)
     if used is None:
         raise KeyError((api_key, version, request))
@@ -523,8 +543,9 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
 
 
 def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, pos: int,
-            opts: RecordOptions = DEFAULT_RECORD_OPTIONS, text: bool = False) -> tuple[dict, Facts]:
-    sid, flex = s.messages[(api_key, version, request)]
+            opts: RecordOptions = DEFAULT_RECORD_OPTIONS, text: bool = False,
+            layout: tuple[int, bool] | None = None) -> tuple[dict, Facts]:
+    sid, flex = layout if layout is not None else s.messages[(api_key, version, request)]
     guard = api_key not in s.secret_apis
     if text and guard and not GENERATED:  # (secret bodies are sealed as values: seal())
         decoded = _decode_text(s, sid, flex, data, pos, opts)

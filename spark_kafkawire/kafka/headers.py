@@ -25,6 +25,24 @@ class HeaderError(ValueError):
 #: text, checked for a token's shape once); bounded (the bytes come from the capture)
 _CLIENT_IDS: Final[dict[bytes, str]] = {}
 CLIENT_IDS_KEPT: Final = 1024
+#: request header versions found so far, by api_key << 16 | version (-1: not a known request);
+#: bounded (the numbers come from the capture)
+_HEADER_VERSIONS: Final[dict[int, int]] = {}
+HEADER_VERSIONS_KEPT: Final = 4096
+
+
+def request_header_version(key: int, version: int) -> int | None:
+    """protocol.request_header_version, remembered here (its cache's call costs more than the
+    lookup, once a request)."""
+    k = (key << 16) | (version & 0xFFFF)
+    hv = _HEADER_VERSIONS.get(k)
+    if hv is None:
+        found = protocol.request_header_version(key, version)
+        hv = -1 if found is None else found
+        if len(_HEADER_VERSIONS) >= HEADER_VERSIONS_KEPT:
+            _HEADER_VERSIONS.clear()
+        _HEADER_VERSIONS[k] = hv
+    return None if hv < 0 else hv
 
 
 class RequestHeader:
@@ -81,7 +99,7 @@ def parse_request_header(data: Bytes) -> RequestHeader:
     key: int = read_i16_be(data, 0)
     version: int = read_i16_be(data, 2)
     corr: int = read_i32_be(data, 4)
-    hv = protocol.request_header_version(key, version)
+    hv = request_header_version(key, version)
     if hv == 0:
         return RequestHeader(key, version, corr, None, 0, 8)
     # v1 and v2 (and unknown versions, read as v1): client_id with an int16 length

@@ -9,17 +9,14 @@ number and a zero byte, base64-encoded after ``1:``
 
 from __future__ import annotations
 
-from struct import Struct
 from typing import Final
 
 from librt.base64 import b64encode
+from librt.strings import BytesWriter
 
 from ..compiled import plain_hash
 
 TCP = 6
-#: the seed, and the protocol, a zero byte and the two ports, as the hash reads them (big-endian)
-_SEED: Final = Struct("!H")
-_TAIL: Final = Struct("!BBHH")
 _SHA1: Final = plain_hash("sha1")(usedforsecurity=False)  # copied for each flow (no keywords to parse a call)
 
 
@@ -27,6 +24,18 @@ def community_id(a_ip: bytes, a_port: int, b_ip: bytes, b_port: int, proto: int 
     """The Community ID (v1) of a flow between two endpoints (addresses as their 4 or 16 bytes)."""
     if b_ip < a_ip or b_ip == a_ip and b_port < a_port:
         a_ip, a_port, b_ip, b_port = b_ip, b_port, a_ip, a_port
+    # what the hash reads, big-endian: the seed, the addresses, the protocol, a zero byte, the ports
+    m = BytesWriter()
+    m.append(seed >> 8 & 0xFF)
+    m.append(seed & 0xFF)
+    m.write(a_ip)
+    m.write(b_ip)
+    m.append(proto)
+    m.append(0)
+    m.append(a_port >> 8 & 0xFF)
+    m.append(a_port & 0xFF)
+    m.append(b_port >> 8 & 0xFF)
+    m.append(b_port & 0xFF)
     h = _SHA1.copy()
-    h.update(b"".join((_SEED.pack(seed), a_ip, b_ip, _TAIL.pack(proto, 0, a_port, b_port))))
+    h.update(m.getvalue())
     return "1:" + b64encode(h.digest()).decode()

@@ -21,6 +21,8 @@ import re
 from struct import Struct
 from typing import Callable, NamedTuple
 
+from librt.strings import read_i32_be
+
 from ..compiled import lane_module
 from .cores import AcctCore, FramerCore
 
@@ -136,10 +138,10 @@ class Resync(FramerCore):
         if not self.scan and not self.scan_from and len(chunk) >= 8:
             # nothing held and the chunk is one whole frame with a plausible header (a connection
             # seen from its middle, a request per packet): what _find_boundary concludes at once
-            size = _I32.unpack_from(chunk)[0]
+            size: int = read_i32_be(chunk, 0)
             if len(chunk) == 4 + size and MIN_FRAME <= size <= self.max_frame:
                 at_start = self.at_start
-                if self.plausible(bytes(chunk[4 : 4 + min(size, HEADER_PEEK)]), not at_start):
+                if self.plausible(chunk[4 : 4 + min(size, HEADER_PEEK)], not at_start):
                     self.at_start = False
                     if not at_start:
                         self.resyncs += 1
@@ -372,7 +374,7 @@ class Framer(Resync):
         while pos < n:
             if not buf:  # a frame starts at pos
                 if n - pos >= 4:
-                    size = _I32.unpack_from(chunk, pos)[0]
+                    size: int = read_i32_be(chunk, pos)
                     if not MIN_FRAME <= size <= self.max_frame:
                         self._lose_sync([(chunk[pos:], ts, number, base + pos)])
                         return
