@@ -313,16 +313,22 @@ class StringListColumn(Column):
         write_i32_le(self.offsets, 0)
 
     def append(self, v: object) -> None:
-        items = [_as_bytes(s, True) if isinstance(s, str) else None for s in v] \
-            if isinstance(v, (list, tuple)) else None
-        if items is None or None in items:  # not a list of strings the type can hold: null, and said
-            write_i32_le(self.offsets, self.items.n)
-            self._null(v is not None)
-            return
-        for b in items:
-            self.items.append(b)
+        items: list[bytes] = []
+        if isinstance(v, (list, tuple)):
+            for s in v:
+                b = _as_bytes(s, True) if isinstance(s, str) else None
+                if b is None:
+                    break
+                items.append(b)
+            else:
+                for b in items:
+                    self.items.append(b)
+                write_i32_le(self.offsets, self.items.n)
+                self._valid()
+                return
+        # not a list of strings the type can hold: null, and said
         write_i32_le(self.offsets, self.items.n)
-        self._valid()
+        self._null(v is not None)
 
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue())],

@@ -230,3 +230,16 @@ def test_header_versions_remembered_per_request_are_the_protocols():
         response_read(0, version)
     assert len(headers._HEADER_VERSIONS) <= headers.HEADER_VERSIONS_KEPT
     assert len(_RESPONSE_READS) <= RESPONSE_READS_KEPT
+
+
+def test_message_codes_are_one_to_one():
+    """The decoder finds a body's layout by one integer made of api key, version and direction:
+    every int16 key and version the wire can hold gives its own, and the layouts found so are the
+    layouts of messages.json."""
+    from spark_kafkawire.kafka.layouts import message_code, schemas
+
+    s = schemas()
+    assert s.layouts == {message_code(*k): v for k, v in s.messages.items()}
+    edge = (-32768, -2, -1, 0, 1, 2, 255, 256, 32766, 32767)
+    codes = {message_code(k, v, r) for k in edge for v in edge for r in (False, True)}
+    assert len(codes) == len(edge) ** 2 * 2

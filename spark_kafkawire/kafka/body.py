@@ -35,7 +35,7 @@ from .sasl import suspect, token_shaped
 from .values import RawRecords
 from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, HL_ERROR, HL_NAME, HL_PARTITIONS, \
     HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, \
-    K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
+    K_UUID, ZERO_UUID, Field, Schemas, message_code, schemas, uuid_text
 from .secrets import SECRET_FIELDS, _b64, redact
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
@@ -470,7 +470,7 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
         except BodyError:
             return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
                     Facts(UNSUPPORTED_VERSION))
-    layout = s.messages.get((api_key, version, request))
+    layout = s.layouts.get(message_code(api_key, version, request))
     if layout is not None:  # its own version's layout (nearly every body)
         return _with_version(_decode(s, api_key, version, request, data, pos, opts, opts.text, layout), version)
     used = _layout_version(s, api_key, version, request)

@@ -67,14 +67,10 @@ def headline_from_facts(api_key: int | None, req_body: dict | None, rq: Facts | 
     if resp_body is None:
         rs = None
     topics: dict[str, None] = {}
-    for f in (rq, rs):
-        if f is not None:
-            for t in f.topics:
-                if t is None:
-                    continue
-                if type(t) is tuple:
-                    t = topic_ids.get(t[1], t[1])
-                topics[t] = None
+    if rq is not None:
+        _topics_into(topics, rq.topics, topic_ids)
+    if rs is not None:
+        _topics_into(topics, rs.topics, topic_ids)
     count = size = None
     if api_key in RECORDS_IN_REQUEST and rq is not None:
         count, size = rq.records, rq.record_bytes
@@ -88,6 +84,17 @@ def headline_from_facts(api_key: int | None, req_body: dict | None, rq: Facts | 
     throttle = resp_body.get("ThrottleTimeMs") if rs is not None and resp_body is not None else None
     return (code, error_name(code), throttle, list(topics) if (rq is not None or rs is not None) else None, pc, count,
             size) + _request_fields(api_key, r)
+
+
+def _topics_into(topics: dict[str, None], noted: list, topic_ids: dict[str, str]) -> None:
+    """The topics a body's Facts noted (names, and ("id", topic id) where only an id was there)
+    into ``topics``, in order, each once."""
+    for t in noted:
+        if t is None:
+            continue
+        if type(t) is tuple:
+            t = topic_ids.get(t[1], t[1])
+        topics[t] = None
 
 
 def transactional_names() -> list[str]:

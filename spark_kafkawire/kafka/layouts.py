@@ -116,6 +116,9 @@ class Schemas:
             for kind, versions in kinds.items():
                 for ver, (sid, flex) in versions.items():
                     self.messages[(int(key), int(ver), kind == "request")] = (sid, bool(flex))
+        #: the same, by message_code (the decoder's lookup: an integer key hashes at no cost)
+        self.layouts: dict[int, tuple[int, bool]] = {message_code(k, v, r): layout
+                                                     for (k, v, r), layout in self.messages.items()}
         self.newest: dict[tuple[int, bool], int] = {}
         for key, ver, req in self.messages:
             self.newest[(key, req)] = max(ver, self.newest.get((key, req), -1))
@@ -132,6 +135,11 @@ class Schemas:
                     (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
                 return True
         return False
+
+def message_code(api_key: int, version: int, request: bool) -> int:
+    """A message's api key, version and direction as one integer (int16 key and version, as read)."""
+    return (api_key << 17) | ((version & 0xFFFF) << 1) | (1 if request else 0)
+
 
 _schemas: Final[list[Schemas]] = []  # (Final: compiled, read without a lookup by name)
 
