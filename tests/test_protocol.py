@@ -236,7 +236,8 @@ def test_message_codes_are_one_to_one():
     """The decoder finds a body's layout by one integer made of api key, version and direction:
     every int16 key and version the wire can hold gives its own, and the layouts found so are the
     layouts of messages.json."""
-    from spark_kafkawire.kafka.layouts import message_code, schemas
+    from spark_kafkawire.kafka.headers import message_code
+    from spark_kafkawire.kafka.layouts import schemas
 
     s = schemas()
     assert s.layouts == {message_code(*k): v for k, v in s.messages.items()}

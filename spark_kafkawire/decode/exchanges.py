@@ -46,7 +46,7 @@ from ..kafka.layouts import schemas
 from ..kafka.secrets import seal
 from .connstate import ConnState, Endpoints, Request, Response
 from ..wire.frames import DEFAULT_MAX_FRAME, Frame, Framer
-from ..kafka.headers import HeaderError, RequestHeader, parse_response_header
+from ..kafka.headers import HeaderError, RequestHeader, message_code, parse_response_header
 from ..kafka.headline import headline_from_facts
 from .predicate import Predicate, always_decode
 from .roles import Roles
@@ -114,14 +114,14 @@ class _Side:
 
 #: how a response to (api key, version) is read: its header version, and whether its body is
 #: decoded whatever the filter (always_decode); facts of the protocol, found once for each, by
-#: api_key << 16 | version (bounded: the numbers come from the capture)
+#: headers.message_code (bounded: the numbers come from the capture)
 _RESPONSE_READS: Final[dict[int, tuple[int | None, bool]]] = {}
 RESPONSE_READS_KEPT: Final = 4096
 
 
 def response_read(api_key: int, version: int) -> tuple[int | None, bool]:
     """(header version or None when the request is not a known one, always decoded)."""
-    k = (api_key << 16) | (version & 0xFFFF)
+    k = message_code(api_key, version, False)
     known = _RESPONSE_READS.get(k)
     if known is not None:
         return known

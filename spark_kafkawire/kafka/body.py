@@ -35,7 +35,8 @@ from .sasl import suspect, token_shaped
 from .values import RawRecords
 from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, HL_ERROR, HL_NAME, HL_PARTITIONS, \
     HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, \
-    K_UUID, ZERO_UUID, Field, Schemas, message_code, schemas, uuid_text
+    K_UUID, ZERO_UUID, Field, Schemas, schemas, uuid_text
+from .headers import message_code
 from .secrets import SECRET_FIELDS, _b64, redact
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY

@@ -21,11 +21,17 @@ class HeaderError(ValueError):
     pass
 
 
+def message_code(api_key: int, version: int, request: bool) -> int:
+    """A message's api key, version and direction as one integer (int16 key and version, as a
+    header holds them): the key of what is remembered per message kind."""
+    return (api_key << 17) | ((version & 0xFFFF) << 1) | (1 if request else 0)
+
+
 #: client ids read so far, by their bytes: a client sends the same one in every request (its
 #: text, checked for a token's shape once); bounded (the bytes come from the capture)
 _CLIENT_IDS: Final[dict[bytes, str]] = {}
 CLIENT_IDS_KEPT: Final = 1024
-#: request header versions found so far, by api_key << 16 | version (-1: not a known request);
+#: request header versions found so far, by message_code (-1: not a known request);
 #: bounded (the numbers come from the capture)
 _HEADER_VERSIONS: Final[dict[int, int]] = {}
 HEADER_VERSIONS_KEPT: Final = 4096
@@ -34,7 +40,7 @@ HEADER_VERSIONS_KEPT: Final = 4096
 def request_header_version(key: int, version: int) -> int | None:
     """protocol.request_header_version, remembered here (its cache's call costs more than the
     lookup, once a request)."""
-    k = (key << 16) | (version & 0xFFFF)
+    k = message_code(key, version, True)
     hv = _HEADER_VERSIONS.get(k)
     if hv is None:
         found = protocol.request_header_version(key, version)

@@ -9,6 +9,7 @@ from typing import Final
 
 from .. import protocol
 from ..compiled import require
+from .headers import message_code
 from .secrets import SECRET_FIELDS
 
 _orjson = require("orjson", "orjson")  # (json's dumps and loads took 15 M of the layouts' 44 M instructions)
@@ -135,11 +136,6 @@ class Schemas:
                     (f.type == "struct" and f.sub not in seen and self._holds_secret(f.sub, seen)):
                 return True
         return False
-
-def message_code(api_key: int, version: int, request: bool) -> int:
-    """A message's api key, version and direction as one integer (int16 key and version, as read)."""
-    return (api_key << 17) | ((version & 0xFFFF) << 1) | (1 if request else 0)
-
 
 _schemas: Final[list[Schemas]] = []  # (Final: compiled, read without a lookup by name)
 
