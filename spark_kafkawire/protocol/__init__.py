@@ -107,13 +107,9 @@ def api(key: int) -> Api | None:
     return APIS[key] if 0 <= key < len(APIS) else None
 
 
-#: (key, version) pairs whose header versions are remembered (read from untrusted bytes: bounded)
-HEADER_VERSIONS_KEPT = 4096
-
-
-@lru_cache(maxsize=HEADER_VERSIONS_KEPT)
 def request_header_version(key: int, version: int) -> int | None:
-    """Header version of a request, or None when (key, version) was never defined."""
+    """Header version of a request, or None when (key, version) was never defined. (The decoder
+    remembers the answers itself, in compiled code: kafka/headers.py.)"""
     a = api(key)
     if a is None or not a.has_version(version):
         return None
@@ -122,9 +118,9 @@ def request_header_version(key: int, version: int) -> int | None:
     return 2 if a.is_flexible(version) else 1
 
 
-@lru_cache(maxsize=HEADER_VERSIONS_KEPT)
 def response_header_version(key: int, version: int) -> int | None:
-    """Header version of the response to a request of (key, version), or None if unknown."""
+    """Header version of the response to a request of (key, version), or None if unknown. (The
+    decoder remembers the answers itself: decode/exchanges.py, response_read.)"""
     a = api(key)
     if a is None or not a.has_version(version):
         return None

@@ -12,7 +12,6 @@ becomes a gap in the stream, never silently lost bytes.
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
 from struct import Struct
 from typing import NamedTuple
 
@@ -179,7 +178,7 @@ def decode(pkt: Packet) -> Segment | None:
     return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win)
 
 
-@lru_cache(maxsize=65536)
 def ip_text(addr: bytes) -> str:
-    """Printable form of 4 or 16 address bytes (IPv6 compressed, as Wireshark shows it)."""
+    """Printable form of 4 or 16 address bytes (IPv6 compressed, as Wireshark shows it). (The role
+    stage remembers each address's text, in compiled code: decode/roles.py, address_text.)"""
     return str(ipaddress.ip_address(addr))
