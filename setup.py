@@ -2,9 +2,8 @@
 
 Two optional parts, each skipped (the package then runs them as Python) when it cannot be built:
 
-- ``spark_kafkawire.wire._lane``: the fast lane, hand-written C (spark_kafkawire/wire/_lane.c, see lane.py),
-  compiled against the header mypyc writes for the stages (the struct of wire/cores.py's classes),
-  so built only with them;
+- ``spark_kafkawire.wire._lane``: the fast lane, hand-written C (spark_kafkawire/wire/_lane.c, see
+  lane.py): capture records to the TCP segments the reassembler is fed, nothing after;
 - the per-exchange stages (NATIVE below), compiled by mypyc from their own Python sources: the
   ``.py`` files stay the one source and the reference, the compiled modules are built from them.
   The build also writes ``spark_kafkawire/_native.json``: which modules were compiled, from
@@ -25,10 +24,10 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-#: the modules compiled by mypyc: the per-connection and per-exchange work (the cores the lane shares,
-#: reassembly, framing, roles, body decoding, facts, pairing, rows). Not predicate.py: its filters
-#: are pickled to Spark's workers, which a compiled class is not
-NATIVE = ["wire.cores", "wire.health", "wire.flow", "wire.tcp", "wire.frames", "decode.roles", "kafka.headers",
+#: the modules compiled by mypyc: the per-connection and per-exchange work (reassembly, framing,
+#: roles, body decoding, facts, pairing, rows). Not predicate.py: its filters are pickled to Spark's
+#: workers, which a compiled class is not
+NATIVE = ["wire.health", "wire.flow", "wire.tcp", "wire.frames", "decode.roles", "kafka.headers",
           "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
           "decode.modes", "arrays", "rows.table", "rows.shapes", "tls.guess", "tls.keys", "tls.records"]
@@ -80,16 +79,10 @@ class BuildExt(build_ext):
             print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python")
 
 
-def lane_extension(native: list[Extension]) -> list[Extension]:
-    """The fast lane, built against the header mypyc writes for the group (the core classes' structs,
-    see wire/cores.py): only together with the compiled stages."""
-    group = [e for e in native if e.name.endswith("__mypyc")]
-    if not group:
-        return []
-    header_dirs = sorted({str(Path(src).parent) for src in group[0].sources if src.endswith(".c")})
-    return [Extension("spark_kafkawire.wire._lane", ["spark_kafkawire/wire/_lane.c"], optional=True,
-                      include_dirs=list(group[0].include_dirs) + header_dirs)]
+def lane_extension() -> list[Extension]:
+    """The fast lane: capture records to TCP segments (wire/_lane.c, plain C on Python's API)."""
+    return [Extension("spark_kafkawire.wire._lane", ["spark_kafkawire/wire/_lane.c"], optional=True)]
 
 
 native = native_extensions()
-setup(ext_modules=lane_extension(native) + native, cmdclass={"build_py": BuildPy, "build_ext": BuildExt})
+setup(ext_modules=lane_extension() + native, cmdclass={"build_py": BuildPy, "build_ext": BuildExt})

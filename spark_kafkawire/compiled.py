@@ -3,8 +3,8 @@
 Two optional parts are built when the package is installed (setup.py), each only where a C
 compiler is there:
 
-- ``_lane``, the fast lane (hand-written C, see lane.py): ``lane_module`` below, or None; it reads
-  and writes the compiled core classes' structs (wire/cores.py), so it is used only with them;
+- ``_lane``, the fast lane (hand-written C, see lane.py: capture records to TCP segments):
+  ``lane_module`` below, or None; used together with the compiled stages, never alone;
 - the per-exchange stages (``NATIVE`` in setup.py: body decoding, facts, pairing, row and column
   building) compiled by mypyc from their own ``.py`` sources, which stay the reference. The build writes
   ``_native.json``: the compiled modules and the SHA-256 of the sources they were built from.
@@ -155,8 +155,8 @@ def _beside_sources() -> set[str]:
 #: the stage modules compiled by mypyc, and why they are not in use (None: they are)
 native_modules, native_reason = _native()
 native: bool = bool(native_modules) and native_reason is None
-#: the C extension's module (Lane, see lane.py), or None: it is compiled against the compiled
-#: stages' core classes (wire/cores.py), so it runs only with them
+#: the C extension's module (Lane, see lane.py), or None: the compiled parts are used all together
+#: or not at all
 lane_module: ModuleType | None = _load() if native else None
 _shadowed = set() if native else set(native_modules) | _beside_sources()
 if _shadowed and not any(isinstance(f, _Sources) for f in sys.meta_path):

@@ -215,8 +215,8 @@ def _each_share_both_ways(monkeypatch, path: Path, shape: str, n: int) -> None:
 
 @pytest.mark.parametrize("path", SAMPLE_FILES + PUBLIC_FILES, ids=lambda p: p.name)
 def test_each_share_is_the_same_with_the_lane_and_without(monkeypatch, path):
-    """The lane cuts the frames of every share; each share's rows are exactly those the Python
-    stages make for it."""
+    """With the lane reading the packets of every share, each share's rows are exactly those the
+    Python stages make for it."""
     for shape in ("exchanges", "messages", "connections"):
         _each_share_both_ways(monkeypatch, path, shape, 2)
 

@@ -238,18 +238,37 @@ def test_connections_open_at_the_capture_end_leave_in_batches(tmp_path, monkeypa
     assert most <= 100
 
 
-def test_the_fast_lanes_time_bound_is_the_linger_rule_within_64_bits():
-    """Reassembler.until: when the oldest ended connection is forgotten (its last packet's time plus
-    LINGER_NS), as the fast lane compares packet times with it: NEVER while none has ended, -1 (at
-    once) past max_connections ended ones, a damaged file's times beyond 64 bits clamped."""
-    from spark_kafkawire.wire.tcp import LINGER_NS, NEVER, Connection, Reassembler
+def test_ended_connections_are_forgotten_by_the_linger_rule():
+    """An ended connection stays in the table LINGER_NS after its last packet (for its late
+    copies), then goes at the first packet after that; past max_connections ended ones, the oldest
+    goes at the next packet."""
+    from spark_kafkawire.wire.packets import TCP_ACK, TCP_RST, Segment
+    from spark_kafkawire.wire.tcp import LINGER_NS, Reassembler
 
-    r = Reassembler(None, max_connections=2)
-    assert r.until() == NEVER
-    for last, bound in ((5, 5 + LINGER_NS), (NEVER - LINGER_NS, NEVER), (1 << 70, NEVER), (-(1 << 70), -1),
-                        (-LINGER_NS - 1, -1)):
-        r.ended.clear()
-        r.ended.append(Connection((b"\x01" * 4, 1), (b"\x02" * 4, 2), last, 1))
-        assert r.until() == bound, last
-    r.ended.extend(Connection((b"\x01" * 4, p), (b"\x02" * 4, 2), 5, 1) for p in (3, 4))
-    assert r.until() == -1
+    class Listener:
+        def opened(self, conn):
+            return Rec(), Rec()
+
+        def closed(self, conn):
+            pass
+
+    def seg(port, ts, flags, payload=b""):
+        return Segment(1, ts, b"\x01" * 4, port, b"\x02" * 4, 9092, 1000, 1, flags, payload, len(payload), 100)
+
+    def ports(r):
+        return sorted({key[1] for key in r.table if key[3] == 9092})
+
+    r = Reassembler(Listener(), max_connections=2)
+    r.feed(seg(1, 0, TCP_ACK, b"abcd"))
+    r.feed(seg(1, 5, TCP_RST))
+    r.feed(seg(2, 5 + LINGER_NS, TCP_ACK))  # not after the linger: remembered
+    assert ports(r) == [1, 2] and len(r.ended) == 1
+    r.feed(seg(2, 6 + LINGER_NS, TCP_ACK))
+    assert ports(r) == [2] and not r.ended
+    for p, ts in ((3, 10), (4, 11), (5, 12)):
+        r.feed(seg(p, ts, TCP_RST))  # three ended at once, more than max_connections
+    assert ports(r) == [2, 3, 4, 5] and len(r.ended) == 3
+    r.feed(seg(2, 13, TCP_ACK))
+    assert ports(r) == [2, 4, 5] and len(r.ended) == 2
+    r.feed(seg(2, 14, TCP_ACK))  # two: within max_connections, each kept for its linger
+    assert ports(r) == [2, 4, 5]

@@ -394,28 +394,6 @@ def test_the_health_columns_under_mutation(tmp_path):
     assert seen[0] > 10 and seen[1] > 0
 
 
-def test_the_lanes_event_layout_is_what_the_rules_read():
-    """health.EVENT is the one description of an event the fast lane appends (tests/test_lane.py
-    requires the same rows with the lane and without it): packed with it, the rules read the same
-    segment as when it is handed to them."""
-    from spark_kafkawire.wire.health import EVENT, EVENT_SIZE, Health
-
-    segments = [(0, 1_700_000_000_000_000_000, 1000, 0, 0x02, 64240, 0),
-                (1, 1_700_000_000_010_000_000, 5000, 1001, 0x12, 65160, 0),
-                (0, 1_700_000_000_010_050_000, 1001, 5001, 0x18, 0, 300),
-                (1, 1_700_000_000_020_000_000, 5001, 1301, 0x10, 1000, 0)]
-    told, logged = Health(), Health()
-    for d, ts, seq, ack, flags, win, length in segments:
-        told.segment(d, ts, seq, ack, flags, win, length, None)
-    log = bytearray(b"".join(EVENT.pack(ts, seq, ack, length, win, flags, d)
-                             for d, ts, seq, ack, flags, win, length in segments))
-    assert EVENT.size == EVENT_SIZE and len(log) == 4 * EVENT_SIZE
-    logged.settle(log)
-    assert not log
-    for h in (told, logged):
-        assert h.side(0).zero_windows == 1 and h.round_trip_ms(0) == (9.95, 9.95) and h.first_rtt == 10_050_000
-
-
 def test_a_window_update_between_duplicate_acks_keeps_their_count():
     """A capture of test_network_split's lossy run (5% of the frames dropped each way by the delay
     forwarder) where the broker's duplicate ACKs of a lost segment are interrupted by a window update

@@ -235,7 +235,7 @@ class RowBuilder:
         self.damage = DamagePolicy(mode, capture_file)
         self.max_decompressed = max_decompressed
         self.max_records = max_records
-        self.backlog: deque = deque()
+        self.backlog: deque = deque()  # never replaced: the fast lane holds it (see wire/_lane.c)
         self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}  # topic id -> name
         self.payload = False  # rows=records: keys, values and headers shown (option includeRecords)
         self.schema_types: dict[int, str] = {}  # rows=records: schema id -> format, from a registry's records

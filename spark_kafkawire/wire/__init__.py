@@ -7,8 +7,8 @@
   idle and closed connections, the handshake's times); flow.py: its Community ID;
 * frames.py: a byte stream -> Kafka's size-prefixed frames (the cut, and the resync scan that finds
   a frame boundary again after a hole); TLS plaintext (tls/) is cut by the same Framer;
-* lane.py, _lane.c, cores.py: the fast lane, the common packet taken from record to frame in C on
-  the same objects (cores.py is the one list of the fields C and Python share).
+* lane.py, _lane.c: the fast lane, capture.py's record walk and packets.decode in C for the common
+  records, each segment handed to tcp.py as the reader hands it (nothing of TCP or framing in C).
 
 Imports: the standard library, pyarrow.fs (on first use) and compiled.py; nothing of tls/, kafka/
 or later. What a frame means is kafka/'s.

@@ -61,8 +61,9 @@ class Packet(NamedTuple):
 
 
 class RowsDue:
-    """What the reader yields, in place of a packet, where the fast lane (see lane.py) took packets
-    and made rows that must be handed on before the next packet: the single value ROWS_DUE."""
+    """What the reader yields, in place of a packet, where the fast lane (see lane.py) read packets
+    and the stages made rows of them that must be handed on before the next packet: the single
+    value ROWS_DUE."""
 
     __slots__ = ()
 
@@ -96,9 +97,9 @@ class CaptureReader:
         self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
         self.format = ""
-        # the fast lane (lane.FastLane), or None: takes the packets it can from pcap records and
-        # pcapng packet blocks itself; the reader then yields ROWS_DUE where the rows it made must
-        # be handed on before the next packet
+        # the fast lane (lane.FastLane), or None: reads the packets it can from pcap records and
+        # pcapng packet blocks itself and feeds their segments to the reassembler; the reader then
+        # yields ROWS_DUE where rows made of them must be handed on before the next packet
         self.lane = lane
         #: given the TLS key log of each pcapng Decryption Secrets Block (editcap --inject-secrets)
         self.on_secrets = on_secrets

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import re
 from struct import Struct
-from typing import Callable, NamedTuple
+from typing import Callable, Final, NamedTuple
 
 from librt.strings import read_i32_be
 
 from ..compiled import lane_module
-from .cores import AcctCore, FramerCore
 
 
 def _keep_heap_top() -> None:
@@ -49,7 +48,7 @@ def _keep_heap_top() -> None:
 
 _keep_heap_top()
 DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
-MIN_FRAME = 4  # the smallest header (a response's correlation id): a smaller size is no frame
+MIN_FRAME: Final = 4  # the smallest header (a response's correlation id): a smaller size is no frame
 _I32 = Struct("!i")
 
 
@@ -58,9 +57,9 @@ def _append_py(buf: bytearray, chunk: bytes, pos: int, n: int, target: int) -> N
     buf += chunk if pos == 0 and n == len(chunk) else chunk[pos : pos + n]
 
 
-#: where the fast lane is built, its append: the frame's buffer sized for the whole frame as the
-#: lane sizes its own (no copy as a large frame grows, which Python's bytearray cannot promise)
-_append: Callable[[bytearray, bytes, int, int, int], None] = \
+#: where the fast lane is built, its append: the frame's buffer sized for the whole frame (no copy
+#: as a large frame grows, which Python's bytearray cannot promise)
+_append: Final[Callable[[bytearray, bytes, int, int, int], None]] = \
     lane_module.append if lane_module is not None else _append_py
 
 
@@ -76,18 +75,18 @@ class Frame(NamedTuple):
 
 def new_frame(ts_ns: int, number: int, offset: int, size: int, data: bytes, complete: bool,
               last_ts: int | None) -> Frame:
-    """A Frame made as tuple.__new__ makes it, as the fast lane does: a named tuple's own __new__ is
-    interpreted Python, the costliest step of a small frame's making (compiled, it was)."""
+    """A Frame made as tuple.__new__ makes it: a named tuple's own __new__ is interpreted Python, the
+    costliest step of a small frame's making (compiled, it was)."""
     return tuple.__new__(Frame, (ts_ns, number, offset, size, data, complete, last_ts))
 
 
-class Accounting(AcctCore):
-    """What became of a direction's bytes. (frames and frame_bytes are AcctCore's: see cores.py)"""
+class Accounting:
+    """What became of a direction's bytes."""
 
-    __slots__ = ("partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
+    __slots__ = ("frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes", "gap_bytes", "gaps")
 
     def __init__(self) -> None:
-        self.frames = 0
+        self.frames = 0  # complete frames
         self.frame_bytes = 0  # bytes of complete frames, size fields included
         self.partial_frames = 0
         self.partial_bytes = 0  # captured bytes of frames cut short
@@ -105,12 +104,30 @@ HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-class Resync(FramerCore):
+class Resync:
     """The part of a Framer that finds frame starts: the bytes held while out of sync (at most
     SCAN_WINDOW), the search over them (find_boundary) and the bookkeeping of what it passes over
     (counted as skipped). A Framer is a Resync with the frame cutting and the sink interface."""
 
-    __slots__ = ("plausible", "at_start", "resyncs", "scan", "scan_base", "scan_marks", "scan_from")
+    __slots__ = ("pos", "target", "rest_to", "max_frame", "on_frame", "acct", "buf", "synced", "first", "disabled",
+                 "f_ts", "f_num", "f_off", "plausible", "at_start", "resyncs", "scan", "scan_base", "scan_marks",
+                 "scan_from")
+    # the framing state (set by the Framer; the scan reads and moves max_frame, synced, disabled,
+    # target and acct)
+    pos: int  # stream offset of the next byte to arrive
+    target: int  # bytes the frame in progress needs in all
+    rest_to: int  # end of a frame cut by a gap
+    max_frame: int  # largest frame accepted
+    on_frame: Callable[[Frame], None]  # called with each Frame
+    acct: Accounting  # the direction's Accounting
+    buf: bytearray  # the frame in progress, size field included
+    synced: bool  # frame starts are known
+    first: bool  # no byte seen yet
+    disabled: bool  # not Kafka: every byte is skipped
+    f_ts: int  # time of the frame in progress
+    f_num: int  # packet number of the frame in progress
+    f_off: int  # stream offset of the frame in progress
+    # the scan's own
     plausible: Callable[[bytes, bool], int]
     at_start: bool  # the next byte is the stream's first (SYN seen)
     resyncs: int  # frame boundaries found by scanning
@@ -118,7 +135,6 @@ class Resync(FramerCore):
     scan_base: int  # stream offset of scan[0]
     scan_marks: list[tuple[int, int, int]]  # (index in scan, ts, packet number) per chunk
     scan_from: int  # first index of scan not yet ruled out
-    # (it reads and moves FramerCore's max_frame, synced, disabled, target and acct: set by the Framer)
 
     def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:  # the Framer's
         raise NotImplementedError
@@ -239,9 +255,7 @@ class Framer(Resync):
     SCAN_WINDOW bytes are held; what is passed over counts as skipped.
     """
 
-    # (on_frame, synced, acct, disabled, first, buf, f_ts, f_num, f_off, pos, target, rest_to and
-    # max_frame are FramerCore's: see cores.py)
-    # (plausible, at_start, resyncs and the scan fields are Resync's)
+    # (the framing state and the scan's fields are Resync's)
     __slots__ = ("on_first",)
 
     def __init__(self, on_frame: Callable[[Frame], None], max_frame: int = DEFAULT_MAX_FRAME,
@@ -365,8 +379,7 @@ class Framer(Resync):
 
     # -- framing -------------------------------------------------------------------------------
     def cut(self, chunk: bytes, ts: int, number: int, base: int) -> None:
-        """Cut frames from a chunk at stream offset ``base``, where frame starts are known (the
-        lane calls this too, when an on_frame has changed the framer mid-chunk)."""
+        """Cut frames from a chunk at stream offset ``base``, where frame starts are known."""
         n = len(chunk)
         acct = self.acct
         buf = self.buf

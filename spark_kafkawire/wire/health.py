@@ -2,13 +2,8 @@
 only out of order), zero windows and the time spent at them, and round trips from a data segment
 to the acknowledgement of it.
 
-Every segment of a connection is an event here, in capture order, each direction's state read and
-moved as Wireshark's analysis does (tcp.analysis.*): the segments the Python stages read come
-through ``Health.segment``; the ones the fast lane takes in C (the next in-order bytes, pure ACKs)
-are appended to the connection's event log (``EVENT``, 24 bytes each: the lane only records), which
-``segment`` and ``settle`` read first, so the one set of rules below sees every segment in order.
-The lane hands a packet to the Python stages instead when the log holds LOG_LIMIT bytes, so the log
-stays small.
+Every segment of a connection is an event here (``Health.segment``), in capture order, each
+direction's state read and moved as Wireshark's analysis does (tcp.analysis.*).
 
 Rules, per segment of direction d (the other direction is r):
 
@@ -39,17 +34,10 @@ and moves native integers, and a connection of one segment costs three small obj
 
 from __future__ import annotations
 
-from struct import Struct
 from typing import Final
 
-from librt.strings import read_i16_le, read_i32_le, read_i64_le
 from mypy_extensions import i64
 
-#: one event of the lane's log: time (ns), sequence number, acknowledgement number, payload length on
-#: the wire, window field, TCP flags, direction (0: the connection's endpoint a sent it)
-EVENT: Final = Struct("<qIIIHBB")
-EVENT_SIZE: Final[i64] = 24
-LOG_LIMIT: Final = EVENT_SIZE * 4096
 MAX_UNACKED: Final = 4096
 MAX_SAMPLES: Final = 1 << 16
 MAX_RESENT: Final = 256
@@ -193,26 +181,9 @@ class Health:
         self.first_rtt: i64 = -1  # its first ACK after it (ns): the out-of-order threshold
         self.last_ts: i64 = 0
 
-    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int,
-                log: bytearray | None) -> None:
-        """One segment the Python stages read (after the lane's events before it)."""
-        if log:
-            self.settle(log)
+    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int) -> None:
+        """One segment, in capture order."""
         self.event(d, _bounded(ts), seq, ack, flags, win, length)
-
-    def settle(self, log: bytearray | None) -> None:
-        """Read the lane's events (health.EVENT, little-endian) and empty the log."""
-        if not log:
-            return
-        b = bytes(log)
-        del log[:]
-        i: i64 = 0
-        n: i64 = len(b) - EVENT_SIZE
-        while i <= n:
-            ts = _bounded(read_i64_le(b, i))
-            self.event(b[i + 23], ts, i64(read_i32_le(b, i + 8)) & _MASK, i64(read_i32_le(b, i + 12)) & _MASK,
-                       b[i + 22], i64(read_i16_le(b, i + 20)) & 0xFFFF, i64(read_i32_le(b, i + 16)) & _MASK)
-            i += EVENT_SIZE
 
     def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64) -> None:
         me = self.a if d == 0 else self.b

@@ -1,13 +1,14 @@
-"""The fast lane: most packets of a capture, from record to stream, in compiled code.
+"""The fast lane: capture records to TCP segments, in C.
 
-Most packets of a Kafka capture are the next in-order bytes of a connection already followed, or a
-pure acknowledgement. ``_lane`` (a C extension built when the package is installed, see
-``_lane.c``) takes those straight from classic pcap records and pcapng Enhanced Packet Blocks and
-does exactly what the Python stages (capture -> packets -> tcp -> frames) would do with them, on
-the same objects, cutting frames too where a stream's frame starts are known. Any other packet of
-the link and network layers it reads (a new connection, SYN/FIN/RST, a hole, a retransmission) it
-hands to the reassembler as the reader would (the segment packets.decode makes); a damaged record
-or a layer it does not read is left to the Python stages. The results are the same either way
+The reader's own loop (capture -> packets -> the reassembler) makes a ``Packet`` of each record and
+a ``Segment`` of each packet, one Python object per field, in a loop run by the interpreter.
+``_lane`` (a C extension built when the package is installed, see ``_lane.c``) does those two steps
+for the records most captures are made of (classic pcap records and pcapng Enhanced Packet Blocks;
+Ethernet, Linux cooked, IPv4 and IPv6 carrying TCP) and hands each Segment to
+``Reassembler.feed``, as the reader's loop does. Everything from TCP reassembly on (tcp.py,
+frames.py and after) is the same Python code either way, compiled by mypyc where it is built: the
+lane is only the two stages before it. A record it does not read (damaged, cut by the buffer's end,
+another layer) is left to the Python stages. The results are the same either way
 (tests/test_lane.py reads every capture both ways); only the time differs.
 
 Without a C compiler at install time the extension is not built and everything runs in Python.
@@ -18,10 +19,8 @@ at all (see compiled.py); set later, it turns the lane off for the reads that fo
 from __future__ import annotations
 
 import os
-from .frames import MIN_FRAME, Accounting, Frame, Framer
-from .health import LOG_LIMIT
 from .packets import Segment
-from .tcp import NEVER, Connection, HalfStream, Reassembler
+from .tcp import NEVER, Reassembler
 
 from ..compiled import lane_module as _lane
 
@@ -49,43 +48,28 @@ class FastLane:
 
     ``stop_from``: a time filter's bound. Past it, the reader asks at every CHECK_EVERY-th packet
     whether reading can stop; ``past`` counts those packets, the lane's and the reader's, and the
-    lane leaves each such packet to the reader. Any packet while the reassembler has an ended
-    connection to forget (one ended more than LINGER_NS before the packet, or more ended than it
-    keeps) is left to the Python stages too."""
+    lane leaves each such packet to the reader."""
 
     def __init__(self, reasm: Reassembler, rows: object, batch_limit: int, stop_from: int | None,
                  past: PastBound):
-        bitmap = None
-        if reasm.ports is not None:
-            bits = bytearray(8192)
-            for p in reasm.ports:
-                bits[p >> 3] |= 1 << (p & 7)
-            bitmap = bytes(bits)
         assert _lane is not None  # made only where available() (see make)
-        self.lane = _lane.Lane(reasm.table, reasm.live, rows, batch_limit, bitmap, Connection, HalfStream, Framer,
-                               Frame, Accounting, MIN_FRAME, Segment, reasm.feed, LOG_LIMIT)
-        self.reasm = reasm
+        self.lane = _lane.Lane(rows, batch_limit, Segment, reasm.feed)
         # (a bound beyond 64 bits, either way, is a bound beyond every packet's time)
         self.stop_from = NEVER if stop_from is None else max(-NEVER - 1, min(NEVER, stop_from))
         self.past = past
 
     @property
     def taken(self) -> int:
-        """Packets taken so far."""
+        """Packets read so far."""
         return self.lane.taken
-
-    @property
-    def cut(self) -> int:
-        """Frames it cut itself so far."""
-        return self.lane.cut
 
     def pcap(self, buf: bytes, pos: int, number: int, offset: int, linktype: int, ns_per_tick: int, big: bool,
              record_limit: int) -> tuple[int, int, int, bool]:
-        """Take classic pcap records from buf at pos: (next pos, packets counted, its file offset,
+        """Read classic pcap records from buf at pos: (next pos, packets counted, its file offset,
         whether rows are due)."""
         pos, number, offset, flush, past = self.lane.run(buf, pos, number, offset, linktype, ns_per_tick, big,
-                                                         record_limit, self.reasm.until(), self.stop_from,
-                                                         -self.past.checks % CHECK_EVERY, self.reasm.until)
+                                                         record_limit, self.stop_from,
+                                                         -self.past.checks % CHECK_EVERY)
         self.past.checks += past
         return pos, number, offset, flush
 
@@ -93,8 +77,7 @@ class FastLane:
                record_limit: int) -> tuple[int, int, int, bool]:
         """The same over pcapng Enhanced Packet Blocks of a section with these interfaces."""
         pos, number, offset, flush, past = self.lane.run_ng(buf, pos, number, offset, big, interfaces, record_limit,
-                                                            self.reasm.until(), self.stop_from,
-                                                            -self.past.checks % CHECK_EVERY, self.reasm.until)
+                                                            self.stop_from, -self.past.checks % CHECK_EVERY)
         self.past.checks += past
         return pos, number, offset, flush
 

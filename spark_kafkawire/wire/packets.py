@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from struct import Struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .capture import Packet
 
@@ -32,10 +32,11 @@ ETH_IPV4 = 0x0800
 ETH_IPV6 = 0x86DD
 _VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
 
-TCP_FIN = 0x01
-TCP_SYN = 0x02
-TCP_RST = 0x04
-TCP_ACK = 0x10
+# (Final: the compiled stages that import them read them as constants)
+TCP_FIN: Final = 0x01
+TCP_SYN: Final = 0x02
+TCP_RST: Final = 0x04
+TCP_ACK: Final = 0x10
 
 _U16 = Struct("!H")
 _U32_LE = Struct("<I")

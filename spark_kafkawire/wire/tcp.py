@@ -27,20 +27,20 @@ from operator import itemgetter
 from collections import OrderedDict, deque
 from typing import Final, Iterator, NamedTuple, Protocol
 
-from .cores import ConnCore, HalfCore
 from .health import Health
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
-MASK32 = 0xFFFFFFFF
+MASK32: Final = 0xFFFFFFFF
 DEFAULT_MAX_PENDING = 16 << 20
-MAX_HOLES = 1024  # holes remembered per direction, for late copies of lost bytes
+MAX_HOLES: Final = 1024  # holes remembered per direction, for late copies of lost bytes
 #: the holes of a direction before its first gap: everything before its first byte (one list shared
 #: by every direction until then, never changed: a direction's first gap makes it a list of its own)
 BEFORE_START: Final[list[list]] = [[-(1 << 62), 0, False]]
 _offset_of = itemgetter(0)  # a queued segment's stream offset
 DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
-LINGER_NS = 120 * 10**9  # how long an ended connection is remembered, for its late packets
-NEVER = (1 << 63) - 1  # a time no packet has
+LINGER_NS: Final = 120 * 10**9  # how long an ended connection is remembered, for its late packets
+NEVER: Final = (1 << 63) - 1  # a time no packet has
+_BEFORE_ALL: Final = -(1 << 64)  # a time before every packet's
 #: where the capture point sits, from the handshake: a share of the round trip on one side of it
 #: below this puts the capture near that end, else in the middle; under MIN_SIDE_RTT_NS no side is told
 SIDE_SHARE = 0.2
@@ -90,7 +90,7 @@ def fill_holes(holes: list[list], start: int, end: int) -> tuple[list[list], int
     return (kept, got, reported) if got else None
 
 
-class HalfStream(HalfCore):
+class HalfStream:
     """One direction of one connection.
 
     ``captured`` counts the distinct TCP payload bytes the capture holds for this direction
@@ -100,17 +100,17 @@ class HalfStream(HalfCore):
     byte seen); a late copy of bytes in a hole is handed to the sink's ``late``.
     """
 
-    # (sink, base, nxt, pending, captured and last_ts are HalfCore's: see cores.py)
-    __slots__ = ("pending_bytes", "max_pending", "fin", "fin_off", "holes", "started")
+    __slots__ = ("nxt", "captured", "sink", "base", "pending", "last_ts", "pending_bytes", "max_pending", "fin",
+                 "fin_off", "holes", "started")
 
     def __init__(self, sink: Sink | None, max_pending: int):
         # given when the connection first carries payload (see Reassembler._open): set before any
         # data, so the hot paths call it unchecked (and base likewise, set by the first segment)
-        self.sink = sink
+        self.sink = sink  # where the direction's bytes go (a Framer, a TLS direction)
         self.started = False  # its SYN was seen
-        self.base = None  # sequence number of stream offset 0
+        self.base: int | None = None  # sequence number of stream offset 0
         self.nxt = 0  # stream offset of the next byte to deliver
-        self.pending = []  # sorted by offset, never overlapping
+        self.pending: list[Queued] = []  # sorted by offset, never overlapping
         self.pending_bytes = 0
         self.max_pending = max_pending
         self.fin = False
@@ -288,21 +288,21 @@ class Listener(Protocol):
     def closed(self, conn: "Connection") -> None: ...
 
 
-class Connection(ConnCore):
+class Connection:
     """A TCP connection: endpoint a is the source of the first packet seen, b the other."""
 
-    # (last_ts, halves, done, self_connected, opened and log are ConnCore's: see cores.py)
-    __slots__ = ("health", "a", "b", "client", "first_ts", "first_number", "isn", "rst", "state", "evicted", "keys",
-                 "reset_by", "syn_ts", "synack_ts", "ack_ts", "shake_unclear")
+    __slots__ = ("done", "self_connected", "opened", "last_ts", "halves", "health", "a", "b", "client", "first_ts",
+                 "first_number", "isn", "rst", "state", "evicted", "keys", "reset_by", "syn_ts", "synack_ts", "ack_ts",
+                 "shake_unclear")
 
     def __init__(self, a: tuple[bytes, int], b: tuple[bytes, int], ts: int, number: int):
         self.a = a
         self.b = b
         self.client: int | None = None  # 0: a sent the SYN, 1: b did, None: no SYN seen
         self.first_ts = ts
-        self.last_ts = ts
+        self.last_ts = ts  # time of its last packet
         self.first_number = number
-        self.halves = []
+        self.halves: list[HalfStream] = []
         self.isn: list[int | None] = [None, None]
         self.rst = False
         self.reset_by: int | None = None  # the direction whose RST ended it
@@ -319,9 +319,7 @@ class Connection(ConnCore):
         self.synack_ts: int | None = None
         self.ack_ts: int | None = None
         self.shake_unclear: str | None = None
-        # its TCP health (health.py), and the events the fast lane took for it, not yet read there
-        self.health = Health()
-        self.log = None  # made when it first carries payload: the lane takes no packet before
+        self.health = Health()  # its TCP health (health.py)
 
     def round_trip(self) -> tuple[int | None, str | None]:
         """The handshake's round trip (ns, SYN to the ACK of the SYN-ACK: tshark's initial RTT) and
@@ -384,12 +382,6 @@ class Connection(ConnCore):
     def finished(self) -> bool:
         return self.rst or (self.halves[0].fin and self.halves[1].fin)
 
-    def carries_payload(self) -> None:
-        """Its first payload: the listener is told, and the fast lane may take its packets (it
-        records them in the log)."""
-        self.opened = True
-        self.log = bytearray()
-
 
 def _late(seg: Segment, conn: Connection, d: int) -> bool:
     """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
@@ -413,14 +405,16 @@ class Reassembler:
         self.table: dict[tuple, tuple[Connection, int]] = {}
         self.live: OrderedDict[Connection, None] = OrderedDict()  # open connections, least recently used first
         self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
+        self.forget_at = NEVER  # when the oldest ended one is forgotten (see _ended_changed)
+        # the last of the live order, where known (None: not known): moving it to the end again
+        # changes nothing, and consecutive packets of one connection are the common case
+        self.newest: Connection | None = None
 
     def feed(self, seg: Segment) -> None:
         number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
-        ended = self.ended
-        if ended:
-            after = self.forget_after()
-            if after is None or ts > after:
-                self._forget(ended.popleft())
+        if ts > self.forget_at and self.ended:
+            self._forget(self.ended.popleft())
+            self._ended_changed()
         if self.ports is not None and sport not in self.ports and dport not in self.ports:
             return
         key = (src, sport, dst, dport)
@@ -429,46 +423,42 @@ class Reassembler:
             conn, d = hit
             if not conn.done and not conn.self_connected:
                 conn.last_ts = ts
-                self.live.move_to_end(conn)
-                conn.health.segment(d, ts, seq, ack, flags, win, wire_len, conn.log)
+                if self.newest is not conn:
+                    self.live.move_to_end(conn)
+                    self.newest = conn
+                conn.health.segment(d, ts, seq, ack, flags, win, wire_len)
                 if not conn.opened:
                     conn.handshake(d, flags, ts)
                 if wire_len:
-                    self._data(conn, d, seg)
+                    self._data(conn, d, seq, ack, flags, payload, wire_len, ts, number)
                 return
         self._segment(seg, key, hit)
 
-    def forget_after(self) -> int | None:
-        """The linger rule: after which time (ns) the oldest ended connection is forgotten. An ended
-        connection is remembered LINGER_NS after its last packet, for its late copies, unless more
-        than ``max_connections`` ended ones are remembered (then at once: None). NEVER: none has
-        ended. The fast lane is given the same time (lane.py)."""
+    def _ended_changed(self) -> None:
+        """forget_at, the linger rule: the time (ns) after which the oldest ended connection is
+        forgotten. An ended connection is remembered LINGER_NS after its last packet, for its late
+        copies, unless more than ``max_connections`` ended ones are (then at once). Its time never
+        changes (an ended connection's packets are dropped or open a new one)."""
         ended = self.ended
         if not ended:
-            return NEVER
-        return None if len(ended) > self.max_connections else ended[0].last_ts + LINGER_NS
+            self.forget_at = NEVER
+        else:
+            self.forget_at = _BEFORE_ALL if len(ended) > self.max_connections else ended[0].last_ts + LINGER_NS
 
-    def until(self) -> int:
-        """forget_after as the fast lane compares packet times with it (-1: at once), within 64 bits (a
-        damaged file's times may lie beyond); asked after every segment the lane hands to feed."""
-        after = self.forget_after()
-        if after is None or after < -1:
-            return -1
-        return after if after < NEVER else NEVER
-
-    def _data(self, conn: Connection, d: int, seg: Segment) -> None:
-        """A segment's payload into its direction. First the other direction's bytes it acknowledges
-        that the capture lacks are lost by the capture (settled before this data: a response
-        follows its request). Only data segments settle this: captures reorder pure ACKs around
-        data."""
+    def _data(self, conn: Connection, d: int, seq: int, ack: int, flags: int, payload: bytes, wire_len: int, ts: int,
+              number: int) -> None:
+        """A segment's payload (its first byte at ``seq``) into its direction. First the other
+        direction's bytes it acknowledges that the capture lacks are lost by the capture (settled
+        before this data: a response follows its request). Only data segments settle this:
+        captures reorder pure ACKs around data."""
         if not conn.opened:
             self._open(conn)
-        if seg.flags & TCP_ACK:
-            other = conn.halves[1 - d]
+        halves = conn.halves
+        if flags & TCP_ACK:
+            other = halves[1 - d]
             if other.pending:
-                other.acked(seg.ack)
-        conn.halves[d].feed(seg.seq + (1 if seg.flags & TCP_SYN else 0), seg.payload, seg.wire_len, seg.ts_ns,
-                            seg.number)
+                other.acked(ack)
+        halves[d].feed(seq, payload, wire_len, ts, number)
 
     def _segment(self, seg: Segment, key: tuple, hit: tuple[Connection, int] | None) -> None:
         """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a
@@ -479,7 +469,7 @@ class Reassembler:
         conn, d = found
         number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
         conn.last_ts = ts
-        conn.health.segment(d, ts, seq, ack, flags, win, wire_len, conn.log)
+        conn.health.segment(d, ts, seq, ack, flags, win, wire_len)
         half = conn.halves[d]
         if not conn.opened:
             conn.handshake(d, flags, ts)
@@ -491,7 +481,7 @@ class Reassembler:
                     conn.client = 1 - d if flags & TCP_ACK else d
             seq += 1
         if wire_len:
-            self._data(conn, d, seg)
+            self._data(conn, d, seq, ack, flags, payload, wire_len, ts, number)
         if flags & TCP_FIN and half.base is not None:
             fin_off = half.offset(seq) + wire_len
             if half.fin_off is None or fin_off > half.fin_off:
@@ -522,6 +512,7 @@ class Reassembler:
                 self._finish(conn)  # the 4-tuple is reused by a new connection
             else:
                 self.live.move_to_end(conn)
+                self.newest = conn
                 return conn, d
         return self._new_connection(seg, key)
 
@@ -545,6 +536,7 @@ class Reassembler:
             conn.keys = (key, rkey)
         live = self.live
         live[conn] = None
+        self.newest = conn
         if len(live) > self.max_connections:  # retire the longest idle, as if it had closed
             oldest = next(iter(live))
             oldest.evicted = True
@@ -554,7 +546,7 @@ class Reassembler:
 
     def _open(self, conn: Connection) -> None:
         """The connection carries payload: now the listener makes its sinks."""
-        conn.carries_payload()
+        conn.opened = True
         sinks = self.listener.opened(conn)
         for h, sink in zip(conn.halves, sinks):
             h.sink = sink
@@ -573,13 +565,15 @@ class Reassembler:
         if conn.done:
             return
         conn.done = True
-        conn.health.settle(conn.log)  # the lane's last events for it
         self.live.pop(conn, None)
+        if self.newest is conn:
+            self.newest = None
         for h in conn.halves:
             h.close()
         self.listener.closed(conn)
         if not conn.evicted:
             self.ended.append(conn)
+            self._ended_changed()
         # the table keeps the (now light) entry so that late retransmissions and ACKs are
         # recognised as belonging to a connection that has ended
         for h in conn.halves:
