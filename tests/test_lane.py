@@ -123,7 +123,7 @@ def frames_both_ways(monkeypatch, path: Path, **more) -> tuple[list, int]:
         framers = real_opened(self, conn)
         for d, fr in enumerate(framers):  # every frame as the decoder gets it, whoever takes it there
             def on_frame(f, d=d, inner=fr.on_frame):
-                seen.append((conn.a, conn.b, d, tuple(f)))
+                seen.append((conn.a, conn.b, d, f.fields()))
                 return inner(f)
             fr.on_frame = on_frame
         return framers

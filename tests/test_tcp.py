@@ -272,3 +272,23 @@ def test_ended_connections_are_forgotten_by_the_linger_rule():
     assert ports(r) == [2, 4, 5] and len(r.ended) == 2
     r.feed(seg(2, 14, TCP_ACK))  # two: within max_connections, each kept for its linger
     assert ports(r) == [2, 4, 5]
+
+
+def test_the_table_read_through_the_last_entries_found_is_the_table():
+    """Found.get answers what the table holds: for a key of the same objects as one found before
+    (remembered) and of equal ones (looked up), before and after the table changes and forget()."""
+    from spark_kafkawire.wire.tcp import Connection, Found
+
+    a, b, c = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02", b"\x0a\x00\x00\x03"
+    ab, ac = Connection((a, 1), (b, 2), 0, 1), Connection((a, 1), (c, 2), 0, 2)
+    table = {(a, 1, b, 2): (ab, 0), (b, 2, a, 1): (ab, 1)}
+    found = Found(table)
+    keys = [(a, 1, b, 2), (b, 2, a, 1), (a, 1, c, 2), (bytes(a), 1, bytes(b), 2), (a, 1, b, 3)]
+    for _ in range(2):
+        for k in keys * 2:
+            assert found.get(*k) == table.get(k), k
+    table[(a, 1, c, 2)] = (ac, 0)
+    del table[(b, 2, a, 1)]
+    found.forget()
+    for k in keys * 2:
+        assert found.get(*k) == table.get(k), k

@@ -45,6 +45,9 @@ typedef struct {
     long long taken;    /* packets read so far (the tests check the lane is used) */
     PyObject *addrs[ADDRS]; /* address bytes made lately (see address) */
     int next_addr;
+    PyObject *ints[ADDRS];  /* port and window numbers made lately (see repeated_int), and their values */
+    unsigned int_values[ADDRS];
+    int next_int;
 } Lane;
 
 static PyObject *s_count, *s_backlog;
@@ -54,7 +57,10 @@ static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->backlog);
     Py_XDECREF(self->segment_type);
     Py_XDECREF(self->feed);
-    for (int i = 0; i < ADDRS; i++) Py_XDECREF(self->addrs[i]);
+    for (int i = 0; i < ADDRS; i++) {
+        Py_XDECREF(self->addrs[i]);
+        Py_XDECREF(self->ints[i]);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -141,6 +147,26 @@ static PyObject *address(Lane *self, const unsigned char *a, int alen) {
     return b;
 }
 
+/* a port or window number as an int (a new reference): one of the last ADDRS made when it is the
+   same (a connection's packets repeat them; Python keeps only the numbers below 257) */
+static PyObject *repeated_int(Lane *self, unsigned v) {
+    if (v < 257) return PyLong_FromUnsignedLong(v);
+    for (int i = 0; i < ADDRS; i++) {
+        PyObject *n = self->ints[i];
+        if (n != NULL && self->int_values[i] == v) {
+            Py_INCREF(n);
+            return n;
+        }
+    }
+    PyObject *n = PyLong_FromUnsignedLong(v);
+    if (n == NULL) return NULL;
+    Py_INCREF(n);
+    Py_XSETREF(self->ints[self->next_int], n);
+    self->int_values[self->next_int] = v;
+    self->next_int = (self->next_int + 1) % ADDRS;
+    return n;
+}
+
 /* the Segment packets.decode makes of this packet, handed to Reassembler.feed as the reader hands
    it: TAKEN, TAKEN_FLUSH or FAILED */
 static int feed_segment(Lane *self, long long number, long long ts_ns, const unsigned char *src,
@@ -149,11 +175,11 @@ static int feed_segment(Lane *self, long long number, long long ts_ns, const uns
                         Py_ssize_t wire_len, unsigned win) {
     PyObject *items[12] = {
         PyLong_FromLongLong(number), PyLong_FromLongLong(ts_ns),
-        address(self, src, alen), PyLong_FromUnsignedLong(sport),
-        address(self, dst, alen), PyLong_FromUnsignedLong(dport),
+        address(self, src, alen), repeated_int(self, sport),
+        address(self, dst, alen), repeated_int(self, dport),
         PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack), PyLong_FromUnsignedLong(flags),
         PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
-        PyLong_FromUnsignedLong(win),
+        repeated_int(self, win),
     };
     PyObject *seg = NULL;
     int ok = 1;

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from struct import Struct
-from typing import Callable, Final, NamedTuple
+from typing import Callable, Final
 
 from librt.strings import read_i32_be
 
@@ -63,21 +63,29 @@ _append: Final[Callable[[bytearray, bytes, int, int, int], None]] = \
     lane_module.append if lane_module is not None else _append_py
 
 
-class Frame(NamedTuple):
-    ts_ns: int  # time of the packet that carried the frame's first byte
-    number: int  # that packet's number in the capture file
-    offset: int  # stream offset of the size field
-    size: int  # the int32 size field
-    data: bytes  # header + body (shorter than size when incomplete)
-    complete: bool
-    last_ts: int | None = None  # time of the packet that carried its last byte (a whole frame's)
+class Frame:
+    """One frame of a stream, as the Framer hands it on. (A plain class, not a named tuple:
+    compiled, it is made and read as a struct, where a named tuple is made through Python calls.)"""
 
+    __slots__ = ("ts_ns", "number", "offset", "size", "data", "complete", "last_ts")
 
-def new_frame(ts_ns: int, number: int, offset: int, size: int, data: bytes, complete: bool,
-              last_ts: int | None) -> Frame:
-    """A Frame made as tuple.__new__ makes it: a named tuple's own __new__ is interpreted Python, the
-    costliest step of a small frame's making (compiled, it was)."""
-    return tuple.__new__(Frame, (ts_ns, number, offset, size, data, complete, last_ts))
+    def __init__(self, ts_ns: int, number: int, offset: int, size: int, data: bytes, complete: bool,
+                 last_ts: int | None = None):
+        self.ts_ns = ts_ns  # time of the packet that carried the frame's first byte
+        self.number = number  # that packet's number in the capture file
+        self.offset = offset  # stream offset of the size field
+        self.size = size  # the int32 size field
+        self.data = data  # header + body (shorter than size when incomplete)
+        self.complete = complete
+        self.last_ts = last_ts  # time of the packet that carried its last byte (a whole frame's)
+
+    def fields(self) -> tuple[int, int, int, int, bytes, bool, int | None]:
+        """Every field, in the order above."""
+        return self.ts_ns, self.number, self.offset, self.size, self.data, self.complete, self.last_ts
+
+    def __repr__(self) -> str:
+        return "Frame(ts_ns=%d, number=%d, offset=%d, size=%d, %d bytes, complete=%s, last_ts=%s)" % (
+            self.ts_ns, self.number, self.offset, self.size, len(self.data), self.complete, self.last_ts)
 
 
 class Accounting:
@@ -395,7 +403,7 @@ class Framer(Resync):
                     if end <= n:  # the common case: the whole frame is in this chunk
                         acct.frames += 1
                         acct.frame_bytes += 4 + size
-                        self.on_frame(new_frame(ts, number, base + pos, size, chunk[pos + 4 : end], True, ts))
+                        self.on_frame(Frame(ts, number, base + pos, size, chunk[pos + 4 : end], True, ts))
                         pos = end
                         continue
                     self.target = 4 + size
@@ -426,7 +434,7 @@ class Framer(Resync):
             data = bytes(memoryview(buf)[4:])
             self.buf = buf = bytearray()
             self.target = 4
-            self.on_frame(new_frame(self.f_ts, self.f_num, self.f_off, len(data), data, True, ts))
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True, ts))
 
     def _flush_partial(self) -> None:
         if self.buf:
@@ -434,7 +442,7 @@ class Framer(Resync):
             size = _I32.unpack_from(b)[0] if len(b) >= 4 else -1
             self.acct.partial_frames += 1
             self.acct.partial_bytes += len(b)
-            self.on_frame(new_frame(self.f_ts, self.f_num, self.f_off, size, b[4:], False, None))
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, size, b[4:], False, None))
             self.buf.clear()
             self.target = 4
 

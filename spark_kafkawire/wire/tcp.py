@@ -393,6 +393,50 @@ def _late(seg: Segment, conn: Connection, d: int) -> bool:
     return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
 
 
+class Recent:
+    """A table entry found lately, and its key: the objects it was found with."""
+
+    __slots__ = ("src", "sport", "dst", "dport", "hit")
+
+    def __init__(self) -> None:
+        self.src = b""  # (no address is empty: found with none)
+        self.sport = 0
+        self.dst = b""
+        self.dport = 0
+        self.hit: tuple[Connection, int] | None = None
+
+
+class Found:
+    """A reassembler's table, read through the last two entries found: an entry is found again
+    without a lookup where its key is the same objects (the fast lane makes a connection's
+    addresses and ports the same objects, see _lane.c). ``forget`` at every change to the table."""
+
+    __slots__ = ("table", "a", "b")
+
+    def __init__(self, table: dict[tuple, tuple[Connection, int]]):
+        self.table = table
+        self.a = Recent()  # the last found
+        self.b = Recent()
+
+    def get(self, src: bytes, sport: int, dst: bytes, dport: int) -> tuple[Connection, int] | None:
+        r = self.a
+        if src is r.src and dst is r.dst and sport == r.sport and dport == r.dport:
+            return r.hit
+        r = self.b
+        if src is r.src and dst is r.dst and sport == r.sport and dport == r.dport:
+            return r.hit
+        self.b = self.a
+        self.a = r
+        r.src, r.sport, r.dst, r.dport = src, sport, dst, dport
+        r.hit = self.table.get((src, sport, dst, dport))
+        return r.hit
+
+    def forget(self) -> None:
+        for r in (self.a, self.b):
+            r.src = r.dst = b""
+            r.hit = None
+
+
 class Reassembler:
     """Feed segments in capture order; the listener gets each connection's two byte streams."""
 
@@ -406,9 +450,8 @@ class Reassembler:
         self.live: OrderedDict[Connection, None] = OrderedDict()  # open connections, least recently used first
         self.ended: deque[Connection] = deque()  # ended connections still in the table, oldest first
         self.forget_at = NEVER  # when the oldest ended one is forgotten (see _ended_changed)
-        # the last of the live order, where known (None: not known): moving it to the end again
-        # changes nothing, and consecutive packets of one connection are the common case
-        self.newest: Connection | None = None
+        self.newest: Connection | None = None  # the last of the live order where known (no move needed)
+        self.found = Found(self.table)
 
     def feed(self, seg: Segment) -> None:
         number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
@@ -417,8 +460,7 @@ class Reassembler:
             self._ended_changed()
         if self.ports is not None and sport not in self.ports and dport not in self.ports:
             return
-        key = (src, sport, dst, dport)
-        hit = self.table.get(key)
+        hit = self.found.get(src, sport, dst, dport)
         if hit is not None and not flags & (TCP_SYN | TCP_FIN | TCP_RST):  # the common case, in short
             conn, d = hit
             if not conn.done and not conn.self_connected:
@@ -432,7 +474,7 @@ class Reassembler:
                 if wire_len:
                     self._data(conn, d, seq, ack, flags, payload, wire_len, ts, number)
                 return
-        self._segment(seg, key, hit)
+        self._segment(seg, (src, sport, dst, dport), hit)
 
     def _ended_changed(self) -> None:
         """forget_at, the linger rule: the time (ns) after which the oldest ended connection is
@@ -440,10 +482,8 @@ class Reassembler:
         copies, unless more than ``max_connections`` ended ones are (then at once). Its time never
         changes (an ended connection's packets are dropped or open a new one)."""
         ended = self.ended
-        if not ended:
-            self.forget_at = NEVER
-        else:
-            self.forget_at = _BEFORE_ALL if len(ended) > self.max_connections else ended[0].last_ts + LINGER_NS
+        self.forget_at = NEVER if not ended else _BEFORE_ALL if len(ended) > self.max_connections else \
+            ended[0].last_ts + LINGER_NS
 
     def _data(self, conn: Connection, d: int, seq: int, ack: int, flags: int, payload: bytes, wire_len: int, ts: int,
               number: int) -> None:
@@ -523,6 +563,7 @@ class Reassembler:
         conn = Connection((src, sport), (dst, dport), seg.ts_ns, seg.number)
         d = 0
         table = self.table
+        self.found.forget()
         table[key] = (conn, 0)
         rkey = (dst, dport, src, sport)
         mp = self.max_pending
@@ -556,6 +597,7 @@ class Reassembler:
     def _forget(self, conn: Connection) -> None:
         """Drop a connection's table entries (an ended one past its linger, or one evicted)."""
         table = self.table
+        self.found.forget()
         for key in conn.keys:
             hit = table.get(key)
             if hit is not None and hit[0] is conn:
@@ -593,3 +635,4 @@ class Reassembler:
                 self._finish(conn)
                 yield
         self.table.clear()
+        self.found.forget()
