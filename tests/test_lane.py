@@ -35,7 +35,7 @@ def _opts(shape: str, **more) -> dict:
 
 
 def lanes_made(monkeypatch) -> list:
-    """The lanes the reads that follow make (FastLane: what each took and cut)."""
+    """The lanes the reads that follow make (FastLane: the packets each read)."""
     made = []
     real_make = lane_module.make
 

@@ -275,8 +275,8 @@ def test_ended_connections_are_forgotten_by_the_linger_rule():
 
 
 def test_the_table_read_through_the_last_entries_found_is_the_table():
-    """Found.get answers what the table holds: for a key of the same objects as one found before
-    (remembered) and of equal ones (looked up), before and after the table changes and forget()."""
+    """Found.get answers what the table holds: for a key of the same objects as one found before,
+    of equal ones and of others, before and after the table changes and forget()."""
     from spark_kafkawire.wire.tcp import Connection, Found
 
     a, b, c = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02", b"\x0a\x00\x00\x03"

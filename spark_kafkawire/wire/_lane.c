@@ -129,8 +129,8 @@ static int flush_due(Lane *self) {
 }
 
 /* the bytes of an address (a new reference): one of the last ADDRS made when it has the same
-   bytes. A connection's packets then carry the same two objects, whose hash Python keeps, so the
-   reassembler's table finds them without hashing them again. */
+   bytes (a connection's packets repeat them: no object made and freed for each, and the table's
+   lookup finds their hash kept). */
 static PyObject *address(Lane *self, const unsigned char *a, int alen) {
     for (int i = 0; i < ADDRS; i++) {
         PyObject *b = self->addrs[i];

@@ -394,7 +394,7 @@ def _late(seg: Segment, conn: Connection, d: int) -> bool:
 
 
 class Recent:
-    """A table entry found lately, and its key: the objects it was found with."""
+    """A table entry found lately, and its key."""
 
     __slots__ = ("src", "sport", "dst", "dport", "hit")
 
@@ -407,9 +407,10 @@ class Recent:
 
 
 class Found:
-    """A reassembler's table, read through the last two entries found: an entry is found again
-    without a lookup where its key is the same objects (the fast lane makes a connection's
-    addresses and ports the same objects, see _lane.c). ``forget`` at every change to the table."""
+    """A reassembler's table, read through the last two entries found: an entry whose key equals
+    one of theirs is found again with four comparisons (consecutive packets are mostly of one
+    connection, or its two directions), no tuple, hash or lookup. ``forget`` at every change to
+    the table."""
 
     __slots__ = ("table", "a", "b")
 
@@ -420,10 +421,10 @@ class Found:
 
     def get(self, src: bytes, sport: int, dst: bytes, dport: int) -> tuple[Connection, int] | None:
         r = self.a
-        if src is r.src and dst is r.dst and sport == r.sport and dport == r.dport:
+        if sport == r.sport and dport == r.dport and src == r.src and dst == r.dst:
             return r.hit
         r = self.b
-        if src is r.src and dst is r.dst and sport == r.sport and dport == r.dport:
+        if sport == r.sport and dport == r.dport and src == r.src and dst == r.dst:
             return r.hit
         self.b = self.a
         self.a = r
