@@ -306,23 +306,28 @@ def test_a_frame_in_progress_reserves_in_proportion_to_its_bytes(monkeypatch, tm
     16 times the bytes held. Seen at the connection's end, with the lane reading the packets."""
     import sys
 
-    from spark_kafkawire.wire import frames
-
     head = pcapgen.request(0, 9, 7)[4:30]  # a Produce request header, then the start of its body
     frame = struct.pack("!i", claimed) + head + bytes(sent - 4 - len(head))
     conv = pcapgen.Conversation().handshake()
     conv.send("c", frame, mss=1448)
     path = tmp_path / "claimed.pcap"
     pcapgen.write_pcap(path, conv.packets)
+    from spark_kafkawire.decode import exchanges
+
     held = []
-    real_end = frames.Framer.end
+    real_opened = exchanges.Decoder.opened
 
-    def end(self):
-        if self.buf:
-            held.append((len(self.buf), sys.getsizeof(self.buf) - sys.getsizeof(bytearray())))
-        return real_end(self)
+    def opened(self, conn):  # the frame in progress as the framer hands it on, cut short
+        framers = real_opened(self, conn)
+        for fr in framers:
+            def on_frame(f, fr=fr, inner=fr.on_frame):
+                if not f.complete and fr.buf:
+                    held.append((len(fr.buf), sys.getsizeof(fr.buf) - sys.getsizeof(bytearray())))
+                return inner(f)
+            fr.on_frame = on_frame
+        return framers
 
-    monkeypatch.setattr(frames.Framer, "end", end)
+    monkeypatch.setattr(exchanges.Decoder, "opened", opened)
     assert both_ways(monkeypatch, path) > len(conv.packets) // 2  # the lane took the segments
     held.clear()
     rows = [r for b in iter_batches(str(path), {}) for r in b.to_pylist()]

@@ -6,11 +6,11 @@ from collections import Counter
 import dpkt
 
 from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
-from spark_kafkawire.wire.tcp import HalfStream
+from spark_kafkawire.wire.tcp import HalfStream, Sink
 from stages import flush, stages
 
 
-class Rec:
+class Rec(Sink):
     def __init__(self):
         self.out = bytearray()
         self.gaps = []

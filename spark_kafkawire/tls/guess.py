@@ -13,6 +13,8 @@ import re
 from struct import Struct
 from typing import Callable
 
+from ..wire.tcp import Sink
+
 CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
                  0x17: "TLS application data"}
 MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
@@ -125,7 +127,7 @@ class TlsGuess:
             sink.end()
 
 
-class _GuessSide:
+class _GuessSide(Sink):
     """The sink of one direction while the guess is open: its events, held in order."""
 
     __slots__ = ("guess", "d", "events", "head", "ended", "stopped")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..wire.tcp import Sink
 from .guess import (APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, next_header,
                     record_length)
 from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
@@ -63,7 +64,7 @@ class Session(Protocol):
     def hello(self, d: int, msg_type: int, body: bytes) -> None: ...
 
 
-class RecordStream:
+class RecordStream(Sink):
     """The record layer of one direction of a TLS connection: the bytes cut into records, and where
     their boundaries are lost, found again. A TlsDirection is a RecordStream with the sink
     interface and what the records hold (decryption, handshake messages, key updates).

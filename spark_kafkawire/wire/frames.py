@@ -24,6 +24,7 @@ from typing import Callable, Final
 from librt.strings import read_i32_be
 
 from ..compiled import lane_module
+from .tcp import Sink
 
 
 def _keep_heap_top() -> None:
@@ -112,7 +113,7 @@ HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 
 
-class Resync:
+class Resync(Sink):
     """The part of a Framer that finds frame starts: the bytes held while out of sync (at most
     SCAN_WINDOW), the search over them (find_boundary) and the bookkeeping of what it passes over
     (counted as skipped). A Framer is a Resync with the frame cutting and the sink interface."""
