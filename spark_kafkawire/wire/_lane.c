@@ -41,6 +41,7 @@ typedef struct {
     PyObject *backlog;  /* rows.backlog (the builder keeps the one it was made with) */
     PyObject *segment_type;
     PyObject *feed;     /* Reassembler.feed */
+    PyObject *seg;      /* the last Segment handed to feed, made again for the next when no one kept it */
     long long batch_limit;
     long long taken;    /* packets read so far (the tests check the lane is used) */
     PyObject *addrs[ADDRS]; /* address bytes made lately (see address) */
@@ -57,6 +58,7 @@ static void Lane_dealloc(Lane *self) {
     Py_XDECREF(self->backlog);
     Py_XDECREF(self->segment_type);
     Py_XDECREF(self->feed);
+    Py_XDECREF(self->seg);
     for (int i = 0; i < ADDRS; i++) {
         Py_XDECREF(self->addrs[i]);
         Py_XDECREF(self->ints[i]);
@@ -181,17 +183,26 @@ static int feed_segment(Lane *self, long long number, long long ts_ns, const uns
         PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
         repeated_int(self, win),
     };
-    PyObject *seg = NULL;
     int ok = 1;
     for (int i = 0; i < 12; i++) ok = ok && items[i] != NULL;
-    if (ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 12);
-    if (seg == NULL) {
+    /* the last packet's Segment is this packet's when nothing but the lane holds it any more (as
+       zip and enumerate reuse their tuples): its fields are replaced, no tuple made and freed */
+    PyObject *seg = self->seg;
+    self->seg = NULL;
+    if (seg != NULL && Py_REFCNT(seg) != 1) Py_CLEAR(seg);
+    if (seg == NULL && ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 12);
+    if (seg == NULL || !ok) {
+        Py_XDECREF(seg);
         for (int i = 0; i < 12; i++) Py_XDECREF(items[i]);
         return FAILED;
     }
-    for (int i = 0; i < 12; i++) PyTuple_SET_ITEM(seg, i, items[i]);
+    for (int i = 0; i < 12; i++) {
+        PyObject *was = PyTuple_GET_ITEM(seg, i);
+        PyTuple_SET_ITEM(seg, i, items[i]);
+        Py_XDECREF(was);
+    }
     PyObject *r = PyObject_CallOneArg(self->feed, seg);
-    Py_DECREF(seg);
+    self->seg = seg;
     if (r == NULL) return FAILED;
     Py_DECREF(r);
     int due = flush_due(self);
