@@ -115,7 +115,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
                        topic_ids=topics.names, payload=opts.include_records)
     decoder, reasm = build_stages(sink, opts, predicate, share, topics)
     limit = opts.batch_size
-    feed = reasm.feed
+    segment = reasm.segment  # (feed's work without its call: the fields straight from the Segment)
     keep = predicate.filter if predicate else None
     # a bound on request_time: past it (and a margin for packets a little out of time order),
     # reading stops as soon as every exchange that started in time is settled
@@ -131,7 +131,7 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
             continue
         seg = decode(pkt)
         if seg is not None:
-            feed(seg)
+            segment(*seg)
             if sink.count >= limit or sink.backlog:
                 yield from _batches(sink, limit, keep, False)
         if stop_from is not None and until is not None and pkt.ts_ns > stop_from:

@@ -3,23 +3,27 @@
  * This is capture.py's record walk (classic pcap records, pcapng Enhanced Packet Blocks) and
  * packets.decode (Ethernet with 802.1Q/QinQ tags, Linux cooked v1 and v2; IPv4 without fragments;
  * IPv6 without extension headers; TCP) for the packets most captures are made of. Each packet it
- * reads becomes the Segment packets.decode makes of it and is handed to Reassembler.feed, as the
- * reader's loop hands it: TCP reassembly, framing and everything after stay in the Python stages
+ * reads becomes the segment packets.decode makes of it (its fields), and the segments of up to
+ * BATCH packets go to the reassembler at a time, as a table of their numbers with a list of their
+ * payloads and one of their addresses (lane.Batch.feed, compiled, gives each to
+ * Reassembler.segment): TCP reassembly, framing and everything after stay in the Python stages
  * (compiled by mypyc, see setup.py), written once. What is here is only what a Python loop over a
  * file's records cannot do at the speed of the bytes: one object per field of every packet.
  *
- * Lane(rows, batch_limit, Segment, feed)
+ * Lane(feed)
  * Lane.run(buf, pos, number, offset, linktype, ns_per_tick, big_endian, record_limit, late_from,
  *          late_budget)
  * walks classic pcap records in buf from pos and, for each,
- *   - hands its Segment to feed (Reassembler.feed), or
- *   - stops before it: a record cut by the buffer's end or damaged, a link or network layer not
- *     listed above, IP without TCP, a segmentation-offload packet (IPv4 total length 0), or the
- *     packet after late_budget packets timed past late_from; the Python stages read it.
+ *   - adds its segment to the batch, handed to feed(table, n, payloads, addrs) when full, or
+ *   - stops before it (handing on the batch first): a record cut by the buffer's end or damaged, a
+ *     link or network layer not listed above, IP without TCP, a segmentation-offload packet (IPv4
+ *     total length 0), or the packet after late_budget packets timed past late_from; the Python
+ *     stages read it.
  * (late_from is a time filter's bound: the reader checks, every 512th packet past it, whether
  * reading can stop; the lane stops before each such packet and counts those it reads.)
- * After each segment it asks the row builder (rows.count, rows.backlog) whether batches are due,
- * and returns at once if they are.
+ * feed returns how many packets it handed on: all of them, or (negated) fewer when rows became
+ * due after the last of those, as the reader's loop checks after each packet. The lane then
+ * returns at once, after that packet: the records after it are read again at the next call.
  *
  * Returns (pos, number, offset, flush, late): where the next record starts, the records counted so
  * far, its byte offset in the file, whether rows were made that the caller must hand on first, and
@@ -34,59 +38,71 @@
 #include <limits.h>
 
 #define ADDRS 8
+#define BATCH 64      /* packets handed to the reassembler at a time */
+#define ROW_FIELDS 9  /* a packet's row of int64 in the batch's table (lane.py: ROW_FIELDS) */
+
+/* where the records after a batch's packet start, for starting again after it */
+typedef struct {
+    Py_ssize_t pos;
+    long long offset, number;
+    int late;
+} After;
 
 typedef struct {
     PyObject_HEAD
-    PyObject *rows;     /* the row builder: count and backlog tell when batches are due */
-    PyObject *backlog;  /* rows.backlog (the builder keeps the one it was made with) */
-    PyObject *segment_type;
-    PyObject *feed;     /* Reassembler.feed */
-    PyObject *seg;      /* the last Segment handed to feed, made again for the next when no one kept it */
-    long long batch_limit;
+    PyObject *feed;     /* lane.Batch.feed: feed(table, n, payloads, addrs) -> packets handed on */
+    PyObject *table;    /* bytes: BATCH rows of ROW_FIELDS little-endian int64 (made anew if someone kept it) */
+    PyObject *payloads; /* list: each packet's TCP payload */
+    PyObject *addrs;    /* list: each packet's source and destination address */
+    int n;              /* packets in the batch */
+    After after[BATCH];
     long long taken;    /* packets read so far (the tests check the lane is used) */
-    PyObject *addrs[ADDRS]; /* address bytes made lately (see address) */
+    PyObject *seen[ADDRS]; /* address bytes made lately (see address) */
     int next_addr;
-    PyObject *ints[ADDRS];  /* port and window numbers made lately (see repeated_int), and their values */
-    unsigned int_values[ADDRS];
-    int next_int;
 } Lane;
 
-static PyObject *s_count, *s_backlog;
-
 static void Lane_dealloc(Lane *self) {
-    Py_XDECREF(self->rows);
-    Py_XDECREF(self->backlog);
-    Py_XDECREF(self->segment_type);
     Py_XDECREF(self->feed);
-    Py_XDECREF(self->seg);
-    for (int i = 0; i < ADDRS; i++) {
-        Py_XDECREF(self->addrs[i]);
-        Py_XDECREF(self->ints[i]);
-    }
+    Py_XDECREF(self->table);
+    Py_XDECREF(self->payloads);
+    Py_XDECREF(self->addrs);
+    for (int i = 0; i < ADDRS; i++) Py_XDECREF(self->seen[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static PyObject *filled_list(Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (l == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(l, i, Py_None);
+    }
+    return l;
+}
+
 static int Lane_init(Lane *self, PyObject *args, PyObject *kw) {
-    PyObject *rows, *sgt, *feed;
-    long long limit;
-    if (!PyArg_ParseTuple(args, "OLO!O", &rows, &limit, &PyType_Type, &sgt, &feed)) return -1;
-    PyObject *sfields = PyObject_GetAttrString(sgt, "_fields");
-    if (sfields == NULL) PyErr_Clear();
-    int twelve = sfields != NULL && PyTuple_Check(sfields) && PyTuple_GET_SIZE(sfields) == 12;
-    Py_XDECREF(sfields);
-    if (!twelve || !PyType_IsSubtype((PyTypeObject *)sgt, &PyTuple_Type) || !PyCallable_Check(feed)) {
-        PyErr_SetString(PyExc_TypeError, "Segment: a named tuple of twelve fields; feed: callable");
+    (void)kw;
+    PyObject *feed;
+    if (!PyArg_ParseTuple(args, "O", &feed)) return -1;
+    if (!PyCallable_Check(feed)) {
+        PyErr_SetString(PyExc_TypeError, "Lane(feed): feed, a callable taking a batch (lane.Batch.feed)");
         return -1;
     }
-    PyObject *backlog = PyObject_GetAttr(rows, s_backlog);
-    if (backlog == NULL) return -1;
-    Py_XSETREF(self->backlog, backlog);
-#define KEEP(field, v) do { Py_INCREF(v); Py_XSETREF(self->field, v); } while (0)
-    KEEP(rows, rows);
-    KEEP(segment_type, sgt);
-    KEEP(feed, feed);
-#undef KEEP
-    self->batch_limit = limit;
+    PyObject *table = PyBytes_FromStringAndSize(NULL, BATCH * ROW_FIELDS * 8);
+    PyObject *payloads = filled_list(BATCH), *addrs = filled_list(2 * BATCH);
+    if (table == NULL || payloads == NULL || addrs == NULL) {
+        Py_XDECREF(table);
+        Py_XDECREF(payloads);
+        Py_XDECREF(addrs);
+        return -1;
+    }
+    memset(PyBytes_AS_STRING(table), 0, BATCH * ROW_FIELDS * 8);
+    Py_INCREF(feed);
+    Py_XSETREF(self->feed, feed);
+    Py_XSETREF(self->table, table);
+    Py_XSETREF(self->payloads, payloads);
+    Py_XSETREF(self->addrs, addrs);
+    self->n = 0;
     return 0;
 }
 
@@ -117,25 +133,14 @@ static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, l
     return 0;
 }
 
-enum { TAKEN = 0, STOP = 1, TAKEN_FLUSH = 2, FAILED = -1 };
-
-/* rows made: are batches due before the next packet? 1 yes, 0 no, -1 error */
-static int flush_due(Lane *self) {
-    PyObject *count = PyObject_GetAttr(self->rows, s_count);
-    if (count == NULL) return -1;
-    long long c = PyLong_AsLongLong(count);
-    Py_DECREF(count);
-    if (c == -1 && PyErr_Occurred()) return -1;
-    if (c >= self->batch_limit) return 1;
-    return PyObject_IsTrue(self->backlog);
-}
+enum { TAKEN = 0, STOP = 1, FAILED = -1 };
 
 /* the bytes of an address (a new reference): one of the last ADDRS made when it has the same
    bytes (a connection's packets repeat them: no object made and freed for each, and the table's
    lookup finds their hash kept). */
 static PyObject *address(Lane *self, const unsigned char *a, int alen) {
     for (int i = 0; i < ADDRS; i++) {
-        PyObject *b = self->addrs[i];
+        PyObject *b = self->seen[i];
         if (b != NULL && PyBytes_GET_SIZE(b) == alen && memcmp(PyBytes_AS_STRING(b), a, alen) == 0) {
             Py_INCREF(b);
             return b;
@@ -144,73 +149,77 @@ static PyObject *address(Lane *self, const unsigned char *a, int alen) {
     PyObject *b = PyBytes_FromStringAndSize((const char *)a, alen);
     if (b == NULL) return NULL;
     Py_INCREF(b);
-    Py_XSETREF(self->addrs[self->next_addr], b);
+    Py_XSETREF(self->seen[self->next_addr], b);
     self->next_addr = (self->next_addr + 1) % ADDRS;
     return b;
 }
 
-/* a port or window number as an int (a new reference): one of the last ADDRS made when it is the
-   same (a connection's packets repeat them; Python keeps only the numbers below 257) */
-static PyObject *repeated_int(Lane *self, unsigned v) {
-    if (v < 257) return PyLong_FromUnsignedLong(v);
-    for (int i = 0; i < ADDRS; i++) {
-        PyObject *n = self->ints[i];
-        if (n != NULL && self->int_values[i] == v) {
-            Py_INCREF(n);
-            return n;
-        }
-    }
-    PyObject *n = PyLong_FromUnsignedLong(v);
-    if (n == NULL) return NULL;
-    Py_INCREF(n);
-    Py_XSETREF(self->ints[self->next_int], n);
-    self->int_values[self->next_int] = v;
-    self->next_int = (self->next_int + 1) % ADDRS;
-    return n;
+static void put_le64(unsigned char *p, long long v) {
+    unsigned long long u = (unsigned long long)v;
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(u >> (8 * i));
 }
 
-/* the Segment packets.decode makes of this packet, handed to Reassembler.feed as the reader hands
-   it: TAKEN, TAKEN_FLUSH or FAILED */
-static int feed_segment(Lane *self, long long number, long long ts_ns, const unsigned char *src,
-                        const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
-                        unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
-                        Py_ssize_t wire_len, unsigned win) {
-    PyObject *items[12] = {
-        PyLong_FromLongLong(number), PyLong_FromLongLong(ts_ns),
-        address(self, src, alen), repeated_int(self, sport),
-        address(self, dst, alen), repeated_int(self, dport),
-        PyLong_FromUnsignedLong(seq), PyLong_FromUnsignedLong(ack), PyLong_FromUnsignedLong(flags),
-        PyBytes_FromStringAndSize((const char *)payload, caplen), PyLong_FromSsize_t(wire_len),
-        repeated_int(self, win),
-    };
-    int ok = 1;
-    for (int i = 0; i < 12; i++) ok = ok && items[i] != NULL;
-    /* the last packet's Segment is this packet's when nothing but the lane holds it any more (as
-       zip and enumerate reuse their tuples): its fields are replaced, no tuple made and freed */
-    PyObject *seg = self->seg;
-    self->seg = NULL;
-    if (seg != NULL && Py_REFCNT(seg) != 1) Py_CLEAR(seg);
-    if (seg == NULL && ok) seg = ((PyTypeObject *)self->segment_type)->tp_alloc((PyTypeObject *)self->segment_type, 12);
-    if (seg == NULL || !ok) {
-        Py_XDECREF(seg);
-        for (int i = 0; i < 12; i++) Py_XDECREF(items[i]);
+/* the packet's segment (the fields packets.decode gives a Segment) joins the batch: its numbers a
+   row of the table, its payload and addresses items of the lists. TAKEN or FAILED */
+static int add_segment(Lane *self, long long number, long long ts_ns, const unsigned char *src,
+                       const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
+                       unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
+                       Py_ssize_t wire_len, unsigned win) {
+    int i = self->n;
+    if (i == 0 && Py_REFCNT(self->table) != 1) { /* the last batch's table is still held: a new one */
+        PyObject *t = PyBytes_FromStringAndSize(NULL, BATCH * ROW_FIELDS * 8);
+        if (t == NULL) return FAILED;
+        memset(PyBytes_AS_STRING(t), 0, BATCH * ROW_FIELDS * 8);
+        Py_SETREF(self->table, t);
+    }
+    PyObject *pl = PyBytes_FromStringAndSize((const char *)payload, caplen);
+    PyObject *a = address(self, src, alen), *b = address(self, dst, alen);
+    if (pl == NULL || a == NULL || b == NULL) {
+        Py_XDECREF(pl);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
         return FAILED;
     }
-    for (int i = 0; i < 12; i++) {
-        PyObject *was = PyTuple_GET_ITEM(seg, i);
-        PyTuple_SET_ITEM(seg, i, items[i]);
-        Py_XDECREF(was);
-    }
-    PyObject *r = PyObject_CallOneArg(self->feed, seg);
-    self->seg = seg;
-    if (r == NULL) return FAILED;
-    Py_DECREF(r);
-    int due = flush_due(self);
-    return due < 0 ? FAILED : due ? TAKEN_FLUSH : TAKEN;
+    PyList_SetItem(self->payloads, i, pl); /* (steals the new items, drops the last batch's) */
+    PyList_SetItem(self->addrs, 2 * i, a);
+    PyList_SetItem(self->addrs, 2 * i + 1, b);
+    unsigned char *row = (unsigned char *)PyBytes_AS_STRING(self->table) + (Py_ssize_t)i * ROW_FIELDS * 8;
+    long long fields[ROW_FIELDS] = {number, ts_ns, sport, dport, (long long)seq, (long long)ack, flags,
+                                    (long long)wire_len, win};
+    for (int f = 0; f < ROW_FIELDS; f++) put_le64(row + 8 * f, fields[f]);
+    self->n = i + 1;
+    return TAKEN;
 }
 
-/* one packet's captured bytes d[0:dl], as packets.decode reads them: TAKEN, TAKEN_FLUSH, STOP or
-   FAILED */
+/* the batch to the reassembler (lane.Batch.feed): the packets handed on (all of them, or fewer
+   when rows became due after the last of those: *due), or -1 on an error */
+static int hand_on(Lane *self, int *due) {
+    *due = 0;
+    int n = self->n;
+    if (n == 0) return 0;
+    self->n = 0;
+    PyObject *count = PyLong_FromLong(n);
+    if (count == NULL) return -1;
+    PyObject *args[4] = {self->table, count, self->payloads, self->addrs};
+    PyObject *r = PyObject_Vectorcall(self->feed, args, 4, NULL);
+    Py_DECREF(count);
+    if (r == NULL) return -1;
+    long k = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (k == -1 && PyErr_Occurred()) return -1;
+    if (k < 0) {
+        *due = 1;
+        k = -k;
+    }
+    if (k < 1 || k > n || (k < n && !*due)) {
+        PyErr_Format(PyExc_ValueError, "the lane's feed handed on %ld of %d packets", k, n);
+        return -1;
+    }
+    return (int)k;
+}
+
+/* one packet's captured bytes d[0:dl], as packets.decode reads them, into the batch: TAKEN, STOP
+   or FAILED */
 static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
                 long long number) {
     unsigned et;
@@ -281,8 +290,8 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
     Py_ssize_t stop = end < dl ? end : dl;
     if (start + wire_len < stop) stop = start + wire_len;
     Py_ssize_t caplen = stop > start ? stop - start : 0;
-    return feed_segment(self, number, ts_ns, src, dst, alen, sport, dport, seq, ack, flags, d + start, caplen,
-                        wire_len, win);
+    return add_segment(self, number, ts_ns, src, dst, alen, sport, dport, seq, ack, flags, d + start, caplen,
+                       wire_len, win);
 }
 
 /* where a file's records are and what they hold: classic pcap, or a pcapng section's interfaces */
@@ -356,32 +365,53 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
                       const Format *f, long long late_from, long long budget) {
     const unsigned char *buf = (const unsigned char *)view->buf;
     Py_ssize_t len = view->len;
-    int flush = 0;
-    long long late = 0;
+    int flush = 0, due = 0, ended = 0;
+    long long late = 0;         /* packets handed on timed past late_from */
+    long long pending_late = 0; /* the same in the batch not yet handed on */
     const unsigned char *data;
     Py_ssize_t dlen;
     int linktype;
     long long ts, rlen;
-    while (record(f, buf, len, pos, &data, &dlen, &linktype, &ts, &rlen)) {
-        if (ts > late_from && late >= budget) break;
-        int r = take(self, data, dlen, linktype, ts, number + 1);
-        if (r == FAILED) {
-            PyBuffer_Release(view);
-            return NULL;
+    self->n = 0;
+    while (!ended) {
+        if (!record(f, buf, len, pos, &data, &dlen, &linktype, &ts, &rlen) ||
+            (ts > late_from && late + pending_late >= budget)) {
+            ended = 1; /* the Python stages read from here: the batch goes before */
+        } else {
+            int r = take(self, data, dlen, linktype, ts, number + 1);
+            if (r == FAILED) goto failed;
+            if (r == STOP) {
+                ended = 1;
+            } else {
+                pos += rlen;
+                offset += rlen;
+                number += 1;
+                int is_late = ts > late_from;
+                pending_late += is_late;
+                self->after[self->n - 1] = (After){pos, offset, number, is_late};
+                if (self->n < BATCH) continue;
+            }
         }
-        if (r == STOP) break;
-        pos += rlen;
-        offset += rlen;
-        number += 1;
-        self->taken += 1;
-        if (ts > late_from) late += 1;
-        if (r == TAKEN_FLUSH) {
+        if (self->n == 0) continue;
+        int k = hand_on(self, &due);
+        if (k < 0) goto failed;
+        self->taken += k;
+        for (int i = 0; i < k; i++) late += self->after[i].late;
+        pending_late = 0;
+        if (due) { /* rows to hand on after the k-th packet: the records after it are read again */
+            pos = self->after[k - 1].pos;
+            offset = self->after[k - 1].offset;
+            number = self->after[k - 1].number;
             flush = 1;
             break;
         }
     }
     PyBuffer_Release(view);
     return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
+failed:
+    self->n = 0;
+    PyBuffer_Release(view);
+    return NULL;
 }
 
 static PyObject *Lane_run(Lane *self, PyObject *args) {
@@ -426,7 +456,7 @@ static PyTypeObject LaneType = {
     .tp_name = "spark_kafkawire.wire._lane.Lane",
     .tp_basicsize = sizeof(Lane),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Lane(rows, batch_limit, Segment, feed)",
+    .tp_doc = "Lane(feed)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Lane_init,
     .tp_dealloc = (destructor)Lane_dealloc,
@@ -470,9 +500,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_lane", "The fast la
 
 PyMODINIT_FUNC PyInit__lane(void) {
     if (PyType_Ready(&LaneType) < 0) return NULL;
-    s_count = PyUnicode_InternFromString("count");
-    s_backlog = PyUnicode_InternFromString("backlog");
-    if (!s_count || !s_backlog) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&LaneType);

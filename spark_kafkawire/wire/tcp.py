@@ -25,7 +25,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from operator import itemgetter
 from collections import OrderedDict, deque
-from typing import Final, Iterator, NamedTuple, Protocol, cast
+from typing import Final, Iterator, NamedTuple, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -160,7 +160,8 @@ class HalfStream:
         self.last_ts = ts
         if not self.pending and (seq - self.base - self.nxt) & MASK32 == 0 and wire_len == len(payload):
             self.captured += wire_len  # the common case: the next bytes, in order, all captured
-            cast(Sink, self.sink).data(payload, ts, number)  # (a Sink: called directly where compiled)
+            sink: Sink = self.sink  # type: ignore[assignment]  # (set by then; a Sink: called directly where compiled)
+            sink.data(payload, ts, number)
             self.nxt += wire_len
             return
         off = self.offset(seq)
@@ -381,19 +382,19 @@ class Connection:
         elif flags & TCP_ACK and d == self.client and self.synack_ts is not None and self.ack_ts is None:
             self.ack_ts = ts
 
-    def self_direction(self, seg: Segment) -> int:
+    def self_direction(self, flags: int, seq: int) -> int:
         """Direction of a segment of a self-connection, whose two directions share one 4-tuple:
         the SYN opens direction 0 and the SYN-ACK direction 1; otherwise the direction whose
         stream the sequence number lies closer to."""
-        if seg.flags & TCP_SYN:
-            return 1 if seg.flags & TCP_ACK else 0
+        if flags & TCP_SYN:
+            return 1 if flags & TCP_ACK else 0
         best, best_d = None, 0
         for d, h in enumerate(self.halves):
             if h.base is None:
                 if best is None:
                     best_d = d
                 continue
-            dist = abs(h.offset(seg.seq) - h.nxt)
+            dist = abs(h.offset(seq) - h.nxt)
             if best is None or dist < best:
                 best, best_d = dist, d
         return best_d
@@ -402,14 +403,14 @@ class Connection:
         return self.rst or (self.halves[0].fin and self.halves[1].fin)
 
 
-def _late(seg: Segment, conn: Connection, d: int) -> bool:
+def _late(flags: int, seq: int, payload: bytes, conn: Connection, d: int) -> bool:
     """Is a segment of a connection that has ended only a late packet of it (dropped)? Not
     where it starts a new one (a SYN with a new sequence number) or carries bytes the ended one
     never had (data after an RST or after both FINs, a late copy of a lost tail): those open a
     connection of their own, so that every captured byte is counted once."""
-    if seg.flags & TCP_SYN:
-        return conn.isn[d] == seg.seq
-    return not (seg.payload and conn.halves[d].novel(seg.seq, len(seg.payload)))
+    if flags & TCP_SYN:
+        return conn.isn[d] == seq
+    return not (payload and conn.halves[d].novel(seq, len(payload)))
 
 
 class Recent:
@@ -474,7 +475,11 @@ class Reassembler:
         self.found = Found(self.table)
 
     def feed(self, seg: Segment) -> None:
-        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
+        self.segment(*seg)
+
+    def segment(self, number: int, ts: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
+                flags: int, payload: bytes, wire_len: int, win: int) -> None:
+        """``feed`` of a segment given by its fields, in a Segment's order (the fast lane's batches)."""
         if ts > self.forget_at and self.ended:
             self._forget(self.ended.popleft())
             self._ended_changed()
@@ -494,23 +499,21 @@ class Reassembler:
                 if wire_len:
                     self._data(conn, d, seq, ack, flags, payload, wire_len, ts, number)
                 return
-        self._segment(seg, (src, sport, dst, dport), hit)
+        self._segment(number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win, hit)
 
     def _ended_changed(self) -> None:
-        """forget_at, the linger rule: the time (ns) after which the oldest ended connection is
-        forgotten. An ended connection is remembered LINGER_NS after its last packet, for its late
-        copies, unless more than ``max_connections`` ended ones are (then at once). Its time never
-        changes (an ended connection's packets are dropped or open a new one)."""
+        """forget_at, the linger rule: when (ns) the oldest ended connection is forgotten: LINGER_NS
+        after its last packet (kept for its late copies; an ended connection's time never changes),
+        at once while more than ``max_connections`` ended ones are remembered."""
         ended = self.ended
         self.forget_at = NEVER if not ended else _BEFORE_ALL if len(ended) > self.max_connections else \
             ended[0].last_ts + LINGER_NS
 
     def _data(self, conn: Connection, d: int, seq: int, ack: int, flags: int, payload: bytes, wire_len: int, ts: int,
               number: int) -> None:
-        """A segment's payload (its first byte at ``seq``) into its direction. First the other
-        direction's bytes it acknowledges that the capture lacks are lost by the capture (settled
-        before this data: a response follows its request). Only data segments settle this:
-        captures reorder pure ACKs around data."""
+        """A segment's payload (its first byte at ``seq``) into its direction, after the other
+        direction's bytes it acknowledges that the capture lacks are settled as lost (a response
+        follows its request). Only data segments settle this: captures reorder pure ACKs."""
         if not conn.opened:
             self._open(conn)
         halves = conn.halves
@@ -520,14 +523,13 @@ class Reassembler:
                 other.acked(ack)
         halves[d].feed(seq, payload, wire_len, ts, number)
 
-    def _segment(self, seg: Segment, key: tuple, hit: tuple[Connection, int] | None) -> None:
-        """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a
-        self-connection."""
-        found = self._connection(seg, key, hit)
+    def _segment(self, number: int, ts: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
+                 flags: int, payload: bytes, wire_len: int, win: int, hit: tuple[Connection, int] | None) -> None:
+        """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a self-connection."""
+        found = self._connection(number, ts, (src, sport, dst, dport), flags, seq, payload, hit)
         if found is None:
             return
         conn, d = found
-        number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win = seg
         conn.last_ts = ts
         conn.health.segment(d, ts, seq, ack, flags, win, wire_len)
         half = conn.halves[d]
@@ -555,7 +557,7 @@ class Reassembler:
             if conn.finished():
                 self._finish(conn)
 
-    def _connection(self, seg: Segment, key: tuple,
+    def _connection(self, number: int, ts: int, key: tuple, flags: int, seq: int, payload: bytes,
                     hit: tuple[Connection, int] | None) -> tuple[Connection, int] | None:
         """The connection and direction a segment belongs to: the one in the table, or a new one
         where the table's has ended or its 4-tuple is reused by a new SYN; None for a late packet of
@@ -563,24 +565,24 @@ class Reassembler:
         if hit is not None:
             conn, d = hit
             if conn.self_connected:
-                d = conn.self_direction(seg)
+                d = conn.self_direction(flags, seq)
             if conn.done:
-                if _late(seg, conn, d):
+                if _late(flags, seq, payload, conn, d):
                     return None
-            elif seg.flags & TCP_SYN and conn.isn[d] != seg.seq and \
+            elif flags & TCP_SYN and conn.isn[d] != seq and \
                     (conn.isn[d] is not None or conn.halves[d].base is not None):
                 self._finish(conn)  # the 4-tuple is reused by a new connection
             else:
                 self.live.move_to_end(conn)
                 self.newest = conn
                 return conn, d
-        return self._new_connection(seg, key)
+        return self._new_connection(number, ts, key, flags, seq)
 
-    def _new_connection(self, seg: Segment, key: tuple) -> tuple[Connection, int]:
+    def _new_connection(self, number: int, ts: int, key: tuple, flags: int, seq: int) -> tuple[Connection, int]:
         """A connection begun by this segment: in the table under both directions' keys, and the
         newest of the live ones (the longest idle retired if there are too many)."""
         src, sport, dst, dport = key
-        conn = Connection((src, sport), (dst, dport), seg.ts_ns, seg.number)
+        conn = Connection((src, sport), (dst, dport), ts, number)
         d = 0
         table = self.table
         self.found.forget()
@@ -591,7 +593,7 @@ class Reassembler:
         if rkey == key:  # both ends share address and port (a TCP self-connection)
             conn.self_connected = True
             conn.keys = (key,)
-            d = conn.self_direction(seg)
+            d = conn.self_direction(flags, seq)
         else:
             table[rkey] = (conn, 1)
             conn.keys = (key, rkey)
