@@ -286,9 +286,20 @@ class StringColumn(Column):
         self.offsets = BytesWriter()
         write_i32_le(self.offsets, 0)
         self.end = 0
+        # the last str appended and its bytes: a value that comes again (the file's name, an
+        # endpoint's address and flow id, a status, an api's name) is mostly the same object row
+        # after row, and is encoded once
+        self.last: object = None
+        self.last_bytes: bytes | None = None
 
     def append(self, v: object) -> None:
-        b = _as_bytes(v, self.text)
+        if v is self.last:
+            b = self.last_bytes
+        else:
+            b = _as_bytes(v, self.text)
+            if isinstance(v, str):
+                self.last = v
+                self.last_bytes = b
         if b is None or self.end + len(b) > _OFFSET_MAX:
             write_i32_le(self.offsets, self.end)
             self._null(v is not None)

@@ -168,6 +168,8 @@ _COLUMN_CASES = [
     (pa.float64(), [0.5, None, 3, float("nan"), float("inf"), -2.25, "x", 2**60]),
     (pa.bool_(), [True, False, None, True, 0, 1]),
     (pa.string(), ["a", None, b'{"x":1}', "\u00e9\u4e2d", "", "\ud800", 5, bytearray(b"z")]),
+    # the same objects row after row (a column encodes a repeated str once): the same array
+    (pa.string(), ["broker-1", "broker-1", "\ud800", "\ud800", None, None, "broker-1", b"x", b"x", "\u00e9", "\u00e9"]),
     (pa.binary(), [b"a", None, bytearray(b"\x00\xff"), memoryview(b"mv"), b"", "str", 7]),
     (pa.list_(pa.string()), [["a", "b"], None, [], ("c",), [1], ["d"], ["\ud800"]]),
     (pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
