@@ -172,6 +172,11 @@ class Column:
     def append(self, v: object) -> None:
         raise NotImplementedError
 
+    def append_int(self, x: int) -> None:
+        """``append`` of an int: where compiled, the value is passed unboxed to an int column (which
+        overrides this), with no Python object made for it."""
+        self.append(x)
+
     def _valid(self) -> None:
         self.valid.append(1)
         self.n += 1
@@ -210,17 +215,19 @@ class IntColumn(_FixedColumn):
 
     def __init__(self, typ: pa.DataType) -> None:
         _FixedColumn.__init__(self, typ)
-        self.timestamp = pa.types.is_timestamp(typ)
+        self.timestamp: bool = bool(pa.types.is_timestamp(typ))
         self.width = 8 if self.timestamp else _WIDTHS[typ]
         self.lo, self.hi = (MIN_TIME_US, MAX_TIME_US) if self.timestamp else _INT_RANGES[self.width]
         self.int64 = self.width == 8 and not self.timestamp  # (its bounds are no small ints, see append)
 
     def append(self, v: object) -> None:
-        if v is None or not isinstance(v, int):
+        if not isinstance(v, int):  # (None too)
             self._write(0)
             self._null(v is not None)
             return
-        x: int = v
+        self.append_int(v)
+
+    def append_int(self, x: int) -> None:
         if self.timestamp:
             x = x // 1000
         # an int64 column's bounds lie beyond the small ints a compiled int holds unboxed: a value

@@ -104,8 +104,23 @@ class ExchangeRows(RowBuilder):
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
-        request_time.append(rq.ts_ns if rq else None)
-        response_time.append(rs.ts_ns if rs else None)
+        # (an int goes in by append_int: unboxed where compiled)
+        if rq is not None:
+            request_time.append_int(rq.ts_ns)
+            request_size.append_int(rq.size)
+            request_packet.append_int(rq.number)
+        else:
+            request_time.append(None)
+            request_size.append(None)
+            request_packet.append(None)
+        if rs is not None:
+            response_time.append_int(rs.ts_ns)
+            response_size.append_int(rs.size)
+            response_packet.append_int(rs.number)
+        else:
+            response_time.append(None)
+            response_size.append(None)
+            response_packet.append(None)
         latency_ms.append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
         request_transfer_ms.append(_transfer(rq))
         response_transfer_ms.append(_transfer(rs))
@@ -115,12 +130,8 @@ class ExchangeRows(RowBuilder):
         retransmissions.append(_resent(ep, rq, rs))
         request_header_version.append(h.header_version if h else None)
         response_header_version.append(resp.header_version if resp else None)
-        request_size.append(rq.size if rq else None)
-        response_size.append(rs.size if rs else None)
         status_col.append(status)
         detail_col.append(detail)
-        request_packet.append(rq.number if rq else None)
-        response_packet.append(rs.number if rs else None)
         request.append(message_json(req))
         response.append(message_json(resp))
         self._headline(extra)

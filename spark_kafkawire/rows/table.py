@@ -12,6 +12,7 @@ from collections import deque
 from typing import Callable, ClassVar, Final, cast
 
 import pyarrow as pa
+from mypy_extensions import mypyc_attr
 
 from .. import arrays, protocol
 from ..kafka import records as rec
@@ -208,6 +209,14 @@ MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamp
 TYPED: Final = native
 
 
+@mypyc_attr(native_class=False)
+class Values(list):
+    """A column where this module runs as Python: a list (its append is the cheapest there) whose
+    ``append_int`` is its ``append``, as the rows call an arrays.Column's."""
+
+    append_int = list.append
+
+
 def ddl(rows: str) -> str:
     """Spark DDL schema of a row shape."""
     return ", ".join(f"{name} {typ}" for name, typ in COLUMNS[rows])
@@ -246,7 +255,7 @@ class RowBuilder(Rows):
         # compiled, each column is typed (arrays.Column: values written into Arrow's buffers as
         # they come); interpreted, a list (its append is the cheapest there), made an array at flush
         self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
-            {n: cast(arrays.Column, []) for n in self.names}
+            {n: cast(arrays.Column, Values()) for n in self.names}
         self.endpoint_cols = [self.cols[n] for n, _t in _ENDPOINTS]  # every shape begins with them
         # the headline columns in HEADLINE_NAMES's order, and the identity columns in _IDENTITY's,
         # where the shape has them (held per batch: no lookup by name per row)
@@ -309,9 +318,9 @@ class RowBuilder(Rows):
                 col.append(None)
             return
         client_ip.append(ep.client_ip)
-        client_port.append(ep.client_port)
+        client_port.append_int(ep.client_port)
         broker_ip.append(ep.broker_ip)
-        broker_port.append(ep.broker_port)
+        broker_port.append_int(ep.broker_port)
         community_id.append(ep.community_id)
 
     def _headline(self, extra: tuple | None) -> None:
@@ -337,10 +346,10 @@ class RowBuilder(Rows):
         api_key, api_name, api_version, correlation_id, client_id = self.identity_cols  # (_IDENTITY's order)
         h = req.header if req is not None else None
         if h is not None:
-            api_key.append(h.api_key)
+            api_key.append_int(h.api_key)
             api_name.append(API_NAMES.get(h.api_key))
-            api_version.append(h.api_version)
-            correlation_id.append(h.correlation_id)
+            api_version.append_int(h.api_version)
+            correlation_id.append_int(h.correlation_id)
             client_id.append(h.client_id)
         else:
             api_key.append(None)
