@@ -300,6 +300,10 @@ class StringColumn(Column):
         self.last_bytes: bytes | None = None
 
     def append(self, v: object) -> None:
+        if v is None:  # (most of a row's optional columns)
+            write_i32_le(self.offsets, self.end)
+            self._null(False)
+            return
         if v is self.last:
             b = self.last_bytes
         else:

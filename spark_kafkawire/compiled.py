@@ -7,7 +7,7 @@ compiler is there:
   ``lane_module`` below, or None; used together with the compiled stages, never alone;
 - the per-exchange stages (``NATIVE`` in setup.py: body decoding, facts, pairing, row and column
   building) compiled by mypyc from their own ``.py`` sources, which stay the reference. The build writes
-  ``_native.json``: the compiled modules and the SHA-256 of the sources they were built from.
+  ``_native.json``: the compiled modules and the CRC-32 of the sources they were built from.
 
 The boundary is the modules' own Python interface: a compiled module is imported in place of its
 source and offers the same functions and classes; nothing else of it is reached into.
@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import sys
+import zlib
 from types import ModuleType
 
 
@@ -42,8 +43,6 @@ def plain_hash(name: str):
 
         return getattr(hashlib, name)
 
-
-sha256 = plain_hash("sha256")
 
 PURE = bool(os.environ.get("KAFKAWIRE_PURE_PYTHON"))
 _HERE = os.path.dirname(os.path.realpath(__file__))  # (os.path: pathlib costs 3 ms of every start)
@@ -127,7 +126,7 @@ def _native() -> tuple[list[str], str | None]:
         shown = name.replace(".", "/") + ".py"
         try:
             with open(_source(name), "rb") as f:
-                digest = sha256(f.read()).hexdigest()
+                digest = f"{zlib.crc32(f.read()):08x}"
         except OSError:
             return modules, f"{shown} is missing"
         if digest != built["modules"][name]:

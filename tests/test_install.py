@@ -124,3 +124,28 @@ def test_a_compiled_module_without_its_record_never_shadows_its_source(tmp_path)
         assert got["file"].startswith(str(copy)) and not got["native"]
         assert got["body"].endswith("body.py"), (compiled, got["body"])
         assert got["rows"] == want
+
+
+def test_a_source_edited_since_the_build_runs_instead_of_its_compiled_module(tmp_path):
+    """A copy of the installed package, compiled modules and _native.json included, uses them;
+    once one compiled module's source is edited, even by one letter (its size unchanged), none is
+    used (they call each other directly), ``native_reason`` names the file, and the rows are the
+    same."""
+    import shutil
+    import sysconfig
+
+    installed = Path(sysconfig.get_paths()["platlib"]) / "spark_kafkawire"
+    copy = tmp_path / "pkg"
+    shutil.copytree(installed, copy / "spark_kafkawire", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAWIRE_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(copy)
+    before = _probe(tmp_path, env)
+    assert before["file"].startswith(str(copy)) and before["native"], before["reason"]
+    source = copy / "spark_kafkawire" / "kafka" / "body.py"
+    text = source.read_text()
+    assert "One small interpreter" in text
+    source.write_text(text.replace("One small interpreter", "One small Interpreter", 1))
+    after = _probe(tmp_path, env)
+    assert not after["native"] and after["body"].endswith("body.py")
+    assert after["reason"] == "kafka/body.py changed since the compiled modules were built (make setup rebuilds them)"
+    assert after["rows"] == before["rows"]
