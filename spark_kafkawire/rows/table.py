@@ -214,6 +214,7 @@ class Values(list):
     """A column where this module runs as Python: a list (its append is the cheapest there) whose
     ``append_int`` is its ``append``, as the rows call an arrays.Column's."""
 
+    __slots__ = ()
     append_int = list.append
 
 
