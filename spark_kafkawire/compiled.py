@@ -34,8 +34,8 @@ from types import ModuleType
 
 
 def plain_hash(name: str):
-    """The constructor of hash ``name`` (sha1, sha256) from CPython's own module, without hashlib's
-    OpenSSL (2 ms of every start); hashlib's where CPython was built without it."""
+    """The constructor of hash ``name`` (sha1: the Community ID) from CPython's own module, without
+    hashlib's OpenSSL (2 ms of every start); hashlib's where CPython was built without it."""
     try:
         return getattr(importlib.import_module("_" + name), name)
     except ImportError:

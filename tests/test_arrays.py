@@ -106,8 +106,8 @@ def test_a_read_loads_crc32c_without_its_package_init(tmp_path):
 
 def test_a_read_of_plaintext_starts_without_what_it_does_not_use(tmp_path):
     """A read's start loads only what it uses: not importlib.resources (the protocol's data files
-    are read from the package's folder), pathlib, hashlib's OpenSSL (the compiled-sources check and
-    the Community ID use CPython's own SHA-256 and SHA-1) or gzip (for a compressed capture only);
+    are read from the package's folder), pathlib, hashlib's OpenSSL (the Community ID uses CPython's
+    own SHA-1; the compiled-sources check is zlib's CRC-32) or gzip (for a compressed capture only);
     and the rows still carry the api names, error names and Community IDs those give."""
     avoided = ["importlib.resources", "pathlib", "hashlib", "_hashlib", "gzip"]
     code = ("import sys, spark_kafkawire as k; t = k.read_capture(sys.argv[1]); "
