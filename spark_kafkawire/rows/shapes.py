@@ -104,23 +104,8 @@ class ExchangeRows(RowBuilder):
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
-        # (an int goes in by append_int: unboxed where compiled)
-        if rq is not None:
-            request_time.append_int(rq.ts_ns)
-            request_size.append_int(rq.size)
-            request_packet.append_int(rq.number)
-        else:
-            request_time.append(None)
-            request_size.append(None)
-            request_packet.append(None)
-        if rs is not None:
-            response_time.append_int(rs.ts_ns)
-            response_size.append_int(rs.size)
-            response_packet.append_int(rs.number)
-        else:
-            response_time.append(None)
-            response_size.append(None)
-            response_packet.append(None)
+        _frame_columns(rq, request_time, request_size, request_packet)
+        _frame_columns(rs, response_time, response_size, response_packet)
         latency_ms.append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
         request_transfer_ms.append(_transfer(rq))
         response_transfer_ms.append(_transfer(rs))
@@ -440,6 +425,19 @@ class ConnectionRows(RowBuilder):
 
 
 _NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
+
+
+def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Column) -> None:
+    """A frame's time, size and packet number into their columns (null without the frame); by
+    append_int: unboxed where compiled."""
+    if frame is not None:
+        time.append_int(frame.ts_ns)
+        size.append_int(frame.size)
+        packet.append_int(frame.number)
+    else:
+        time.append(None)
+        size.append(None)
+        packet.append(None)
 
 
 def _transfer(frame: Frame | None) -> float | None:
