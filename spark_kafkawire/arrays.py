@@ -311,9 +311,9 @@ class StringColumn(Column):
             if isinstance(v, str):
                 self.last = v
                 self.last_bytes = b
-        if b is None or self.end + len(b) > _OFFSET_MAX:
+        if b is None or self.end + len(b) > _OFFSET_MAX:  # (a value, None is taken above)
             write_i32_le(self.offsets, self.end)
-            self._null(v is not None)
+            self._null(True)
             return
         self.data.write(b)
         self.end += len(b)
