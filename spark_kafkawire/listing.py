@@ -6,35 +6,80 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TypeVar
 
 from .wire.capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError
 from .wire.fs import file_size, is_uri, list_uri, local_path, open_binary
 from .options import DEFAULT_GLOB, MAX_SHARES, Options
 
-def plan(files: list[str], opts: Options) -> list[tuple[str, tuple[int, int] | None]]:
-    """Input partitions for Spark: (file, share). A file is one partition; while the load has fewer
-    than ``minPartitions``, the file with the most bytes per partition that is larger than
-    ``maxPartitionBytes`` (and not gzip-compressed, which only reads from its start) gets one more,
-    up to one per ``maxPartitionBytes``. A file in n partitions is read in n shares (see
-    iter_batches): each task reads all the file's packets and makes a share of its rows, so the
-    rows are exactly the whole file's and the shares save the decoding, not the reading."""
-    most: dict[str, tuple[int, int]] = {}  # file -> (size, most partitions)
+T = TypeVar("T")
+
+#: what a file counts for besides its bytes where files are packed into input partitions: Spark's own
+#: file sources' default (spark.sql.files.openCostInBytes). A Spark task costs about 55 ms of its own
+#: on a laptop (a trivial Python data source, local[1]: docs/benchmarks.md), the time the reader takes
+#: for about 50 MB, so many small files are read by few tasks, not one task each.
+OPEN_COST = 4 << 20
+
+#: a file, or a share (k, n) of it: what a task reads with iter_batches
+Unit = tuple[str, tuple[int, int] | None]
+
+
+def pack(units: list[tuple[T, int]], max_bytes: int) -> list[list[T]]:
+    """Consecutive units (each with its size in bytes) into groups of at most ``max_bytes``, each
+    counted with OPEN_COST: a unit larger than that is a group of its own. The files of a group are
+    read one after the other by one task."""
+    groups: list[list[T]] = []
+    size = 0
+    for unit, n in units:
+        cost = n + OPEN_COST
+        if groups and size + cost <= max_bytes:
+            groups[-1].append(unit)
+            size += cost
+        else:
+            groups.append([unit])
+            size = cost
+    return groups
+
+
+def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | None = None) -> list[list[Unit]]:
+    """Spark's input partitions: each a list of (file, share) read one after the other by one task.
+
+    Shares: while the load has fewer files than ``minPartitions``, the file with the most bytes
+    per partition that is larger than ``maxPartitionBytes`` (and not gzip-compressed, which only
+    reads from its start) gets one more share, up to one per ``maxPartitionBytes``. A file in n
+    shares is read by n tasks (see iter_batches): each reads all the file's packets and makes a
+    share of its rows, so the rows are exactly the whole file's and the shares save the decoding,
+    not the reading.
+
+    Packing, as Spark's file sources do: the files (and shares) in listing order are packed into
+    partitions of at most min(maxPartitionBytes, max(OPEN_COST, all bytes / minPartitions)) bytes,
+    each counted with OPEN_COST, so a load of many small files (a rotated capture) is a few tasks
+    and still at least ``minPartitions`` where it has that many files. Rows are each file's (or
+    share's) read by itself, whichever partition it is in. ``sizes``: (size, modification time) of
+    files from their listing (list_files' ``stats``); others are asked for."""
+    def size_of(f: str) -> int:
+        known = sizes.get(f) if sizes else None
+        return known[0] if known is not None else file_size(f, opts.endpoint_url)
+
+    size = {f: size_of(f) for f in files}
+    most: dict[str, int] = {}  # file -> most shares
     if len(files) < opts.min_partitions:
         for f in files:
-            size = file_size(f, opts.endpoint_url)
-            if size > opts.max_partition_bytes and not _gzip(f, opts.endpoint_url):
-                most[f] = (size, min(-(-size // opts.max_partition_bytes), MAX_SHARES))
+            if size[f] > opts.max_partition_bytes and not _gzip(f, opts.endpoint_url):
+                most[f] = min(-(-size[f] // opts.max_partition_bytes), MAX_SHARES)
     parts = dict.fromkeys(files, 1)
     total = len(files)
     while total < opts.min_partitions:
-        grow = [f for f in most if parts[f] < most[f][1]]
+        grow = [f for f in most if parts[f] < most[f]]
         if not grow:
             break
-        f = max(grow, key=lambda f: most[f][0] / parts[f])
+        f = max(grow, key=lambda f: size[f] / parts[f])
         parts[f] += 1
         total += 1
-    return [(f, None if parts[f] == 1 else (k, parts[f])) for f in files for k in range(parts[f])]
+    units = [((f, None if parts[f] == 1 else (k, parts[f])), size[f] // parts[f]) for f in files
+             for k in range(parts[f])]
+    every = sum(n + OPEN_COST for _u, n in units)
+    return pack(units, min(opts.max_partition_bytes, max(OPEN_COST, every // opts.min_partitions)))
 
 
 def _gzip(path: str, endpoint: str | None) -> bool:

@@ -199,7 +199,9 @@ _DOCS = {
         'S3 endpoint for `s3://` paths (an S3-compatible server)'),
     'maxPartitionBytes': (
         '134217728',
-        'Spark: a file larger than this may be read in shares by several tasks (see above), 1 to 2^62'),
+        'Spark: small files are packed into tasks of at most this many bytes (each file counted 4 MiB more, '
+        "as Spark's file sources count it); a file larger than this may be read in shares by several tasks "
+        '(see above), 1 to 2^62'),
     'tlsKeyLog': (
         'none',
         'TLS key log (NSS key log format: SSLKEYLOGFILE, Python keylog_filename, Java agents), or a '
@@ -217,7 +219,8 @@ _DOCS = {
         'the same for all connections of one file read (one Spark task), 0 to 2^50'),
     'minPartitions': (
         'CPU count, at most 4',
-        'Spark: large files are shared out while the load has fewer partitions than this, 1 to 1024'),
+        'Spark: large files are shared out while the load has fewer partitions than this, and small files '
+        'are packed into at least this many tasks where there are that many files, 1 to 1024'),
     'mode': (
         '`PERMISSIVE`',
         "as Spark's CSV and JSON sources name it. `PERMISSIVE`: damage becomes rows with a status and a "

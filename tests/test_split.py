@@ -142,9 +142,9 @@ def test_plan_shares_a_large_file_up_to_min_partitions(tmp_path):
     big = tmp_path / "big.pcap"
     big.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(9996))  # 10,000 bytes
     got = _plan([big], maxPartitionBytes=3000, minPartitions=8)
-    assert got == [(str(big), (k, 4)) for k in range(4)]  # at most one per 3000 bytes: 4
-    assert _plan([big], maxPartitionBytes=3000, minPartitions=2) == [(str(big), (0, 2)), (str(big), (1, 2))]
-    assert _plan([big], maxPartitionBytes=10_000, minPartitions=8) == [(str(big), None)]  # not larger
+    assert got == [[(str(big), (k, 4))] for k in range(4)]  # at most one per 3000 bytes: 4, a task each
+    assert _plan([big], maxPartitionBytes=3000, minPartitions=2) == [[(str(big), (0, 2))], [(str(big), (1, 2))]]
+    assert _plan([big], maxPartitionBytes=10_000, minPartitions=8) == [[(str(big), None)]]  # not larger
 
 
 def test_plan_leaves_loads_with_enough_files_and_gzip_alone(tmp_path):
@@ -152,13 +152,36 @@ def test_plan_leaves_loads_with_enough_files_and_gzip_alone(tmp_path):
     for p in (a, b):
         p.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(9996))
     gz.write_bytes(b"\x1f\x8b" + bytes(99998))
-    assert _plan([a, b], maxPartitionBytes=1000, minPartitions=2) == [(str(a), None), (str(b), None)]
-    assert _plan([gz], maxPartitionBytes=1000, minPartitions=4) == [(str(gz), None)]
+    assert _plan([a, b], maxPartitionBytes=1000, minPartitions=2) == [[(str(a), None)], [(str(b), None)]]
+    assert _plan([gz], maxPartitionBytes=1000, minPartitions=4) == [[(str(gz), None)]]
     # the largest per partition gets the next share
     small = tmp_path / "s.pcap"
     small.write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(2996))
     got = _plan([a, small], maxPartitionBytes=1000, minPartitions=4)
-    assert Counter(f for f, _ in got) == {str(a): 3, str(small): 1}
+    assert Counter(f for units in got for f, _ in units) == {str(a): 3, str(small): 1}
+
+
+def test_plan_packs_small_files_as_sparks_file_sources_do(tmp_path):
+    """Spark's rule for its file sources (FilePartition.getFilePartitions): partitions of at most
+    min(maxPartitionBytes, max(openCostInBytes, all bytes / minPartitions)) bytes, each file counted
+    with openCostInBytes (4 MiB), filled in order; 20 files of 1,000 bytes count 20 * (4 MiB + 1,000)."""
+    files = []
+    for i in range(20):
+        files.append(tmp_path / f"part{i:02}.pcap")
+        files[-1].write_bytes(b"\xd4\xc3\xb2\xa1" + bytes(996))
+    names = [str(f) for f in files]
+
+    def groups(**opts):
+        got = _plan(files, **opts)
+        assert [f for units in got for f, _ in units] == names  # every file once, in listing order
+        assert all(share is None for units in got for _, share in units)
+        return [len(units) for units in got]
+
+    assert groups(minPartitions=1) == [20]  # 84 MB < 128 MiB: one task
+    assert groups(minPartitions=2) == [10, 10]
+    assert groups(minPartitions=4) == [5, 5, 5, 5]
+    assert groups(minPartitions=1, maxPartitionBytes=str(10 << 20)) == [2] * 10  # 3 files count > 10 MiB
+    assert groups(minPartitions=1, maxPartitionBytes="8192") == [1] * 20  # a task per file
 
 
 @pytest.mark.parametrize("opts, message", [
@@ -187,17 +210,21 @@ def test_spark_reads_one_file_in_shares(spark):
 
 def test_spark_shares_every_sample_capture(spark):
     """The sample directory with a small maxPartitionBytes: every file larger than it is read in
-    shares by several tasks; the rows equal those of one task per file, in every row shape."""
+    shares by several tasks; and with the default, its files packed into three tasks: the rows equal
+    those of one task per file, in every row shape."""
     def load(shape, **opts):
         df = spark.read.format("kafkawire").options(**_opts(shape), **opts).load(str(SAMPLES))
         return df.rdd.getNumPartitions(), Counter(tuple(sorted((k, repr(v)) for k, v in r.items()))
                                                   for r in df.toArrow().to_pylist())
 
     for shape in ROW_SHAPES:
-        n_whole, whole = load(shape, minPartitions="1")
+        n_whole, whole = load(shape, maxPartitionBytes="8192", minPartitions="1")  # a task per file
         n_shared, shared_rows = load(shape, maxPartitionBytes="8192", minPartitions="40")
-        assert n_whole == len(SAMPLE_FILES) and n_shared == 40
+        # packed: 9 small files each counted 4 MiB, at most half of all bytes a task: 4 + 4 + 1
+        n_packed, packed = load(shape, minPartitions="2")
+        assert (n_whole, n_shared, n_packed) == (len(SAMPLE_FILES), 40, 3)
         assert shared_rows == whole, shape
+        assert packed == whole, shape
 
 
 def _each_share_both_ways(monkeypatch, path: Path, shape: str, n: int) -> None:

@@ -115,7 +115,7 @@ def test_an_object_read_in_shares(s3):
     uri = f"s3://caps/run1/{NAMES[-1]}"
     opts = Options.parse({"maxPartitionBytes": 4096, "minPartitions": 3})
     got = plan([uri, "s3://caps/run2/kcat.pcap.gz"], opts)
-    assert got == [(uri, (0, 2)), (uri, (1, 2)), ("s3://caps/run2/kcat.pcap.gz", None)]
+    assert got == [[(uri, (0, 2))], [(uri, (1, 2))], [("s3://caps/run2/kcat.pcap.gz", None)]]
 
     def rows(share):
         return Counter(repr(r) for b in iter_batches(uri, opts, None, share) for r in b.to_pylist())

@@ -1,8 +1,8 @@
 """The Spark adapter: ``spark.read.format("kafkawire").load(paths)``.
 
 A thin layer over :mod:`spark_kafkawire.reader`: the driver lists the capture files and plans the
-input partitions (a file, or a share of a large file: see listing.plan), and each partition streams
-its record batches.
+input partitions (files packed up to about maxPartitionBytes, or a share of a large file: see
+listing.plan), and each partition streams the record batches of its files, one after the other.
 """
 
 from __future__ import annotations
@@ -13,17 +13,18 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..decode.predicate import Predicate, from_spark
-from ..listing import list_files, plan
+from ..listing import Unit, list_files, plan
 from ..options import Options, _paths_option
 from ..reader import iter_batches
 from ..rows.table import COLUMNS, ddl
 
 
 class CaptureFilePartition(InputPartition):
-    def __init__(self, path: str, share: tuple[int, int] | None = None):
-        super().__init__((path, share))
-        self.path = path
-        self.share = share
+    """Files (or shares of a file: listing.Unit) one task reads, one after the other, each by itself."""
+
+    def __init__(self, units: list[Unit]):
+        super().__init__(tuple(units))
+        self.units = list(units)
 
 
 class KafkaWireDataSource(DataSource):
@@ -59,16 +60,18 @@ class KafkaWireReader(DataSourceReader):
         paths = _paths_option(options)
         if not paths:
             raise ValueError("kafkawire: give the capture files to load(), e.g. load('captures/')")
-        self.files = list_files(paths, self.options.path_glob_filter, self.options.endpoint_url)
+        self.stats: dict[str, tuple[int, int]] = {}  # each file's (size, modification time) from the listing
+        self.files = list_files(paths, self.options.path_glob_filter, self.options.endpoint_url, stats=self.stats)
         self.predicate = Predicate()
 
     def partitions(self) -> list[InputPartition]:
         files = [f for f in self.files if self.predicate.file_ok(f)]
-        return [CaptureFilePartition(f, share) for f, share in plan(files, self.options)] or [CaptureFilePartition("")]
+        return [CaptureFilePartition(units) for units in plan(files, self.options, self.stats)] or \
+            [CaptureFilePartition([])]
 
     def read(self, partition: CaptureFilePartition) -> Iterator:  # type: ignore[override]  # partitions are ours
-        if partition.path:
-            yield from iter_batches(partition.path, self.options, self.predicate, partition.share)
+        for path, share in partition.units:
+            yield from iter_batches(path, self.options, self.predicate, share)
 
 
 class FilteringReader(KafkaWireReader):

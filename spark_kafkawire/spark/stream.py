@@ -20,7 +20,7 @@ several capture hosts, copied with ``cp -p`` or ``rsync -t``, moved in after a r
 * A file already read that **changes** (grows, is replaced, gets a new modification time) or
   vanishes before its batch reads it is not read again: it gets one row with status
   ``capture_changed`` whose detail says what changed, and is remembered as it is now.
-* A micro-batch's files are packed into input partitions of about ``maxPartitionBytes`` (each
+* A micro-batch's files are packed into input partitions of about ``maxPartitionBytes`` (listing.pack: each
   file counted with 4 MiB more for opening it, as Spark's file sources do), so a trigger over
   thousands of small files is a few tasks, not thousands. The directory is listed once per trigger
   and each file is opened once to check it is a capture, the first time it is seen.
@@ -43,7 +43,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ..decode.exchanges import CAPTURE_CHANGED
 from ..wire.fs import local_path
 from ..escape import printable
-from ..listing import list_files
+from ..listing import list_files, pack
 from ..options import Options, _paths_option
 from ..reader import iter_batches
 from ..rows.shapes import status_batch
@@ -59,7 +59,6 @@ except ImportError:  # pragma: no cover - older Spark: every trigger reads all t
 #: the offset before anything was read: no files, nothing forgotten
 START = {"v": 2, "forgotten_before_ns": -1, "files": {}}
 DEFAULT_MAX_FILE_AGE = "7d"
-OPEN_COST = 4 << 20  # bytes a file counts for in packing partitions (Spark's spark.sql.files.openCostInBytes)
 _DIGITS = re.compile(r"\d+")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -145,21 +144,6 @@ class CaptureFiles(InputPartition):
     @property
     def path(self) -> str:  # one file's partition, as before
         return self.paths[0]
-
-
-def pack(files: list[tuple[str, int]], max_bytes: int) -> list[list[str]]:
-    """Consecutive files into groups of at most ``max_bytes`` (each counted with OPEN_COST)."""
-    groups: list[list[str]] = []
-    size = 0
-    for path, n in files:
-        cost = n + OPEN_COST
-        if groups and size + cost <= max_bytes:
-            groups[-1].append(path)
-            size += cost
-        else:
-            groups.append([path])
-            size = cost
-    return groups
 
 
 class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -22,7 +22,8 @@ tshark (and the TLS hop with its plaintext hop) the best of five, run in turn. P
   local[1] and local[2] (scaling efficiency), and local[1] against read_capture on the same files;
   as one file, whole in local[1] against 2 shares in local[2]; without Spark, the same two cores:
   two of the 4 files in two processes at once, and the 2 GB file whole against its 2 shares in two
-  processes at once;
+  processes at once; 200 small files (a rotated capture) in local[2], packed into tasks against a
+  task per file, and against Spark's own binaryFile source on the same files;
 - a million connections: 10^6 SYN-only and 10^6 one-segment connections, in the default row shape
   and in rows=connections: peak memory and time per packet against the real capture's in that shape
   (the real capture's: the best of 3 reads after a warm-up one; the 10^6 connections' one read),
@@ -41,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import shutil
 import subprocess
 import sys
 import time
@@ -49,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench"
 PAIRS = 5  # alternating runs of one file whole and in shares
+SMALL_FILES = 200  # files of the small-files line
 sys.path[:0] = [str(ROOT / "tests" / "tools"), str(ROOT / "tests")]
 
 
@@ -117,8 +120,15 @@ def interleaved(cmds: list[tuple[list[str], dict | None]], runs: int = TURNS) ->
     return best
 
 
-def ours(path: Path, rows: str = "exchanges", filters: list | None = None, **options) -> list[str]:
-    return [sys.executable, "-c", "import spark_kafkawire as k; "
+#: what a read's process does first where numpy is not installed, as with `pip install spark-kafkawire`
+#: alone (numpy comes with pandas, pyspark's SQL extras and matplotlib): pyarrow imports numpy at its
+#: own import whenever it can (pyarrow >= 16, about 40 ms of a read's start on this machine), and a
+#: None in sys.modules makes that import fail just as a missing numpy does
+NO_NUMPY = "import sys; sys.modules['numpy'] = None; "
+
+
+def ours(path: Path, rows: str = "exchanges", filters: list | None = None, first: str = "", **options) -> list[str]:
+    return [sys.executable, "-c", first + "import spark_kafkawire as k; "
             f"k.read_capture({str(path)!r}, rows={rows!r}, filters={filters!r}, **{options!r})"]
 
 
@@ -225,6 +235,32 @@ for _ in range(runs):
     rows = sum(b.num_rows for b in iter_batches(sys.argv[1], {"rows": sys.argv[2]}))
     took = min(took, time.perf_counter() - t)
 print(rows, peak_kib(), took)
+"""
+#: many small files (a rotated capture) through Spark, local[2], the three queries in turn after warm-up:
+#: kafkawire with its files packed into tasks (the default), kafkawire with a task per file (as before
+#: packing), and Spark's own binaryFile source on the same files (its file sources pack them too)
+SMALL_FILES_TIMED = """
+import json, sys, time, spark_kafkawire
+spark = spark_kafkawire.spark_session("bench", master="local[2]")
+d = sys.argv[1]
+def packed():
+    spark.read.format("kafkawire").load(d).write.format("noop").mode("overwrite").save()
+def each():
+    (spark.read.format("kafkawire").options(maxPartitionBytes="8192", minPartitions="1").load(d)
+     .write.format("noop").mode("overwrite").save())
+def binary():
+    spark.read.format("binaryFile").load(d).write.format("noop").mode("overwrite").save()
+queries = {"packed": packed, "each": each, "binaryFile": binary}
+for q in queries.values():
+    q(); q()
+best = dict.fromkeys(queries, 1e9)
+for _ in range(3):
+    for name, q in queries.items():
+        t = time.perf_counter()
+        q()
+        best[name] = min(best[name], time.perf_counter() - t)
+tasks = spark.read.format("kafkawire").load(d).rdd.getNumPartitions()
+print(json.dumps({**best, "tasks": tasks}))
 """
 SHARE_READ = """
 import sys
@@ -409,12 +445,16 @@ def main() -> None:
 
     shapes = ("exchanges", "messages", "connections")
     # the last: what the compiled code buys, the same read by the Python stages alone
-    peer, *times, pure = interleaved([(tshark_fields(path, port), None)] + [(ours(path, r), None) for r in shapes] +
-                                     [(ours(path), {"KAFKAWIRE_PURE_PYTHON": "1"})])
+    peer, *times, core, pure = interleaved([(tshark_fields(path, port), None)] +
+                                           [(ours(path, r), None) for r in shapes] +
+                                           [(ours(path, first=NO_NUMPY), None),
+                                            (ours(path), {"KAFKAWIRE_PURE_PYTHON": "1"})])
     print(f"tshark -T fields (kafka dissector):      {peer:6.2f} s")
     for rows, t in zip(shapes, times):
         print(f"kafkawire read_capture rows={rows:<11} {t:6.2f} s   tshark/kafkawire = {peer / t:.2f}x"
               f"  ({size / t / 1e6:.0f} MB/s)")
+    print(f"  the same where numpy is not installed (a core install: pyarrow then does not import it) {core:.2f} s"
+          f"   tshark/kafkawire = {peer / core:.2f}x")
     print(f"  the same, pure Python (no compiled code){pure:6.2f} s   tshark/kafkawire = {peer / pure:.2f}x",
           flush=True)
 
@@ -495,6 +535,18 @@ def main() -> None:
     big = copies(path, port, max(1, -(-2_000_000_000 // size)))
     scaling(f"the capture ({size / 1e6:.0f} MB)", path, 3)
     scaling(f"{big.stat().st_size / 1e9:.1f} GB", big, 1)
+    # a rotated capture: many small files, packed into few tasks as Spark's file sources pack them
+    small_dir = OUT / "small-files"
+    if not small_dir.exists():
+        small_dir.mkdir()
+        for i in range(SMALL_FILES):
+            shutil.copyfile(ROOT / "sample_pcaps" / "mock-kcat.pcap", small_dir / f"kcat.pcap{i}")
+    out = json.loads(subprocess.run([sys.executable, "-c", SMALL_FILES_TIMED, str(small_dir)], capture_output=True,
+                                    text=True, check=True).stdout.splitlines()[-1])
+    print(f"Spark on {SMALL_FILES} small files (16 KB each), local[2]: packed into {out['tasks']} tasks "
+          f"{out['packed']:.2f} s, a task per file {out['each']:.2f} s ({out['each'] / out['packed']:.1f}x); "
+          f"Spark's binaryFile source on them {out['binaryFile']:.2f} s (kafkawire/binaryFile = "
+          f"{out['packed'] / out['binaryFile']:.2f})", flush=True)
     # the same two cores without Spark: two read_capture processes on two of those files at once, and
     # the one large file whole in one process against its 2 shares in two processes at once
     two_files = sorted(split_into(big, 4).iterdir())[:2]
