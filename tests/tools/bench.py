@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import shutil
+import struct
 import subprocess
 import sys
 import time
