@@ -219,7 +219,10 @@ def _rows(spark, path: str, shape: str):
 def main(argv: list[str]) -> int:
     args = parse(argv)
     import spark_kafkawire
+    from spark_kafkawire.cli import plain_warnings
     from spark_kafkawire.reader import job_options
+
+    plain_warnings("audit")  # a file of the captures skipped (a FIFO...): one line naming it
 
     # paths, options and policies are checked before Spark starts: one line, not a Java stack trace
     try:
@@ -267,6 +270,11 @@ def main(argv: list[str]) -> int:
         out.release()
 
 
+def _count(n: int, what: str) -> str:
+    """``1 capture file``, ``2 capture files``."""
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
 def _session(args, out, small: bool = False):
     """The job's SparkSession. Unless --verbose, Spark's JVM and its Python workers write their
     stderr (start-up notes, a failed task's stack traces) to a log file of their own, named in the
@@ -294,6 +302,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     from spark_kafkawire.audits import AUDITS, Rows, exit_status, policies
     from spark_kafkawire.audits.report import render
+    from spark_kafkawire.decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from spark_kafkawire.escape import printable
 
     out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
@@ -343,13 +352,17 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     # one query: the span, the listeners and the dates (sets as small as the brokers and days)
     listener = F.when(F.col("broker_ip").isNotNull(),
                       F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")))
-    span = ex.agg(F.min(t).alias("a"), F.max(t).alias("b"), F.count("*").alias("n"),
-                  F.countDistinct("capture_file").alias("files"), F.collect_set(listener).alias("listeners"),
+    # exchanges: rows of a request or a response (a damaged file's or an encrypted connection's status
+    # row is none); files: every capture file read, with exchanges or not (HTTP only, empty files)
+    exchange = ~F.col("status").isin(CAPTURE_DAMAGED, CAPTURE_CHANGED, TLS)
+    span = ex.agg(F.min(t).alias("a"), F.max(t).alias("b"), F.count(F.when(exchange, 1)).alias("n"),
+                  F.collect_set(listener).alias("listeners"),
                   F.collect_set(F.to_date(t).cast("string")).alias("dates")).first()
+    files = ex.select("capture_file").union(rows.connections.select("capture_file")).distinct().count()
     listeners = sorted(span["listeners"] or [])
     dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
-    meta = {"captures": " ".join(args.captures), "capture files": span["files"], "exchanges": span["n"],
+    meta = {"captures": " ".join(args.captures), "capture files": files, "exchanges": span["n"],
             "time window (UTC)": window,
             "capture dates in the tables": _dates(dates),
             "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
@@ -358,12 +371,12 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     html = render(verdicts, meta, results, policy.min_latency_n)
     spark.stop()
     report = out.write_text("report.html", html)
-    out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": span["files"],
+    out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
     window = f"{span['a']} to {span['b']} (UTC)" if span["a"] is not None else "no exchange times"
     try:
-        print(f"\naudit of {span['files']} capture files, {span['n']} exchanges, {window}")
+        print(f"\naudit of {_count(files, 'capture file')}, {_count(span['n'], 'exchange')}, {window}")
         for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
             print(f"  [{v.status}] {printable(v.name)}: {printable(v.detail)}")
         if "exchange_summary" in results:

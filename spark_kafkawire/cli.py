@@ -381,12 +381,31 @@ def _convert(args, options: dict[str, str]) -> None:
     return None
 
 
+def plain_warnings(prefix: str = "kafkawire") -> None:
+    """The package's warnings (a file of a directory skipped: listing.SkippedFileWarning) as one line
+    each on stderr, ``<prefix>: ...``, escaped for the terminal; other warnings as Python shows them."""
+    import warnings
+
+    from .listing import SkippedFileWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SkippedFileWarning):
+            print(f"{prefix}: {printable(str(message).removeprefix('kafkawire: '))}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
     if hasattr(signal, "SIGPIPE"):  # output cut short (| head): end quietly, as Unix tools do
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = _parser().parse_args(argv)
+    plain_warnings()
     try:
         options = _options(args.option)
         if args.tls_keylog:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import stat
+import warnings
 from typing import Iterable, Iterator, TypeVar
 
 from .wire.capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError
-from .wire.fs import file_size, is_uri, list_uri, local_path, open_binary
+from .escape import printable
+from .wire.fs import file_kind, file_size, is_uri, list_uri, local_path, open_binary
 from .options import DEFAULT_GLOB, MAX_SHARES, Options
 
 T = TypeVar("T")
@@ -103,7 +106,10 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
 
     Files named directly or matched by a glob are always read; a directory contributes the files
     whose names match ``path_glob_filter`` (hidden files and those starting with '_' skipped, as
-    Spark's file sources do). A named file that is not a capture raises ``CaptureError``. URIs
+    Spark's file sources do). Only regular files are read (symbolic links followed): a FIFO,
+    socket, device or broken link in a directory or a glob's matches is skipped with a
+    SkippedFileWarning naming it, and one named directly is refused (CaptureError); none is opened,
+    so none can block the read. A named file that is not a capture raises ``CaptureError``. URIs
     (``s3://bucket/dir``, ``gs://``, ``abfs://``, ``hdfs://``) are listed through pyarrow.fs
     (see fs.py); ``file:`` URIs are local paths. ``checked``: files already known to be captures
     (not opened again; those found to be are added: a stream lists its directory every trigger).
@@ -122,12 +128,18 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
             found.extend(_walk(local, patterns))
         elif os.path.isfile(local):
             found.append(local)
+        elif os.path.exists(local):  # named directly: refused, never opened (a FIFO would block the read)
+            raise CaptureError(f"kafkawire: {printable(local)}: {_kind(local)}: not read (a capture is read from a "
+                               "file)")
         else:
             matches = sorted(glob.glob(local, recursive=True))
             if not matches:
                 raise FileNotFoundError(f"kafkawire: path does not exist: {local}")
             for m in matches:
-                found.extend(list_files(m, path_glob_filter, stats=stats) if os.path.isdir(m) else [m])
+                if os.path.isdir(m):
+                    found.extend(list_files(m, path_glob_filter, allow_empty=True, stats=stats))
+                elif _regular(m):
+                    found.append(m)
     out = sorted(dict.fromkeys(f if is_uri(f) else os.path.abspath(f) for f in found))
     if stats is not None:
         for f in out:
@@ -148,7 +160,34 @@ def _walk(folder: str, patterns: list[str]) -> Iterator[str]:
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for name in sorted(files):
             if not name.startswith((".", "_")) and any(fnmatch.fnmatch(name, pat) for pat in patterns):
-                yield os.path.join(root, name)
+                path = os.path.join(root, name)
+                if _regular(path):
+                    yield path
+
+
+class SkippedFileWarning(UserWarning):
+    """A file of a listed directory (or a glob's match) that is not a regular file (a FIFO, socket
+    or device) or cannot be looked at: skipped, never opened, and named by this warning."""
+
+
+def _kind(path: str) -> str:
+    """What a path that is not a regular file is, in words."""
+    try:
+        return f"{file_kind(os.stat(path).st_mode) or 'a regular file'}, not a regular file"
+    except OSError as e:  # a broken symbolic link, no access
+        return f"cannot be looked at ({e.strerror})"
+
+
+def _regular(path: str) -> bool:
+    """Is a listed path a regular file (symbolic links followed)? Any other is skipped with a
+    SkippedFileWarning naming it and what it is."""
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except OSError:
+        pass
+    warnings.warn(SkippedFileWarning(f"kafkawire: skipped {printable(path)}: {_kind(path)}"), stacklevel=2)
+    return False
 
 
 def _check_captures(files: list[str], endpoint: str | None, checked: set[str] | None) -> None:

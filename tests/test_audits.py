@@ -791,3 +791,53 @@ def test_quotas_count_the_throttling_tshark_reads(spark, tmp_path):
 
     (verdict,) = [v for v in policies({"quotas": res}, Policy(max_throttled_share=0.25)) if "throttled" in v.name]
     assert verdict.ok is False and "slow-producer" in verdict.detail and "free-producer" not in verdict.detail
+
+
+# -- hostile captures (../shared/fuzz-findings/round5/): the nightly job ends with a report ------------
+ROUND5 = ROOT.parent / "shared" / "fuzz-findings" / "round5"
+
+
+@pytest.mark.skipif(not ROUND5.is_dir(), reason="../shared/fuzz-findings/round5 is not beside the checkout")
+def test_the_job_counts_files_and_exchanges_it_read(spark, tmp_path):
+    """An HTTP-only capture and 50 empty files (as tcpdump leaves just-opened rotated files): every
+    file counted (51, dpkt's listing of the folder), no exchange (none is Kafka: tshark finds none
+    either); it was 'audit of 0 capture files, 0 exchanges' (the empty files: 50 exchanges)."""
+    d = tmp_path / "caps"
+    d.mkdir()
+    shutil.copy(ROUND5 / "audit-header-http-only.pcap", d)
+    for i in range(50):
+        (d / f"empty-{i:02d}.pcap").write_bytes(b"")
+    r = _job(d, "--out", tmp_path / "out")
+    assert r.returncode in (0, 2, 3), r.stderr[-3000:]
+    assert "audit of 51 capture files, 0 exchanges" in r.stdout, r.stdout[:2000]
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["files"] == 51 and run["exchanges"] == 0
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(ROUND5 / "audit-header-http-only.pcap", one)
+    r = _job(one, "--out", tmp_path / "out1")
+    assert "audit of 1 capture file, 0 exchanges" in r.stdout, r.stdout[:2000]
+
+
+@pytest.mark.skipif(not ROUND5.is_dir(), reason="../shared/fuzz-findings/round5 is not beside the checkout")
+def test_one_hostile_record_or_a_fifo_does_not_stop_the_job(spark, tmp_path):
+    """A _schemas record whose schemaType is a list, a value inflating to 64 MiB of JSON, client ids
+    with bidirectional and tag characters, and a FIFO among the captures: the job ends with verdicts
+    and a report (it exited 1 with none, or blocked forever), names the FIFO it skipped, and writes no
+    character a terminal would act on (Unicode categories Cc, Cf, Zl, Zp, Cs, Cn)."""
+    import unicodedata
+
+    from spark_kafkawire.escape import UNSAFE_CATEGORIES
+
+    d = tmp_path / "caps"
+    d.mkdir()
+    for name in ("schemas-type-list.pcap", "json-value-amplification.pcap", "terminal-alm-unescaped.pcap"):
+        shutil.copy(ROUND5 / name, d)
+    os.mkfifo(d / "pipe.pcap")
+    r = _job(d, "--out", tmp_path / "out")
+    assert r.returncode in (0, 2, 3), r.stderr[-3000:]
+    assert (tmp_path / "out" / "report.html").is_file()
+    assert "audit of 3 capture files" in r.stdout
+    assert f"audit: skipped {d / 'pipe.pcap'}: a FIFO, not a regular file" in r.stderr
+    unsafe = [c for c in r.stdout + r.stderr if c != "\n" and unicodedata.category(c) in UNSAFE_CATEGORIES]
+    assert not unsafe, unsafe

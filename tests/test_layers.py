@@ -27,7 +27,7 @@ LAYERS = [
 #: ones); a layer not listed here has no order within it
 STEPS = {
     "wire": [{"fs", "flow", "health"}, {"capture"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
-    "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"session"}],
+    "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"trial"}, {"session"}],
     "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],

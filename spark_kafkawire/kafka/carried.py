@@ -15,7 +15,10 @@ which header is malformed and how; never a guess.
 indexes and a whole Protocol Buffers message; Avro has no marker of its own, so an Avro value is
 ``confluent``), ``apicurio`` (magic 0 and an 8-byte global id: its first four bytes are zero,
 which no Confluent id is), ``json``, ``utf8``, ``binary``; None for a null key or value. A magic
-byte too short for an id is ``binary`` with a problem. Every check is one pass over the bytes.
+byte too short for an id is ``binary`` with a problem. Every check is one pass over the bytes, and a bounded one: a key or value
+is parsed as JSON only up to MAX_JSON_LOOK bytes (64 KiB); a longer one is ``json`` where its first
+64 KiB are JSON tokens and it ends with the bracket that closes its first, so a record that inflates
+to megabytes of ``[{},{},...]`` costs its bytes, not millions of objects.
 
 Pure functions of bytes; the row builder calls them on every record, payload or not: they are
 metadata, not payload.
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
+import re
 from typing import Final
 
 #: trace header kinds, in the order a record's headers are read for one
@@ -33,6 +38,9 @@ TRACE_FORMATS: Final = ("w3c", "b3", "b3multi", "jaeger", "sw8")
 #: wire formats of keys and values
 WIRE_FORMATS: Final = ("confluent-avro", "confluent-protobuf", "confluent-json", "confluent", "apicurio",
                        "json", "utf8", "binary")
+#: a key or value parsed whole to tell JSON is at most this long (its objects take up to ~40 times its
+#: bytes in memory); a longer one is looked at in this many bytes (see _json)
+MAX_JSON_LOOK: Final = 64 << 10
 MAX_TRACE_HEADER: Final = 512  # a longer trace header is malformed (W3C's is 55 characters)
 _HEX: Final = frozenset("0123456789abcdef")
 
@@ -226,16 +234,50 @@ def _protobuf(data: bytes, pos: int) -> bool:
     return n > 0
 
 
+#: JSON tokens and white space, one after another (RFC 8259's lexical grammar; a string's bytes are
+#: checked as UTF-8 apart)
+_TOKENS: Final = re.compile(rb'(?:[ \t\r\n]+|[{}\[\]:,]|"(?:[^"\\\x00-\x1f]|\\["\\/bfnrtu])*"'
+                            rb'|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)*')
+#: the start of a token that the end of a look cut
+_CUT_TOKEN: Final = re.compile(rb'(?:"(?:[^"\\\x00-\x1f]|\\["\\/bfnrtu])*\\?|-?[0-9.eE+-]*'
+                               rb'|t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?)\Z')
+
+
+def _utf8_prefix(data: bytes) -> bool:
+    """The bytes are UTF-8, a last character cut by the end of the look allowed."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _json(data: bytes, pos: int = 0) -> bool:
-    """JSON text: an object or array (after white space) that parses whole."""
+    """JSON text: an object or array (after white space). A text of at most MAX_JSON_LOOK bytes
+    parses whole; a longer one is looked at, never parsed: its first MAX_JSON_LOOK bytes are JSON
+    tokens in UTF-8 and it ends (before white space) with the bracket that closes its first."""
     first = data[pos:pos + 64].lstrip(b" \t\r\n")[:1]
     if first not in (b"{", b"["):  # parsed only where it looks like JSON
         return False
-    try:
-        json.loads(bytes(data[pos:]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    if len(data) - pos <= MAX_JSON_LOOK:
+        return json_bounded(data[pos:]) is not None
+    last = bytes(data[-64:]).rstrip(b" \t\r\n")[-1:]
+    if last != (b"}" if first == b"{" else b"]"):
         return False
-    return True
+    head = bytes(data[pos:pos + MAX_JSON_LOOK])
+    m = _TOKENS.match(head)
+    return m is not None and _CUT_TOKEN.match(head, m.end()) is not None and _utf8_prefix(head)
+
+
+def json_bounded(data: bytes | None, limit: int = MAX_JSON_LOOK) -> object:
+    """The JSON value of ``data`` where it is at most ``limit`` bytes of UTF-8 JSON text; else None
+    (a longer text is never parsed: its objects would take many times its size in memory)."""
+    if data is None or not data or len(data) > limit:
+        return None
+    try:
+        return json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
 
 
 def wire_format(data: bytes | None) -> tuple[str | None, int | None, str | None]:

@@ -14,14 +14,13 @@ exactly those rows: PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fa
 
 from __future__ import annotations
 
-import json
 from typing import Final, Iterator
 
 import pyarrow as pa
 
 from ..arrays import Column
 from ..kafka import records as rec
-from ..kafka.carried import trace_context, wire_format
+from ..kafka.carried import json_bounded, trace_context, wire_format
 from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
@@ -106,7 +105,7 @@ class ExchangeRows(RowBuilder):
         rs = resp.frame if resp is not None else None
         _frame_columns(rq, request_time, request_size, request_packet)
         _frame_columns(rs, response_time, response_size, response_packet)
-        latency_ms.append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+        latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
         request_transfer_ms.append(_transfer(rq))
         response_transfer_ms.append(_transfer(rs))
         network, broker = _split(ep, rq, rs)
@@ -195,7 +194,7 @@ class PartitionRows(RowBuilder):
             self._identity(ep, req, resp)
             c["request_time"].append(rq.ts_ns if rq else None)
             c["response_time"].append(rs.ts_ns if rs else None)
-            c["latency_ms"].append((rs.ts_ns - rq.ts_ns) / 1e6 if rq and rs else None)
+            c["latency_ms"].append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
             c["status"].append(status)
             c["detail"].append(detail)
             for name in _PARTITION_FIELDS:
@@ -323,14 +322,11 @@ class RecordRows(RowBuilder):
 
     def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
         """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
-        try:
-            k, v = json.loads(key or b""), json.loads(value or b"")
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            return
+        k, v = json_bounded(key), json_bounded(value)
         if isinstance(k, dict) and k.get("keytype") == "SCHEMA" and isinstance(v, dict) and \
                 isinstance(v.get("id"), int) and not isinstance(v.get("id"), bool):
-            kind = v.get("schemaType", "AVRO")
-            if kind in REGISTRY_TYPES:
+            kind = v.get("schemaType", "AVRO")  # any JSON value: a producer wrote it
+            if isinstance(kind, str) and kind in REGISTRY_TYPES:
                 self.schema_types[v["id"]] = REGISTRY_TYPES[kind]
 
 
@@ -444,7 +440,13 @@ def _transfer(frame: Frame | None) -> float | None:
     """How long a whole frame took to cross the capture point: its first byte's packet to its last's."""
     if frame is None or frame.last_ts is None:
         return None
-    return (frame.last_ts - frame.ts_ns) / 1e6
+    return elapsed_ms(frame.ts_ns, frame.last_ts)
+
+
+def elapsed_ms(start: int, end: int) -> float | None:
+    """Milliseconds from ``start`` to ``end`` (ns); None where the capture's times run backwards
+    between them (no duration is negative, and the true one is not known)."""
+    return (end - start) / 1e6 if end >= start else None
 
 
 def _side(near: str | None, syn_sender_is_client: bool) -> str | None:

@@ -3,8 +3,10 @@
 A TLS record starts with a content type (20-23), a protocol version 3.x and a length no larger than
 a record may be. A connection whose first bytes in a direction are such a header is *guessed* to be
 TLS, and its bytes are held (:class:`TlsGuess`) until the guess is confirmed (two records chained,
-or both directions starting with a whole record) or refuted (what follows the first record is not a
-record header): a plaintext Kafka stream that merely starts like a record header stays Kafka.
+both directions starting with a whole record, or a whole record holding a ClientHello: a connection
+that opened with one is TLS whatever the other direction sends) or refuted (what follows the first
+record is not a record header): a plaintext Kafka stream that merely starts like a record header
+stays Kafka.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS h
 MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
 RECORD_VERSIONS = {0: "SSL 3.0", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2 or 1.3", 4: "TLS 1.3"}
 HANDSHAKE, CHANGE_CIPHER_SPEC, ALERT, APPLICATION_DATA = 22, 20, 21, 23
+CLIENT_HELLO = 1
 
 _U16 = Struct("!H")
 #: where a record header may start: a content type, then a version 3.x (CONTENT_TYPES, RECORD_VERSIONS)
@@ -93,6 +96,9 @@ class TlsGuess:
     def check(self) -> None:
         if self.decided is not None:
             return
+        if any(s is not None and s.client_hello() for s in self.sides):
+            self._decide(True)  # a connection that opened with a ClientHello is TLS, whatever follows
+            return
         verdicts = [s.verdict() for s in self.sides if s is not None]
         if False in verdicts:
             self._decide(False)
@@ -154,6 +160,17 @@ class _GuessSide(Sink):
         if not header_prefix(b, end):
             return False
         return True if self.stopped else None
+
+    def client_hello(self) -> bool:
+        """Does the direction open with a whole handshake record holding the start of a ClientHello:
+        message type 1, a length that fits the protocol's bounds and legacy version 3.x? (A Kafka
+        frame would need a size field over 369 MB to begin so.)"""
+        b = self.head
+        n = record_length(b, 0)
+        if n < 38 or b[0] != HANDSHAKE or len(b) < 5 + n or b[5] != CLIENT_HELLO:
+            return False
+        size = int.from_bytes(b[6:9], "big")
+        return 34 <= size <= (1 << 16) and b[9] == 3 and b[10] <= 4
 
     def whole_records(self) -> bool:
         n = record_length(self.head, 0)

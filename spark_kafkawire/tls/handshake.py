@@ -7,11 +7,12 @@ from struct import Struct
 from typing import Any, Callable, Iterator
 
 from .fingerprints import ja3, ja4
+from .guess import CLIENT_HELLO
 from .keys import TLS13
 from .suites import SUITES
 
 VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TLS 1.2", 0x0304: "TLS 1.3"}
-CLIENT_HELLO, SERVER_HELLO, CERTIFICATE, FINISHED, KEY_UPDATE = 1, 2, 11, 20, 24
+SERVER_HELLO, CERTIFICATE, FINISHED, KEY_UPDATE = 2, 11, 20, 24  # (and CLIENT_HELLO, 1)
 #: the random of a HelloRetryRequest (RFC 8446 4.1.3): not a ServerHello that settles the session
 HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 MAX_HANDSHAKE_BUFFER = 1 << 18  # a certificate chain larger than this is not read
@@ -86,14 +87,18 @@ class Handshake:
             self._note(f"{what} not read ({type(e).__name__})")
 
     def _client_hello(self, d: int, b: bytes) -> None:
-        self.handshake_seen = True
         if self.client_dir is None:
             self.client_dir = d
             if self.on_client is not None:
                 self.on_client(d)
+        elif d != self.client_dir:  # a hello from the server's side describes no client (tshark: its port's)
+            self._note("a ClientHello from the server's side, not read")
+            return
+        self.handshake_seen = True
         self.client_random = b[2:34]
         if self.keylog is not None:
             self.keylog.claim(self.client_random)
+            self.keylog.shaken.add(self.client_random)
         pos = 34
         pos += 1 + b[pos]  # session id
         n = int.from_bytes(b[pos:pos + 2], "big")

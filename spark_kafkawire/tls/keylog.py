@@ -13,7 +13,8 @@ Python's ``ssl.SSLContext.keylog_filename``, Go's ``tls.Config.KeyLogWriter``, r
 Lines are taken as tshark takes them: a label, the client random and the secret, separated by
 white space; fields after these are ignored; comments and other labels are passed over. The same
 secrets may also come in a pcapng's Decryption Secrets Block (``editcap --inject-secrets``): see
-:meth:`KeyLog.fork`.
+:meth:`KeyLog.fork`. Where both hold a session, the operator's key log comes first and the block's
+secrets are tried where its own do not verify (:meth:`KeyLog.choices`).
 
 Secrets never leave this module and the TLS stage: a KeyLog shows only how many sessions it holds,
 and an error names the file, never a line of it.
@@ -53,6 +54,7 @@ class KeyLog:
         #: client randoms of the sessions a connection of this file claimed (its handshake, or a trial that
         #: verified): no other connection's trial tries them (see tls.TlsSession.trial)
         self.claimed: set[bytes] = set()
+        self.shaken: set[bytes] = set()  # ... of those, the sessions whose ClientHello is in the file
         self.given = False  # secrets were given (a file, or a Decryption Secrets Block): else "no key log"
         self._order: list[bytes] | None = None  # TLS 1.3 sessions in the log's order (for trials)
         self._index: dict[bytes, int] | None = None
@@ -94,8 +96,19 @@ class KeyLog:
         return view
 
     def secrets(self, client_random: bytes) -> dict[str, bytes] | None:
-        own = self._own.get(client_random) if self._own else None
-        return own if own is not None else self._by_random.get(client_random)
+        """The session's secrets: the operator's key log's first (option tlsKeyLog), else the capture
+        file's own (a Decryption Secrets Block); see :meth:`choices`."""
+        given = self._by_random.get(client_random)
+        if given is not None:
+            return given
+        return self._own.get(client_random) if self._own else None
+
+    def choices(self, client_random: bytes) -> list[dict[str, bytes]]:
+        """Every set of secrets known for the session, the key log's first: where the key log and
+        the capture's own secrets differ, both are tried (a capture's secrets block may be wrong)."""
+        out = [d for d in (self._by_random.get(client_random), self._own.get(client_random) if self._own else None)
+               if d is not None]
+        return out[:1] if len(out) == 2 and out[0] == out[1] else out
 
     def randoms(self) -> Iterable[bytes]:
         return list(self._by_random) + [r for r in self._own if r not in self._by_random]

@@ -50,6 +50,18 @@ class Session(Protocol):
     decrypted: int
     trials: int
     trialled: bool
+    choice: int
+
+    def other_secrets(self, used: int) -> bool: ...
+
+    unconfirmed: bool
+    dirs: list
+    keylog: Any
+    client_random: bytes | None
+
+    def confirm(self) -> None: ...
+
+    def refute(self) -> None: ...
 
     def fail(self, why: str) -> None: ...
 
@@ -79,7 +91,7 @@ class RecordStream(Sink):
 
     __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "secret", "encrypted", "hs", "phase", "lost",
                  "scan_from", "missing", "tried", "suspect", "dead", "after_gap", "read", "undecrypted", "other",
-                 "gap_bytes")
+                 "gap_bytes", "choice", "verified", "held")
 
     def __init__(self, session: Session, d: int):
         self.session = session
@@ -103,6 +115,11 @@ class RecordStream(Sink):
         self.undecrypted = 0  # bytes of protected records not decrypted
         self.other = 0  # captured bytes in no record read
         self.gap_bytes = 0  # bytes the capture lost
+        self.choice = 0  # the session's choice of secrets the keys were made from (TlsSession.other_secrets)
+        self.verified = False  # a record verified under the keys since they were made from the secrets
+        #: the plaintext of the record a trial verified, until a second record confirms the session:
+        #: (content type, plaintext, time, packet number, record size)
+        self.held: tuple[int, bytes, int, int, int] | None = None
 
     def counts(self) -> tuple[int, int, int, int]:
         return self.read, self.undecrypted, self.other, self.gap_bytes
@@ -246,113 +263,31 @@ class RecordStream(Sink):
         raise NotImplementedError
 
 
-class TlsDirection(RecordStream):
-    """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
-    the decrypted application data out to the direction's Kafka framer."""
+class Records(RecordStream):
+    """What a direction's records hold: handshake messages read in clear, protected records
+    decrypted with the keys the session's secrets give (or its trial found), the plaintext handed
+    to the direction's Kafka framer."""
 
     __slots__ = ()
-
-    # -- sink interface ------------------------------------------------------------------------
-    def start(self) -> None:
-        pass
-
-    def data(self, chunk: bytes, ts: int, number: int) -> None:
-        if self.dead:
-            self._pass_over(len(chunk))
-            return
-        pos = 0
-        if not self.buf:
-            self.rec_ts, self.rec_num = ts, number
-            if not self.lost:
-                pos = self._whole_records(chunk, 0, ts, number)
-                if pos == len(chunk):
-                    return
-        self.buf += memoryview(chunk)[pos:] if pos else chunk
-        self._run(ts, number)
-
-    def gap(self, nbytes: int, ts: int, number: int) -> None:
-        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
-        decryption resumes (the records lost are known then: see _resync), so that a frame they
-        cut is passed over exactly rather than scanned for."""
-        self.gap_bytes += nbytes
-        if self.buf:  # the captured part of a record the gap cuts
-            self._pass_over(len(self.buf))
-            self.missing += len(self.buf)
-            self.buf.clear()
-        self.session.fail("a gap in the capture")
-        if self.dead:
-            return
-        self.missing += nbytes
-        if self.keys is None or not self.encrypted:
-            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
-        self.lost = True
-        self.after_gap = True
-        self.tried = 0
-        self.scan_from = 0
-
-    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
-        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
-        self.other += nbytes
-        self.gap_bytes -= reported
-
-    def end(self) -> None:
-        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
-            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
-        if self.buf:
-            self._pass_over(len(self.buf))
-            self.session.fail("the capture ends inside a record")
-            self.buf.clear()
-        self.out.end()
 
     def _record(self, header: bytes, payload: Payload, ts: int, number: int) -> None:
         s = self.session
         ctype = header[0]
         size = 5 + len(payload)
-        if not self.encrypted:
-            if ctype == HANDSHAKE:
-                self.read += size
-                self._handshake(payload, ts, number)
-                return
-            if ctype == CHANGE_CIPHER_SPEC:
-                self.read += size
-                if s.version is not None and s.version != TLS13:  # TLS 1.2: protected from the next record on
-                    self.encrypted = True
-                    self.keys = s.tls12(self.d)
-                return
-            if ctype == ALERT:
-                self.read += size
-                return
-            if not s.handshake_seen and not s.trialled and s.start_captured and not self.after_gap:
-                # a protected record where this connection's handshake must come first: not this
-                # connection's (spliced, or injected); its own handshake may follow
-                self.undecrypted += size
-                s.fail("a protected record before the handshake of a connection whose start was captured (not "
-                       "tried with the key log)")
-                return
-            self.encrypted = True
-            if s.handshake_seen:  # TLS 1.3: the handshake traffic secret
-                self._traffic_keys()
-            else:  # no handshake in the capture: the other direction may have found the session
-                self.phase = "application"
-                if s.trialled:
-                    self._sequenced(header, payload)
-                else:
-                    found = s.trial(self.d, header, payload)
-                    if found is not None:
-                        self.keys, self.secret = found
+        if not self.encrypted and not self._in_clear(header, payload, ts, number):
+            return
         keys = self.keys
         if keys is None:
             self.undecrypted += size
             s.fail("no keys for its records")
             return
-        seq = keys.seq
-        plain = keys.open(header, payload, seq)
-        if plain is None and self.suspect:  # records before this one did not verify: damaged, or lost
-            found_seq = keys.find(header, payload, seq + 1, self.suspect)
-            if found_seq is not None:
-                seq = found_seq
-                plain = keys.open(header, payload, seq)
+        seq, plain = self._open(keys, header, payload)
+        keys = self.keys if self.keys is not None else keys
         if plain is None:
+            if s.unconfirmed:  # the record the trial verified was not this connection's
+                s.refute()
+                self._record(header, payload, ts, number)  # tried again, without that session
+                return
             self.undecrypted += size
             self.suspect = min(SUSPECT_WINDOW, self.suspect + 1)
             s.fail("a record's tag does not verify")
@@ -360,7 +295,71 @@ class TlsDirection(RecordStream):
         self.suspect = 0
         keys.seq = seq + 1
         self.read += size
+        if s.unconfirmed:
+            if not self.verified and self.held is None and not any(x.held for x in s.dirs):
+                self.verified = True
+                self.held = (ctype, bytes(plain), ts, number, size)  # the trial's record: held
+                return
+            s.confirm()
+        self.verified = True
         self._plaintext(ctype, plain, ts, number)
+
+    def _in_clear(self, header: bytes, payload: Payload, ts: int, number: int) -> bool:
+        """A record before this direction's records are protected: read here (False), or the first
+        protected one, with the keys for it found (True: decrypt it)."""
+        s = self.session
+        ctype = header[0]
+        size = 5 + len(payload)
+        if ctype in (HANDSHAKE, CHANGE_CIPHER_SPEC, ALERT):
+            self.read += size
+            if ctype == HANDSHAKE:
+                self._handshake(payload, ts, number)
+            elif ctype == CHANGE_CIPHER_SPEC and s.version is not None and s.version != TLS13:
+                self.encrypted = True  # TLS 1.2: protected from the next record on
+                self._tls12_keys()
+            return False
+        if not s.handshake_seen and not s.trialled and s.start_captured and not self.after_gap:
+            # a protected record where this connection's handshake must come first: not this
+            # connection's (spliced, or injected); its own handshake may follow
+            self.undecrypted += size
+            s.fail("a protected record before the handshake of a connection whose start was captured (not "
+                   "tried with the key log)")
+            return False
+        self.encrypted = True
+        if s.handshake_seen:  # TLS 1.3: the handshake traffic secret
+            self._traffic_keys()
+        else:  # no handshake in the capture: the other direction may have found the session
+            self.phase = "application"
+            if s.trialled:
+                self._sequenced(header, payload)
+            else:
+                found = s.trial(self.d, header, payload)
+                if found is not None:
+                    self.keys, self.secret = found
+        return True
+
+    def _open(self, keys: Keys, header: bytes, payload: Payload) -> tuple[int, bytes | None]:
+        """(sequence number, plaintext or None) of a protected record: at the next sequence number;
+        where the first record under keys from one set of the session's secrets does not verify,
+        with the other set (the key log's, the capture's own: see TlsSession.other_secrets); where
+        records before it did not verify, at the sequence numbers of up to ``suspect`` lost ones."""
+        seq = keys.seq
+        plain = keys.open(header, payload, seq)
+        if plain is None and not self.verified and self.session.other_secrets(self.choice):
+            if keys.tls13:
+                self._traffic_keys()
+            else:
+                self._tls12_keys()
+            if self.keys is not None:
+                keys = self.keys
+                keys.seq = seq
+                plain = keys.open(header, payload, seq)
+        if plain is None and self.suspect:  # records before this one did not verify: damaged, or lost
+            found_seq = keys.find(header, payload, seq + 1, self.suspect)
+            if found_seq is not None:
+                seq = found_seq
+                plain = keys.open(header, payload, seq)
+        return seq, plain
 
     def _plaintext(self, ctype: int, plain: bytes, ts: int, number: int) -> None:
         size = len(plain)
@@ -380,6 +379,13 @@ class TlsDirection(RecordStream):
     def _traffic_keys(self) -> None:
         found = self.session.tls13(self._label())
         self.keys, self.secret = found if found is not None else (None, None)
+        self.choice = self.session.choice
+        self.verified = False
+
+    def _tls12_keys(self) -> None:
+        self.keys = self.session.tls12(self.d)
+        self.choice = self.session.choice
+        self.verified = False
 
     def _sequenced(self, header: bytes, payload: Payload) -> None:
         """This direction's keys, once the other direction's trial found the session (see
@@ -390,7 +396,8 @@ class TlsDirection(RecordStream):
             seq = keys.find(header, payload, 0, self.session.spend(TRIAL_RECORDS))
             if seq is None:
                 self.session.fail("no record sequence number verified (trial)")
-                self.keys = None
+                if not self.session.unconfirmed:
+                    self.keys = None
             else:
                 keys.seq = seq
 
@@ -440,3 +447,96 @@ class TlsDirection(RecordStream):
             return
         self.secret = next_secret(self.secret, s.suite)
         self.keys = tls13_keys(self.secret, s.suite)
+
+
+class TlsDirection(Records):
+    """The sink of one TCP direction of a TLS connection (in place of its framer): TLS records in,
+    the decrypted application data out to the direction's Kafka framer."""
+
+    __slots__ = ()
+
+    # -- sink interface ------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def data(self, chunk: bytes, ts: int, number: int) -> None:
+        if self.dead:
+            self._pass_over(len(chunk))
+            return
+        pos = 0
+        if not self.buf:
+            self.rec_ts, self.rec_num = ts, number
+            if not self.lost:
+                pos = self._whole_records(chunk, 0, ts, number)
+                if pos == len(chunk):
+                    return
+        self.buf += memoryview(chunk)[pos:] if pos else chunk
+        self._run(ts, number)
+
+    def gap(self, nbytes: int, ts: int, number: int) -> None:
+        """Bytes the capture lost. The Kafka framer is told how many plaintext bytes they held once
+        decryption resumes (the records lost are known then: see _resync), so that a frame they
+        cut is passed over exactly rather than scanned for."""
+        self.gap_bytes += nbytes
+        if self.buf:  # the captured part of a record the gap cuts
+            self._pass_over(len(self.buf))
+            self.missing += len(self.buf)
+            self.buf.clear()
+        self.session.fail("a gap in the capture")
+        if self.dead:
+            return
+        self.missing += nbytes
+        if self.keys is None or not self.encrypted:
+            self.out.gap(nbytes, ts, number)  # nothing to resume: the framer hears of it now
+        self.lost = True
+        self.after_gap = True
+        self.tried = 0
+        self.scan_from = 0
+
+    def late(self, nbytes: int, reported: int, ts: int, number: int) -> None:
+        """Copies of bytes a gap already reported (or before the stream's first byte): in no record."""
+        self.other += nbytes
+        self.gap_bytes -= reported
+
+    def end(self) -> None:
+        self._settle_held()
+        if self.lost and not self.dead and self.keys is not None and self.encrypted and self.missing:
+            self.out.gap(self.missing, self.rec_ts, self.rec_num)  # decryption never resumed after a gap
+        if self.buf:
+            self._pass_over(len(self.buf))
+            self.session.fail("the capture ends inside a record")
+            self.buf.clear()
+        self.out.end()
+
+    # -- the trial's record, held until a second record confirms its session ----------------------
+    def release_held(self) -> None:
+        held = self.held
+        if held is not None:
+            self.held = None
+            self._plaintext(held[0], held[1], held[2], held[3])
+
+    def drop_held(self) -> None:
+        """The trial's session was refuted: the held record was not this connection's, and this
+        direction's keys (the refuted session's) are dropped, so that its next record is tried again."""
+        held = self.held
+        if held is not None:
+            self.held = None
+            self.read -= held[4]
+            self.undecrypted += held[4]
+        if self.keys is not None and self.session.client_random is None:
+            self.keys = None
+            self.secret = None
+            self.encrypted = False
+            self.verified = False
+
+    def _settle_held(self) -> None:
+        """The direction ends with the trial's record held, nothing after it having confirmed or
+        refuted it: it stands, unless a handshake of this file has since shown the session on its own
+        connection."""
+        s = self.session
+        if self.held is not None and s.unconfirmed:
+            log = s.keylog
+            if log is not None and s.client_random in log.shaken:
+                s.refute()
+            else:
+                s.confirm()

@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Callable
 
 from .handshake import Handshake
-from .keys import TLS13, Keys, Payload, suite_fits, tls12_keys, tls13_keys
-from .records import TRIAL_RECORDS, TlsDirection
+from .keys import Keys, suite_fits, tls12_keys, tls13_keys
+from .records import TlsDirection
 from .suites import SUITES
 from .budget import TrialBudget
+from .trial import NO_KEY_LOG, Trial
 
-NO_KEY_LOG = "no key log given (option tlsKeyLog, or a pcapng Decryption Secrets Block)"
 
 
-class TlsSession(Handshake):
+class TlsSession(Handshake, Trial):
     """One TLS connection: what its handshake says in clear, and, with its secrets from a key log,
     its two byte streams decrypted into the Kafka framers (``outputs``, by direction).
 
@@ -40,6 +40,12 @@ class TlsSession(Handshake):
         self.trials = 0  # trial decryptions after gaps so far (at most RESYNC_BUDGET)
         self.trial_work = 0  # trial decryptions without the handshake so far (see trial)
         self.trialled = False  # decrypted without its handshake (see trial)
+        self.choice = 0  # which of the session's sets of secrets the keys are made from (KeyLog.choices)
+        #: a trial verified one record, and no second record has verified yet: its plaintext is held (a
+        #: record of another connection's session spliced in verifies too; its neighbours do not)
+        self.unconfirmed = False
+        self.refused: set[bytes] = set()  # sessions a trial found, then refuted (not tried again here)
+        self.before_trial: int | None = None  # client_dir before the trial set it
 
     def release(self) -> None:
         """The connection has ended: keep the directions' counts, drop the links to the directions,
@@ -108,11 +114,26 @@ class TlsSession(Handshake):
             return False
         return True
 
+    def other_secrets(self, used: int) -> bool:
+        """The keys made from the session's secrets choice ``used`` verified no record: is there a
+        later choice (the capture's own secrets where the key log's differ, see KeyLog.choices)? The
+        session then takes it (``choice``), for both directions."""
+        if self.choice > used:
+            return True
+        if self.keylog is None or self.client_random is None or \
+                len(self.keylog.choices(self.client_random)) <= used + 1:
+            return False
+        self.choice = used + 1
+        return True
+
     def _session_secrets(self) -> dict[str, bytes] | None:
         if self.keylog is None or not self.keylog.given:
             self.fail(NO_KEY_LOG)
             return None
-        secrets = self.keylog.secrets(self.client_random) if self.client_random is not None else None
+        secrets = None
+        if self.client_random is not None:
+            choices = self.keylog.choices(self.client_random)
+            secrets = choices[self.choice] if self.choice < len(choices) else None
         if secrets is None:
             self.fail("the key log has no secret for this session" if self.client_random is not None
                       else "the handshake is not in the capture")
@@ -150,58 +171,3 @@ class TlsSession(Handshake):
         except ValueError as e:
             self.fail(str(e))
             return None
-
-    def spend(self, count: int) -> int:
-        """Trial decryptions granted of ``count`` asked (0 when a budget is spent: the problem says
-        which)."""
-        b = self.budget
-        grant = max(0, min(count, b.per_connection - self.trial_work, b.task_left))
-        if grant <= 0:
-            self.fail("the handshake is not in the capture, and the trial budget ran out before a secret of the key "
-                      "log verified its records (" + ("option tlsTrialTaskBudget, for all connections of the file)"
-                                                      if b.task_left <= 0 else "option tlsTrialBudget)"))
-        self.trial_work += grant
-        b.task_left -= grant
-        return grant
-
-    def trial(self, d: int, header: bytes, payload: Payload) -> tuple[Keys, bytes] | None:
-        """A connection whose handshake is not in the capture (a rotated file, a capture started
-        late): its first whole protected record is tried with the TLS 1.3 application secrets of
-        the key log's sessions that no connection of this file has claimed, nearest in the log to
-        the sessions this file's handshakes claimed first (a rotated file's cut connections began
-        just before them), AES-GCM suites before ChaCha20, record sequence numbers 0 to
-        TRIAL_RECORDS, within the budgets. Keys that verify it are this direction's, and the session
-        is claimed by this connection: no other connection tries it."""
-        log = self.keylog
-        if log is None or not log.given:
-            self.fail(NO_KEY_LOG)
-            return None
-        labels = ("CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0") if self.client_dir is None else \
-            ("CLIENT_TRAFFIC_SECRET_0" if d == self.client_dir else "SERVER_TRAFFIC_SECRET_0",)
-        for suites in ((0x1301, 0x1302), (0x1303,)):
-            for random in log.trial_order():
-                secrets = log.secrets(random) or {}
-                for label in labels:
-                    secret = secrets.get(label)
-                    for suite in suites if secret is not None else ():
-                        keys = tls13_keys(secret, suite)  # type: ignore[arg-type]
-                        if keys is None:
-                            continue
-                        count = self.spend(TRIAL_RECORDS)
-                        if not count:
-                            return None
-                        seq = keys.find(header, payload, 0, count)
-                        if seq is None:
-                            continue
-                        keys.seq = seq
-                        self.version, self.suite, self.client_random = TLS13, suite, random
-                        log.claim(random)
-                        if self.client_dir is None:
-                            self.client_dir = d if label.startswith("CLIENT") else 1 - d
-                            if self.on_client is not None:
-                                self.on_client(self.client_dir)
-                        self.trialled = True
-                        return keys, secret  # type: ignore[return-value]
-        self.fail("the handshake is not in the capture, and no secret of the key log that no other connection "
-                  "claimed verified its records")
-        return None

@@ -15,6 +15,7 @@ import fnmatch
 import io
 import os
 import re
+import stat
 from functools import lru_cache
 from typing import BinaryIO
 
@@ -147,11 +148,38 @@ def file_size(path: str, endpoint: str | None = None) -> int:
         raise _explain(path, e) from None
 
 
+def file_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is (``a FIFO``, ``a socket``, ...), by its st_mode;
+    None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+class NotRegularFile(StorageError):
+    """A path that is a FIFO, socket, device or directory: never opened for reading (a FIFO with no
+    writer would block the read forever, a device never ends)."""
+
+
 def open_binary(path: str, endpoint: str | None = None) -> BinaryIO:
-    """A buffered binary stream of a local path or URI."""
+    """A buffered binary stream of a local path or URI. A local path that is not a regular file
+    raises NotRegularFile without blocking (it is opened without waiting, then looked at)."""
     local = local_path(path)
     if local is not None:
-        return open(local, "rb")
+        fd = os.open(local, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            kind = file_kind(os.fstat(fd).st_mode)
+            if kind is not None:
+                raise NotRegularFile(f"kafkawire: {local}: {kind}, not a regular file: not read")
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
     fs, p = resolve(path, endpoint)
     try:
         f = fs.open_input_stream(p, buffer_size=READ_BUFFER)

@@ -143,6 +143,8 @@ class Side:
             del sent[:n]
 
     def sample(self, ns: i64) -> None:
+        if ns < 0:  # an ACK timed before its data (times running backwards): no round trip
+            return
         self.skip += 1
         if self.skip < self.stride:
             return
@@ -216,7 +218,8 @@ class Health:
                 if since < 0:
                     me.zero_since = ts
             elif since >= 0:
-                me.zero_ns += ts - since
+                if ts > since:  # (times that run backwards add nothing: no duration is negative)
+                    me.zero_ns += ts - since
                 me.zero_since = -1
         if flags & _ACK:
             if length == 0 and win and win == me.window and seq == me.nextseq and not special and me.acked and \
@@ -250,7 +253,7 @@ class Health:
         """Time direction d advertised a zero window, to its next window or the last packet (ms)."""
         side = self.side(d)
         since = side.zero_since
-        return float(side.zero_ns + (self.last_ts - since if since >= 0 else 0)) / 1e6
+        return float(side.zero_ns + (self.last_ts - since if 0 <= since < self.last_ts else 0)) / 1e6
 
     def round_trip_ms(self, d: int) -> tuple[float | None, float | None]:
         """(min, median) of direction d's round trips from data to ACK (ms); None without a sample.

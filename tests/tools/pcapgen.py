@@ -68,8 +68,9 @@ def response(corr: int, api_key: int, version: int, body: bytes | None = None) -
     return struct.pack("!i", len(payload)) + payload
 
 
-def produce_request(version: int, corr: int, client_id: str, records: bytes, acks: int = 1) -> bytes:
-    """A Produce request carrying ``records`` for one partition, written by kio."""
+def produce_request(version: int, corr: int, client_id: str, records: bytes, acks: int = 1,
+                    topic: str = "orders") -> bytes:
+    """A Produce request carrying ``records`` for one partition of ``topic``, written by kio."""
     import datetime
 
     from kiogen import write
@@ -77,8 +78,8 @@ def produce_request(version: int, corr: int, client_id: str, records: bytes, ack
     cls = _kio_class(0, version, True)
     mod = __import__(cls.__module__, fromlist=["x"])
     part = mod.PartitionProduceData(index=0, records=records)
-    topic = mod.TopicProduceData(name="orders", partition_data=(part,))
-    req = cls(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=1), topic_data=(topic,))
+    data = mod.TopicProduceData(name=topic, partition_data=(part,))
+    req = cls(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=1), topic_data=(data,))
     return request(0, version, corr, client_id, body=write(req))
 
 
