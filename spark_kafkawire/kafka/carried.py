@@ -15,10 +15,11 @@ which header is malformed and how; never a guess.
 indexes and a whole Protocol Buffers message; Avro has no marker of its own, so an Avro value is
 ``confluent``), ``apicurio`` (magic 0 and an 8-byte global id: its first four bytes are zero,
 which no Confluent id is), ``json``, ``utf8``, ``binary``; None for a null key or value. A magic
-byte too short for an id is ``binary`` with a problem. Every check is one pass over the bytes, and a bounded one: a key or value
-is parsed as JSON only up to MAX_JSON_LOOK bytes (64 KiB); a longer one is ``json`` where its first
-64 KiB are JSON tokens and it ends with the bracket that closes its first, so a record that inflates
-to megabytes of ``[{},{},...]`` costs its bytes, not millions of objects.
+byte too short for an id is ``binary`` with a problem. Every check is one pass over the bytes, and
+a bounded one: a key or value is parsed as JSON only up to MAX_JSON_LOOK bytes (64 KiB); a longer
+one is ``json`` where its first 64 KiB are JSON tokens and it ends with the bracket that closes its
+first, so a record that inflates to megabytes of ``[{},{},...]`` costs its bytes, not millions of
+objects.
 
 Pure functions of bytes; the row builder calls them on every record, payload or not: they are
 metadata, not payload.
