@@ -56,18 +56,33 @@ AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: most
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
 
 
-def _small(captures: list[str], options: dict) -> bool:
-    """Are the captures local files of SMALL_INPUT bytes or less in all?"""
+def _small(captures: list[str], options: dict, limit: int = SMALL_INPUT) -> bool:
+    """Are the captures local files of ``limit`` bytes or less in all, read by a job not started by
+    spark-submit (whose cluster then decodes)?"""
     import spark_kafkawire
+    from spark_kafkawire.spark.session import _submitted
     from spark_kafkawire.wire.fs import is_uri
 
-    if any(is_uri(c) and not c.startswith("file:") for c in captures):
+    if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
         return False
     try:
         files = spark_kafkawire.list_files(list(captures), spark_kafkawire.Options.parse(options).path_glob_filter)
-        return sum(os.path.getsize(f) for f in files) <= SMALL_INPUT
+        return sum(os.path.getsize(f) for f in files) <= limit
     except (OSError, ValueError, spark_kafkawire.CaptureError):
         return False
+
+
+def _input_bytes(args, options: dict) -> int:
+    """The captures' bytes in all (0 where they cannot be listed here: a URI the driver cannot read)."""
+    import spark_kafkawire
+
+    stats: dict = {}
+    try:
+        spark_kafkawire.list_files(list(args.captures), spark_kafkawire.Options.parse(options).path_glob_filter,
+                                   stats=stats)
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return 0
+    return sum(size for size, _mtime in stats.values())
 
 
 def _config(path: str | None) -> dict:
@@ -98,6 +113,10 @@ def parse(argv: list[str]):
     ap.add_argument("--tls-keylog", metavar="FILE",
                     help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
     ap.add_argument("--quiet", action="store_true", help="nothing on stderr while it runs")
+    ap.add_argument("--driver-decode-max", type=int, default=SMALL_INPUT, metavar="BYTES",
+                    help="local captures of at most this many bytes in all are decoded by the driver, without "
+                         f"Spark tasks (default {SMALL_INPUT >> 20} MiB; 0: always Spark tasks; never under "
+                         "spark-submit)")
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
@@ -183,18 +202,24 @@ def load_rows(spark, args, output, options: dict[str, str], small: bool = False)
             frames.append(spark.createDataFrame(table) if table.num_rows else
                           spark.createDataFrame([], ddl(shape)))
         return Rows(*frames), new
-    else:  # the three shapes are three Spark jobs: at once
-        def write(shape: str) -> None:
-            spark.read.format("kafkawire").options(**options).option("rows", shape).load(args.captures) \
-                .write.mode("overwrite").parquet(f"{out}/rows/{shape}")
-            _say(args, f"{shape} rows written")
+    else:  # one Spark job: each task decodes its files once into every shape
+        from spark_kafkawire.spark.scan import write_shapes
 
-        with ThreadPoolExecutor(len(SHAPES)) as pool:
-            list(pool.map(write, SHAPES))
+        counts = write_shapes(spark, args.captures, options, out, SHAPES, say=lambda text: _say(args, text))
+        _say(args, "rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
     return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
 
 
 _T0 = time.monotonic()
+
+
+def _left(started: float, done: int, total: int) -> str:
+    """``, about N s left`` at the pace so far, once a phase has run 20 s (else nothing)."""
+    elapsed = time.monotonic() - started
+    if done >= total or elapsed < 20:
+        return ""
+    left = elapsed * (total - done) / done
+    return f", about {left / 60:.0f} min left" if left >= 90 else f", about {left:.0f} s left"
 
 
 def _say(args, what: str) -> None:
@@ -307,12 +332,19 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
     _say(args, "starting Spark")
-    small = _small(args.captures, options)
+    small = _small(args.captures, options, args.driver_decode_max)
     spark = _session(args, out, small)
-    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the work
+    conf = spark.sparkContext.getConf()
+    if not conf.contains("spark.sql.shuffle.partitions"):
+        # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the
+        # work; at scale, one per 128 MB of captures (adaptive execution coalesces what is less)
         spark.conf.set("spark.sql.shuffle.partitions", "1" if small else
-                       str(max(4, 2 * spark.sparkContext.defaultParallelism)))
+                       str(max(4, 2 * spark.sparkContext.defaultParallelism, _input_bytes(args, options) >> 27)))
+    if not small and not conf.contains("spark.sql.autoBroadcastJoinThreshold"):
+        # no side of a join is broadcast on an estimate (the rows of several capture points are far
+        # larger than Parquet's statistics suggest): only where adaptive execution measured it small
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        spark.conf.set("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB")
     if small:  # a few thousand rows: compiling each query's code and re-planning its stages cost more than they win
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
@@ -325,16 +357,21 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         if getattr(out, "spark_log", None):
             os.unlink(out.spark_log)
         return 3
-    if small:  # the rows of a few small files: read once into memory
-        rows = Rows(*(df.cache() for df in (rows.exchanges, rows.connections, rows.partitions, rows.records)))
+    # most audits read the exchange, connection and partition rows (far fewer than the records): read
+    # from Parquet once and kept in memory (spilled to disk where they do not fit), not once per audit
+    rows = Rows(rows.exchanges.cache(), rows.connections.cache(), rows.partitions.cache(),
+                rows.records.cache() if small else rows.records)
     results: dict[str, dict[str, list[dict]]] = {}
     _say(args, f"running {len(chosen)} audits")
+    started, done = time.monotonic(), []
 
     def collect(name: str) -> list:
         got = []
         for table, df in AUDITS[name](rows, policy).items():
             got.append((table, df.toArrow()))  # audit results are aggregates: small enough for the driver
-        _say(args, f"audit {name}: {', '.join(f'{t} ({a.num_rows} rows)' for t, a in got)}")
+        done.append(name)
+        _say(args, f"audit {name} ({len(done)} of {len(chosen)}{_left(started, len(done), len(chosen))}): "
+                   f"{', '.join(f'{t} ({a.num_rows} rows)' for t, a in got)}")
         return got
 
     # each table is a small Spark job whose time is mostly planning and scheduling: several at once

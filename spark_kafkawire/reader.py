@@ -25,12 +25,14 @@ from .wire.packets import decode
 from .decode.predicate import Predicate
 from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
+from .rows.tee import Tee
+from .wire.lane import Rows
 from .wire.tcp import Reassembler
 from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
 
-__all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "job_options", "list_files", "options_table",
-           "plan", "read_capture", "read_pandas"]
+__all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "iter_shapes", "job_options", "list_files",
+           "options_table", "plan", "read_capture", "read_pandas"]
 
 
 def iter_batches(path: str, options: Options | Mapping[str, object] | None = None,
@@ -46,14 +48,15 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
     if share is not None and not (isinstance(share[1], int) and share[1] >= 1 and 0 <= share[0] < share[1]):
         raise ValueError(f"share {share!r}: want (k, n) with 0 <= k < n")
     _reading[0] += 1
-    batches = _iter_batches(path, options, predicate, share)
+    opts = options if isinstance(options, Options) else Options.parse(options)
+    batches = _iter_batches(path, opts, predicate, share, (opts.rows,))
     try:
         while True:
             with _no_collections():
-                batch = next(batches, None)
-            if batch is None:
+                item = next(batches, None)
+            if item is None:
                 return
-            yield batch
+            yield item[1]
     finally:
         batches.close()
         _reading[0] -= 1
@@ -104,16 +107,45 @@ def _no_collections():
             gc.enable()
 
 
+def iter_shapes(path: str, options: Options | Mapping[str, object] | None = None,
+                shapes: Iterable[str] = ("exchanges", "connections", "partitions", "records"),
+                share: tuple[int, int] | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Decode one capture file once into several row shapes: ``(shape, batch)`` pairs as batches
+    fill. Each shape's rows are exactly those ``iter_batches`` makes of it (option ``rows`` is
+    not used); the file is read and decoded once for all of them."""
+    wanted = tuple(dict.fromkeys(shapes))
+    bad = [x for x in wanted if x not in COLUMNS]
+    if bad or not wanted:
+        raise ValueError(f"shapes {list(shapes)!r}: choose from {', '.join(COLUMNS)}")
+    _reading[0] += 1
+    batches = _iter_batches(path, options, None, share, wanted)
+    try:
+        while True:
+            with _no_collections():
+                item = next(batches, None)
+            if item is None:
+                return
+            yield item
+    finally:
+        batches.close()
+        _reading[0] -= 1
+        if not _reading[0]:
+            gc.unfreeze()
+
+
 def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
-                  predicate: Predicate | None,
-                  share: tuple[int, int] | None) -> Generator[pa.RecordBatch, None, None]:
+                  predicate: Predicate | None, share: tuple[int, int] | None,
+                  shapes: tuple[str, ...]) -> Generator[tuple[str, pa.RecordBatch], None, None]:
     opts = options if isinstance(options, Options) else Options.parse(options)
     if predicate and not predicate.file_ok(path):
         return
     topics = TopicIds()
-    sink = row_builder(opts.rows, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
-                       topic_ids=topics.names, payload=opts.include_records)
-    decoder, reasm = build_stages(sink, opts, predicate, share, topics)
+    builders = [row_builder(shape, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
+                            topic_ids=topics.names, payload=opts.include_records and shape == "records")
+                for shape in shapes]
+    tee = Tee(builders) if len(builders) > 1 else None
+    sink: Rows = tee if tee is not None else builders[0]
+    decoder, reasm = build_stages(sink, opts, predicate, share, topics, shapes)
     limit = opts.batch_size
     segment = reasm.segment  # (feed's work without its call: the fields straight from the Segment)
     keep = predicate.filter if predicate else None
@@ -127,13 +159,13 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     for pkt in reader:
         if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
             if sink.count >= limit or sink.backlog:
-                yield from _batches(sink, limit, keep, False)
+                yield from _due(builders, tee, limit, keep, False)
             continue
         seg = decode(pkt)
         if seg is not None:
             segment(*seg)
             if sink.count >= limit or sink.backlog:
-                yield from _batches(sink, limit, keep, False)
+                yield from _due(builders, tee, limit, keep, False)
         if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
             past.checks += 1
             if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
@@ -141,24 +173,38 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     decoder.ending = True
     for _ in reasm.closing():
         if sink.count >= limit or sink.backlog:
-            yield from _batches(sink, limit, keep, False)
+            yield from _due(builders, tee, limit, keep, False)
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
-    yield from _batches(sink, limit, keep, True)
+    yield from _due(builders, tee, limit, keep, True)
+
+
+def _due(builders: list[RowBuilder], tee: Tee | None, limit: int, keep,
+         final: bool) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Each shape's batches that are due (see _batches), with its shape's name."""
+    for b in builders:
+        for batch in _batches(b, limit, keep, final):
+            yield b.shape, batch
+    if tee is not None:
+        tee.recount()
 
 
 def build_stages(sink, opts: Options | None = None, predicate: Predicate | None = None,
                  share: tuple[int, int] | None = None,
-                 topics: TopicIds | None = None) -> tuple[Decoder, Reassembler]:
+                 topics: TopicIds | None = None, shapes: tuple[str, ...] | None = None) -> tuple[Decoder, Reassembler]:
     """The decoding stages wired in order, from the row sink back: frames, exchanges and TLS
     (Decoder) fed by the TCP reassembler. Feed the reassembler the segments ``packets.decode``
     makes of a capture's packets, then ``closing()`` it. ``sink``: the row builder (or anything
-    with its ``exchange``/``connection`` calls)."""
+    with its ``exchange``/``connection`` calls; a Tee for several ``shapes``, else option rows')."""
     opts = opts or Options()
+    shapes = shapes or (opts.rows,)
     decoder = Decoder(sink, opts.max_frame_bytes,
-                      RecordOptions(opts.max_decompressed_bytes, keep_raw=opts.rows == "records",
-                                    text=opts.rows in ("exchanges", "messages")),
-                      predicate=predicate, decode_bodies=opts.rows != "connections",
+                      # text mode (bodies written as JSON as they are read) keeps only the top level
+                      # of a body as values: not where partitions or records are read from it too
+                      RecordOptions(opts.max_decompressed_bytes, keep_raw="records" in shapes,
+                                    text=("exchanges" in shapes or "messages" in shapes)
+                                    and "partitions" not in shapes and "records" not in shapes),
+                      predicate=predicate, decode_bodies=shapes != ("connections",),
                       share=share if share is not None and share[1] > 1 else None,
                       topic_ids=topics if topics is not None else TopicIds(),
                       keylog=_key_log(opts),

@@ -841,3 +841,22 @@ def test_one_hostile_record_or_a_fifo_does_not_stop_the_job(spark, tmp_path):
     assert f"audit: skipped {d / 'pipe.pcap'}: a FIFO, not a regular file" in r.stderr
     unsafe = [c for c in r.stdout + r.stderr if c != "\n" and unicodedata.category(c) in UNSAFE_CATEGORIES]
     assert not unsafe, unsafe
+
+
+def test_records_seen_at_several_capture_points_are_delivered_once(spark, tmp_path):
+    """The same traffic captured at four points (four copies of one capture): each record is
+    produced once and fetched once per consumer, so the deliveries are those of one copy (the join
+    of produced and fetched records met each record four times before, and did not fit a broadcast
+    at 364 MB)."""
+    from spark_kafkawire.audits.delivery import deliveries
+
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    for i in range(4):
+        shutil.copy(src, tmp_path / f"point{i}.pcap")
+    one = Rows.load(spark, [str(src)])
+    four = Rows.load(spark, [str(tmp_path)])
+    n_one = deliveries(one).count()
+    assert n_one > 0 and deliveries(four).count() == n_one
+    key = ["topic", "partition", "log_offset", "client_id", "delivery_ms"]
+    assert sorted(map(tuple, deliveries(four).select(*key).collect())) == \
+        sorted(map(tuple, deliveries(one).select(*key).collect()))

@@ -66,8 +66,10 @@ EVENT_LOG = ["--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.
              "--conf", "spark.eventLog.rolling.enabled=false"]
 
 
-def _submit_job(cluster, events: Path, *job_args: str) -> subprocess.CompletedProcess:
-    """The exchange job on the cluster, started once both executors are there, with an event log."""
+def _submit_job(cluster, events: Path, *job_args: str,
+                script: str = "exchange_summary.py") -> subprocess.CompletedProcess:
+    """A job of jobs/ (the exchange job) on the cluster, started once both executors are there, with an
+    event log."""
     master, env, _tmp = cluster
     events.mkdir()
     submit = Path(sys.executable).parent / "spark-submit"
@@ -76,7 +78,7 @@ def _submit_job(cluster, events: Path, *job_args: str) -> subprocess.CompletedPr
                            *EVENT_LOG, "--conf", f"spark.eventLog.dir={events}",
                            "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                            "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
-                           "--executor-memory", "1g", str(ROOT / "jobs" / "exchange_summary.py"), *job_args],
+                           "--executor-memory", "1g", str(ROOT / "jobs" / script), *job_args],
                           env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -151,3 +153,26 @@ def test_job_with_a_packed_environment(cluster, tmp_path):
     for e in events_of(events, "SparkListenerEnvironmentUpdate"):
         settings.update(e["Spark Properties"])
     assert settings.get("spark.pyspark.python") == "./environment/bin/python"
+
+
+def test_the_audit_job_on_the_cluster_gives_the_local_run_s_results(cluster, tmp_path):
+    """The audit job submitted to the cluster reads several capture files in tasks on both executors
+    (each task decodes its files once into every row shape: spark/scan.py) and gives the verdicts and
+    audit tables of the same job run locally, where the driver decodes the small sample alone."""
+    out, local, events = tmp_path / "cluster", tmp_path / "local", tmp_path / "events"
+    r = _submit_job(cluster, events, str(SAMPLES), "--out", str(out), "--option", "maxPartitionBytes=400000",
+                    script="audit.py")
+    assert r.returncode == 2, r.stderr[-4000:]  # (the samples fail two policies on purpose: README)
+    _both_executors(events)
+    mine = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(SAMPLES), "--out", str(local)],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    assert mine.returncode == 2, mine.stderr[-4000:]
+    verdicts = lambda text: sorted(ln for ln in text.splitlines() if ln.startswith("  ["))  # noqa: E731
+    assert verdicts(r.stdout) == verdicts(mine.stdout) and verdicts(r.stdout)
+    for table in ("exchange_summary/exchange_summary", "clients/clients", "lineage/lineage_topics",
+                  "delivery/delivery_by_topic", "capture_health/capture_files"):
+        a, b = pq.read_table(out / table).to_pylist(), pq.read_table(local / table).to_pylist()
+        assert sorted(map(str, a)) == sorted(map(str, b)), table
+    for shape in ("exchanges", "connections", "partitions", "records"):
+        assert pq.read_table(out / "rows" / shape).num_rows == read_capture(SAMPLES, rows=shape).num_rows, shape

@@ -19,13 +19,18 @@ def deliveries(rows: Rows) -> DataFrame:
     partition and log offset, its producer, trace id, ``produced`` (time of the Produce request that
     appended it), ``fetched`` (the first Fetch response that returned it to that consumer) and
     ``delivery_ms``. Records are matched by (topic, partition, log offset): the produced record's
-    offset is the one its Produce response assigned. A fetch before the produce is a different
-    record at the same offset (another cluster, a topic deleted and made again): no match."""
+    offset is the one its Produce response assigned; a record seen more than once (at several
+    capture points) is produced at its first sight, and fetched by each consumer at its first. A
+    fetch before the produce is a different record at the same offset (another cluster, a topic
+    deleted and made again): no match."""
     r = rows.record_rows().where((F.col("status") == "ok") & F.col("log_offset").isNotNull()
                            & F.col("control_type").isNull())
+    # a record seen at several capture points (a client's end and its broker's, two brokers) is one
+    # record: its first sight, so that the join below meets each record once, not once per copy
     prod = (r.where(F.col("api_key") == PRODUCE_KEY)
-            .select(*_RECORD, F.col("time").alias("produced"), F.col("client_id").alias("producer_id"),
-                    F.col("client_ip").alias("producer_ip"), "trace_id"))
+            .groupBy(*_RECORD)
+            .agg(F.min("time").alias("produced"), F.min_by("client_id", "time").alias("producer_id"),
+                 F.min_by("client_ip", "time").alias("producer_ip"), F.min_by("trace_id", "time").alias("trace_id")))
     fetch = (r.where(F.col("api_key").isin(*RECORDS_IN_RESPONSE))
              .groupBy(*_RECORD, *CLIENT).agg(F.min("time").alias("fetched")))
     return (prod.join(fetch, _RECORD).where(F.col("fetched") >= F.col("produced"))

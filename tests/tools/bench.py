@@ -7,6 +7,8 @@ MTU-sized segments, Produce and Fetch in every codec, consumer-group and metadat
 kept in out/bench/. Every timing is the best of three fresh processes, and the reads compared with
 tshark (and the TLS hop with its plaintext hop) the best of five, run in turn. Printed:
 
+- the audit job at scale: on four copies of the benchmark capture (as four capture points see the
+  same traffic), against tshark -T fields on the same files, in turn; its phases and largest process;
 - the audit job: make demo's run on sample_pcaps/ and a run on one small file, each as a ratio to a
   trivial Spark job started the same way (session start and spark.range(1).count());
 - per-core speed: tshark -T fields with the kafka dissector (api key and version, correlation id,
@@ -435,9 +437,50 @@ def audit_job() -> None:
           f"one small file {one:.1f} s = {one / base:.2f}x", flush=True)
 
 
+def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
+    """The audit job on ``points`` copies of the benchmark capture (the same traffic seen at several
+    capture points) against tshark -T fields on the same files one after the other, in turn (best of
+    two each: the job takes minutes); then the job's phases of that run and its largest process."""
+    four = OUT / f"points{points}"
+    four.mkdir(exist_ok=True)
+    for i in range(points):
+        f = four / f"point{i}.pcap"
+        if not f.exists():
+            os.link(path, f)
+    size = sum(f.stat().st_size for f in four.glob("*.pcap"))
+    peer_cmd = ["sh", "-c", " ; ".join(" ".join(tshark_fields(f, port)) + " > /dev/null"
+                                         for f in sorted(four.glob("*.pcap")))]
+    job = [sys.executable, str(ROOT / "tests" / "tools" / "peakmem.py"), sys.executable,
+           str(ROOT / "jobs" / "audit.py"), str(four), "--out", str(OUT / "audit-scale")]
+    best_peer = best_job = float("inf")
+    phases = peak = ""
+    for _ in range(2):
+        t = time.perf_counter()
+        subprocess.run(peer_cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        best_peer = min(best_peer, time.perf_counter() - t)
+        t = time.perf_counter()
+        r = subprocess.run(job, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode not in (0, 2, 3):
+            raise subprocess.CalledProcessError(r.returncode, job, stderr=r.stderr)
+        took = time.perf_counter() - t
+        if took < best_job:
+            best_job = took
+            lines = r.stderr.splitlines()
+            stamp = {k: next((float(ln.split("[")[1].split("s]")[0]) for ln in lines if k in ln), None)
+                     for k in ("reading the captures", "rows written", "running", "judging")}
+            phases = (f"Spark start {stamp['reading the captures']:.1f} s, decode and write the rows "
+                      f"{stamp['rows written'] - stamp['reading the captures']:.1f} s, audits "
+                      f"{stamp['judging'] - stamp['running']:.1f} s") if None not in stamp.values() else ""
+            peak = next((ln.split("peak memory: ")[1] for ln in lines if "peak memory: " in ln), "")
+    print(f"audit job on {points} copies of the benchmark capture ({size / 1e6:.0f} MB, as {points} capture "
+          f"points see the same traffic): {best_job:.1f} s = {best_job / best_peer:.2f}x tshark -T fields on the "
+          f"same files ({best_peer:.1f} s); {phases}; peak memory: {peak}", flush=True)
+
+
 def main() -> None:
     audit_job()
     path, port = realistic()
+    audit_job_at_scale(path, port)
     size = path.stat().st_size
     env_note = f"{os.cpu_count()} cores"
     print(f"input: {path.name}, {size / 1e6:.0f} MB ({env_note}); every time the best of 3 fresh processes "

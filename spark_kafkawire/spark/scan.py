@@ -1,0 +1,175 @@
+"""Decode once, write every row shape: the audit job's read of its captures.
+
+A read of one shape (``spark.read.format("kafkawire")``) decodes the captures for that shape alone,
+so four shapes were four decodes. :func:`write_shapes` plans the files into tasks as the data source
+does (listing.plan: small files packed, large ones in shares), and each task decodes its files once
+(reader.iter_shapes) and writes each shape's batches to a Parquet file of its own under
+``OUT/rows/<shape>/``, as Spark's own writers do; the driver gets back only counts. While the tasks
+run, :class:`Progress` says every ``every`` seconds how many files and bytes are done and, once a
+phase has run long enough to tell, about how long is left.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from typing import Callable
+
+from ..listing import Unit, list_files, plan
+from ..options import Options
+from ..wire.fs import is_uri, local_path, resolve
+
+SHAPES = ("exchanges", "connections", "partitions", "records")
+GROUP = "kafkawire-scan"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} TB"
+
+
+class Progress:
+    """A thread that reports a Spark job group's tasks: done of all, the input bytes they stand for
+    (tasks are planned to about equal bytes), and, after ``estimate_after`` seconds with at least
+    one task done, the time left at the pace so far."""
+
+    def __init__(self, spark, group: str, what: str, total_bytes: int, say: Callable[[str], None],
+                 every: float = 10.0, estimate_after: float = 20.0):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.group, self.what, self.total, self.say = group, what, total_bytes, say
+        self.every, self.estimate_after = every, estimate_after
+        self.start = time.monotonic()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def tasks(self) -> tuple[int, int]:
+        done = total = 0
+        for job in self.tracker.getJobIdsForGroup(self.group):
+            info = self.tracker.getJobInfo(job)
+            for stage in (info.stageIds if info else ()):
+                s = self.tracker.getStageInfo(stage)
+                if s is not None:
+                    done += s.numCompletedTasks
+                    total += s.numTasks
+        return done, total
+
+    def line(self) -> str | None:
+        done, total = self.tasks()
+        if not total:
+            return None
+        elapsed = time.monotonic() - self.start
+        text = f"{self.what}: {done} of {total} tasks, about {_size(self.total * done / total)} of {_size(self.total)}"
+        if done and done < total and elapsed >= self.estimate_after:
+            left = elapsed * (total - done) / done
+            text += f", about {left / 60:.0f} min left" if left >= 90 else f", about {left:.0f} s left"
+        return text
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            text = self.line()
+            if text:
+                self.say(text)
+
+
+def _writer_for(out: str, shape: str, name: str, schema):
+    """A Parquet writer of OUT/rows/<shape>/<name> (a local path or a URI)."""
+    import pyarrow.parquet as pq
+
+    local = local_path(out)
+    if local is not None:
+        folder = os.path.join(local, "rows", shape)
+        os.makedirs(folder, exist_ok=True)
+        return pq.ParquetWriter(os.path.join(folder, name), schema)
+    fs, base = resolve(out)
+    folder = f"{base.rstrip('/')}/rows/{shape}"
+    fs.create_dir(folder)
+    return pq.ParquetWriter(f"{folder}/{name}", schema, filesystem=fs)
+
+
+def _clear(out: str, shapes: tuple[str, ...]) -> None:
+    """Remove the rows a run before wrote (the rows describe this run's captures only)."""
+    import shutil
+
+    local = local_path(out)
+    for shape in shapes:
+        if local is not None:
+            shutil.rmtree(os.path.join(local, "rows", shape), ignore_errors=True)
+        else:
+            fs, base = resolve(out)
+            try:
+                fs.delete_dir(f"{base.rstrip('/')}/rows/{shape}")
+            except (FileNotFoundError, OSError):
+                pass
+
+
+def scan_task(units: list[Unit], options: dict, out: str, shapes: tuple[str, ...], name: str) -> dict[str, int]:
+    """One task: its files decoded once, each shape's rows to OUT/rows/<shape>/<name>; the rows
+    written per shape."""
+    from ..reader import iter_shapes
+    from ..rows.table import arrow_schema
+
+    opts = Options.parse(options)
+    counts = dict.fromkeys(shapes, 0)
+    writers: dict = {}
+    try:
+        for path, share in units:
+            for shape, batch in iter_shapes(path, opts, shapes, share):
+                w = writers.get(shape)
+                if w is None:
+                    w = writers[shape] = _writer_for(out, shape, name, arrow_schema(shape))
+                w.write_batch(batch)
+                counts[shape] += batch.num_rows
+    finally:
+        for w in writers.values():
+            w.close()
+    return counts
+
+
+def write_shapes(spark, paths, options: dict, out: str, shapes: tuple[str, ...] = SHAPES,
+                 say: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Decode the captures once into OUT/rows/<shape>/ for each shape (replacing what a run before
+    wrote there); the rows written per shape. One Spark job of one task per input partition (see
+    listing.plan); ``say``: progress lines while it runs (see Progress)."""
+    opts = Options.parse(options)
+    stats: dict[str, tuple[int, int]] = {}
+    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, stats=stats)
+    parts = plan(files, opts, stats)
+    total = sum(stats[f][0] if f in stats else 0 for f in files)
+    if not is_uri(out) or out.startswith("file:"):
+        out = os.path.abspath(local_path(out) or out)
+    _clear(out, shapes)
+    run = uuid.uuid4().hex[:8]
+    plain = {k: str(v) for k, v in options.items()}
+
+    def task(index: int, _rows) -> list[dict[str, int]]:
+        return [scan_task(parts[index], plain, out, shapes, f"part-{index:05d}-{run}.parquet")]
+
+    sc = spark.sparkContext
+    sc.setJobGroup(GROUP, f"kafkawire: decode {len(files)} capture files once into {', '.join(shapes)}")
+    try:
+        rdd = sc.parallelize(range(len(parts)), max(1, len(parts))).mapPartitionsWithIndex(task)
+        if say is None:
+            results = rdd.collect()
+        else:
+            with Progress(spark, GROUP, "reading the captures", total, say):
+                results = rdd.collect()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    counts = dict.fromkeys(shapes, 0)
+    for r in results:
+        for shape, n in r.items():
+            counts[shape] += n
+    return counts

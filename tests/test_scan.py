@@ -1,0 +1,105 @@
+"""Decode once: every row shape from one pass over a capture (reader.iter_shapes, rows/tee.py) and
+the audit job's read that writes them all from Spark tasks (spark/scan.py). The truth is each
+shape's own read (iter_batches, read_capture): the rows must be exactly those, row for row."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import PUBLIC, SAMPLES, shared_files
+from spark_kafkawire import read_capture
+from spark_kafkawire.reader import iter_batches, iter_shapes
+from spark_kafkawire.rows.table import arrow_schema
+
+TLS = SAMPLES.parent / "tests" / "tls"
+SHAPES = ("exchanges", "connections", "partitions", "records", "messages")
+CAPTURES = [*sorted(SAMPLES.glob("*.pcap*")), *sorted(TLS.glob("*.pcap")),
+            *shared_files(PUBLIC, (".pcap", ".pcapng"))[:12]]
+
+
+def _options(path) -> dict:
+    key = path.with_suffix(".keylog")
+    return {"tlsKeyLog": str(key)} if key.exists() else {}
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_one_pass_makes_each_shape_s_own_rows(path):
+    opts = _options(path)
+    got: dict[str, list] = {s: [] for s in SHAPES}
+    for shape, batch in iter_shapes(str(path), opts, SHAPES):
+        got[shape].append(batch)
+    for shape in SHAPES:
+        ours = pa.Table.from_batches(got[shape], schema=arrow_schema(shape))
+        alone = pa.Table.from_batches(list(iter_batches(str(path), {**opts, "rows": shape})),
+                                      schema=arrow_schema(shape))
+        assert ours.equals(alone), (path.name, shape, ours.num_rows, alone.num_rows)
+
+
+def test_one_pass_in_shares_and_in_small_batches():
+    path = SAMPLES / "tansu-confluent-codecs.pcap"
+    for share in ((0, 3), (1, 3), (2, 3)):
+        got: dict[str, list] = {s: [] for s in SHAPES}
+        for shape, batch in iter_shapes(str(path), {"batchSize": 7}, SHAPES, share):
+            got[shape].append(batch)
+        for shape in SHAPES:
+            alone = list(iter_batches(str(path), {"rows": shape, "batchSize": 7}, share=share))
+            assert sum(b.num_rows for b in got[shape]) == sum(b.num_rows for b in alone)
+            assert pa.Table.from_batches(got[shape], schema=arrow_schema(shape)).equals(
+                pa.Table.from_batches(alone, schema=arrow_schema(shape)))
+
+
+def test_unknown_shapes_are_refused():
+    with pytest.raises(ValueError, match="choose from"):
+        list(iter_shapes(str(SAMPLES / "mock-kcat.pcap"), {}, ("exchanges", "nope")))
+
+
+@pytest.mark.spark
+def test_the_job_s_read_writes_every_shape_from_tasks(spark, tmp_path):
+    """Several files packed into several tasks (a small maxPartitionBytes) and one file in shares:
+    OUT/rows/<shape> holds exactly read_capture's rows of each shape."""
+    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, write_shapes
+
+    opts = {"maxPartitionBytes": "300000", "minPartitions": "4"}
+    lines: list[str] = []
+    counts = write_shapes(spark, [str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, say=lines.append)
+    for shape in JOB_SHAPES:
+        want = read_capture(SAMPLES, rows=shape)
+        got = pq.read_table(tmp_path / "rows" / shape, schema=arrow_schema(shape))
+        assert counts[shape] == want.num_rows == got.num_rows > 0
+        cols = [c for c in want.column_names if c not in ("request", "response")]
+        assert sorted(map(str, got.select(cols).to_pylist())) == sorted(map(str, want.select(cols).to_pylist())), \
+            shape
+    # a second run replaces the rows, never appends to them
+    write_shapes(spark, [str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES)
+    assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
+
+
+def test_progress_says_tasks_bytes_and_time_left():
+    from spark_kafkawire.spark.scan import Progress
+
+    class Stage:
+        numCompletedTasks, numTasks = 3, 12
+
+    class Job:
+        stageIds = [1]
+
+    class Tracker:
+        def getJobIdsForGroup(self, group):
+            return [7]
+
+        def getJobInfo(self, job):
+            return Job()
+
+        def getStageInfo(self, stage):
+            return Stage()
+
+    p = Progress.__new__(Progress)
+    p.tracker, p.group, p.what, p.total, p.estimate_after = Tracker(), "g", "reading the captures", 4_000_000_000, 20
+    import time
+
+    p.start = time.monotonic() - 60  # 3 of 12 tasks in 60 s: 180 s left
+    assert p.line() == "reading the captures: 3 of 12 tasks, about 1.0 GB of 4.0 GB, about 3 min left"
+    p.start = time.monotonic() - 5  # too soon to tell
+    assert p.line() == "reading the captures: 3 of 12 tasks, about 1.0 GB of 4.0 GB"
