@@ -135,6 +135,7 @@ def parse(argv: list[str]):
 
 def policy_from(args):
     from spark_kafkawire.audits import Policy
+    from spark_kafkawire.audits.base import check_policy
 
     cfg = _config(args.config)
     known = set(Policy.__dataclass_fields__)
@@ -142,6 +143,7 @@ def policy_from(args):
     if unknown:
         raise ValueError(f"{args.config}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     p = Policy(**cfg)
+    check_policy(p, args.config or "the defaults")  # the file's values, before the flags change them
     for name in ("target_release", "max_error_rate", "min_latency_n", "allow_plain_without_tls", "max_gap_fraction",
                  "min_exchanges", "max_undecoded_fraction"):
         v = getattr(args, name)
@@ -154,6 +156,7 @@ def policy_from(args):
             p.max_p99_ms[api] = float(ms)
         except ValueError:
             raise ValueError(f"--max-p99 {item!r}: give API=MILLISECONDS, e.g. Produce=500") from None
+    check_policy(p)  # (the file's were checked: what is wrong now came with a flag)
     from spark_kafkawire import protocol
 
     releases = list(protocol.releases())
@@ -295,6 +298,28 @@ def main(argv: list[str]) -> int:
         out.release()
 
 
+def _waiting(args, options: dict) -> str:
+    """The files of an --incremental directory that wait to be complete, and when each will count
+    (empty where none waits)."""
+    import spark_kafkawire
+    from spark_kafkawire.spark.stream import waiting_files
+
+    try:
+        files = waiting_files([args.captures[0]], spark_kafkawire.Options.parse(options),
+                              args.complete_after_seconds)
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return ""
+    if not files:
+        return ""
+    named = ", ".join(f"{os.path.basename(p)} (counts from "
+                      f"{time.strftime('%H:%M:%S UTC', time.gmtime(m / 1e9 + args.complete_after_seconds))})"
+                      for m, p, _n in files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    verb = "waits" if len(files) == 1 else "wait"
+    return (f"{_count(len(files), 'file')} {verb} to be complete (unchanged for --complete-after-seconds "
+            f"{args.complete_after_seconds:g}, or followed by a newer file of the series): {named}; files copied "
+            "in whole count at once with --complete-after-seconds 0")
+
+
 def _count(n: int, what: str) -> str:
     """``1 capture file``, ``2 capture files``."""
     return f"{n:,} {what}" + ("" if n == 1 else "s")
@@ -350,10 +375,16 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         spark.conf.set("spark.sql.adaptive.enabled", "false")
     rows, new = load_rows(spark, args, out, options, small)
-    if args.incremental and not new:  # nothing new: no verdict on zero evidence
+    if args.incremental and not new:  # nothing new: no new verdict on zero evidence; the last ones stay
         spark.stop()
-        out.finish({"captures": args.captures, "nothing_new": True, "verdicts": []})
-        print(f"audit: nothing new in {args.captures[0]} since the checkpoint {args.checkpoint}: no verdicts")
+        waiting = _waiting(args, options)
+        why = f"Nothing new arrived in {args.captures[0]} since the last run." + (f" {waiting}" if waiting else "")
+        report = out.keep_previous({"captures": args.captures}, why)
+        kept = f"the last run's report and verdicts are kept ({report})" if report else "no verdicts"
+        print(f"audit: nothing new in {printable(args.captures[0])} since the checkpoint "
+              f"{printable(args.checkpoint)}: {kept}")
+        if waiting:
+            print(f"audit: {printable(waiting)}")
         if getattr(out, "spark_log", None):
             os.unlink(out.spark_log)
         return 3

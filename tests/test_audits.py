@@ -425,8 +425,8 @@ def _one_line(r) -> str:
 
 def test_a_full_disk_leaves_no_report_that_lies(spark, small_fs):
     """A successful run, then the disk fills and a run over more captures fails: it says so in one
-    line naming the directory, and leaves no report.html (the old one named the old captures) and a
-    run.json that does not say complete."""
+    line naming the directory, and leaves no report.html (the old one named the old captures: it is
+    kept as report.previous.html) and a run.json that does not say complete."""
     out = small_fs / "audit"
     first = _job(SAMPLES / "mock-kcat.pcap", "--out", out, "--audits", "exchange_summary,clients")
     assert first.returncode == 0, first.stderr[-3000:]
@@ -438,6 +438,7 @@ def test_a_full_disk_leaves_no_report_that_lies(spark, small_fs):
     line = _one_line(r)
     assert str(out) in line and "No space left on device" in line
     assert not (out / "report.html").exists()
+    assert "mock-kcat.pcap" in (out / "report.previous.html").read_text()  # what the run before found is kept
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]  # nothing half-written left behind
     assert json.loads((out / "run.json").read_text())["state"] in ("failed", "running")
 
@@ -685,9 +686,33 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
             "upgrade_readiness", "--complete-after-seconds", "0"]
     first = _job(*args)
     assert first.returncode == 0, first.stdout + first.stderr[-2000:]
+    found = json.loads((tmp_path / "e" / "run.json").read_text())
+    report = (tmp_path / "e" / "report.html").read_text()
     again = _job(*args)
+    # a quiet night keeps what the last run found: its report (said so on top) and its verdicts
     assert again.returncode == 3 and again.stdout.strip() == \
-        f"audit: nothing new in {d} since the checkpoint {tmp_path / 'ckpt'}: no verdicts", again.stdout
+        f"audit: nothing new in {d} since the checkpoint {tmp_path / 'ckpt'}: the last run's report and verdicts " \
+        f"are kept ({tmp_path / 'e' / 'report.html'})", again.stdout
+    kept = json.loads((tmp_path / "e" / "run.json").read_text())
+    assert kept["nothing_new"] and kept["verdicts"] == found["verdicts"] != []
+    assert kept["since"] == found["finished"] and kept["verdicts_from_run"] == found["run"]
+    page = (tmp_path / "e" / "report.html").read_text()
+    assert "Nothing new arrived in" in page and f"run {found['run']}, finished {found['finished']}" in page
+    assert len(page) > len(report) > 1000 and not (tmp_path / "e" / "report.previous.html").exists()
+    third = _job(*args)  # quiet again: one note, the same findings
+    page = (tmp_path / "e" / "report.html").read_text()
+    assert third.returncode == 3 and page.count("Nothing new arrived in") == 1 and found["run"] in page
+    assert json.loads((tmp_path / "e" / "run.json").read_text())["verdicts"] == found["verdicts"]
+    # files younger than --complete-after-seconds: named, with when they will count
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(tmp_path / "one.pcap", fresh / "new.pcap")
+    waiting = _job(fresh, "--incremental", "--checkpoint", tmp_path / "ckpt2", "--out", tmp_path / "f", "--audits",
+                   "upgrade_readiness")
+    assert waiting.returncode == 3, waiting.stderr[-2000:]
+    assert re.search(r"^audit: 1 file waits to be complete \(unchanged for --complete-after-seconds 60, or followed "
+                     r"by a newer file of the series\): new\.pcap \(counts from \d\d:\d\d:\d\d UTC\)", waiting.stdout,
+                     re.M), waiting.stdout
 
 
 def test_the_lag_legend_never_covers_the_lines():

@@ -86,6 +86,38 @@ class Policy:
     max_undecoded_fraction: float = 0.01  # a Kafka listener with more of its bytes not decoded hides what is checked
 
 
+def check_policy(p: Policy, source: str | None = None) -> None:
+    """Every policy of ``p`` of its type and in its range, else ValueError in one line naming it and
+    the value: ``source`` (a config file) and ``name = value``, or, without one, the flag
+    (``--max-error-rate 5.0``). Rates, fractions and shares from 0 to 1, counts, sizes and times 0 or
+    more, switches true or false."""
+    from dataclasses import fields
+
+    for f in fields(p):
+        v, kind, name = getattr(p, f.name), str(f.type), f.name
+        said = f"{source}: {name} = {v!r}" if source else f"--{name.replace('_', '-')} {v!r}"
+        if kind == "bool":
+            if not isinstance(v, bool):
+                raise ValueError(f"{said}: want true or false")
+        elif kind.startswith(("int", "float")):
+            if v is None and "None" in kind:
+                continue
+            number = isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                (kind.startswith("float") or isinstance(v, int)) and v == v  # (NaN is no number)
+            if not number:
+                raise ValueError(f"{said}: want {'a whole number' if kind.startswith('int') else 'a number'}")
+            if name.endswith(("_fraction", "_rate", "_share")) and not 0 <= v <= 1:
+                raise ValueError(f"{said}: want a fraction from 0 to 1 (e.g. 0.01 for 1%)")
+            if v < 0:
+                raise ValueError(f"{said}: want 0 or more")
+        elif name == "max_p99_ms":
+            if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(ms, (int, float))
+                                                  and not isinstance(ms, bool) and ms >= 0 for k, ms in v.items()):
+                raise ValueError(f"{said}: want API names and milliseconds of 0 or more, e.g. {{\"Produce\": 500}}")
+        elif kind == "str" and not isinstance(v, str):
+            raise ValueError(f"{said}: want a string")
+
+
 #: what a verdict needs to have seen to hold (see audits.judge): ``decoded`` the Kafka exchanges on
 #: every listener (undecoded bytes anywhere could hide a failure); ``plaintext`` only the plaintext
 #: ones (a TLS connection cannot carry a login in clear); ``handshakes`` the TLS handshakes (in

@@ -3,10 +3,13 @@
 * **One run at a time**: a run takes ``OUT/.lock`` (created exclusively: pid, host, start time) and
   gives it back at the end. A second run into the same directory fails at once, in one line naming
   the run that holds it. A lock whose process is gone (same host) is stale and taken over.
-* **Nothing half-written looks complete**: the run first removes ``report.html`` and marks
-  ``run.json`` as running; each audit table is written under a temporary name and put in place when
-  whole, then the report the same way, and ``run.json`` says ``complete`` last. A run that fails
-  (disk full, a killed job) leaves no report and a ``run.json`` that says it did not finish.
+* **Nothing half-written looks complete**: the run first moves ``report.html`` aside (as
+  ``report.previous.html``: a run never deletes what an earlier run found) and marks ``run.json`` as
+  running; each audit table is written under a temporary name and put in place when
+  whole, then the report the same way, and ``run.json`` says ``complete`` last (and the previous
+  report is removed). A run that fails (disk full, a killed job) leaves no ``report.html``, the
+  previous one as ``report.previous.html``, and a ``run.json`` that says it did not finish. A run that
+  finds nothing new keeps the previous report as the report, saying so on top (``keep_previous``).
 * **A directory that cannot be written** (read-only, missing permission, full) is one line naming
   it, before Spark starts where that can be known, and from the root cause of the failure after.
 
@@ -30,6 +33,7 @@ from ..wire.fs import local_path, resolve
 
 LOCK = ".lock"
 REPORT = "report.html"
+PREVIOUS = "report.previous.html"  # the last complete run's report, while a run makes its own
 RUN = "run.json"
 #: what the root cause of a failed write says, in the words of the operating system
 _CAUSES = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|Permission denied|"
@@ -38,6 +42,10 @@ _CAUSES = re.compile(r"No space left on device|Disk quota exceeded|Read-only fil
 
 class OutputError(OSError):
     """The output directory cannot be used: says which, and why, in one line."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 
 
 def root_cause(e: BaseException) -> str:
@@ -70,6 +78,7 @@ class OutputDir:
         self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self.locked = False
         self.started = time.time()
+        self.previous: dict = {}  # the run.json a run before left (see begin)
 
     # -- the lock ----------------------------------------------------------------------------------
     def lock(self) -> None:
@@ -161,12 +170,77 @@ class OutputDir:
 
     # -- the run -----------------------------------------------------------------------------------
     def begin(self, what: dict) -> None:
-        """Before anything is written: no report from an earlier run stays to be taken for this one's."""
-        self._remove(REPORT)
+        """Before anything is written: no report from an earlier run stays to be taken for this one's.
+        The last complete run's report is kept as ``report.previous.html`` (and its run.json read),
+        until this run writes its own: a run never deletes what an earlier run found."""
+        self.previous = self._read_run()
+        self._move(REPORT, PREVIOUS)
         self.write_text(RUN, json.dumps({"state": "running", "run": self.run_id, **what}, default=str, indent=1))
 
     def finish(self, what: dict) -> None:
-        self.write_text(RUN, json.dumps({"state": "complete", "run": self.run_id, **what}, default=str, indent=1))
+        self.write_text(RUN, json.dumps({"state": "complete", "run": self.run_id, "finished": _now(), **what},
+                                        default=str, indent=1))
+        self._remove(PREVIOUS)
+
+    def keep_previous(self, what: dict, why: str) -> str | None:
+        """A run that found nothing new: the last complete run's report stays the report, with ``why``
+        on top of it, and its verdicts stay in run.json (``nothing_new``, ``since``: when that run
+        finished). Returns the report's path, or None where no run before left one."""
+        prev = self.previous if self.previous.get("state") == "complete" else {}
+        if prev.get("nothing_new"):  # quiet again: the findings are still those of the run before it
+            prev = {**prev, "finished": prev.get("since"), "run": prev.get("verdicts_from_run")}
+        report = None
+        text = self.read_text(PREVIOUS)
+        if text is not None:
+            import html
+
+            text = re.sub(r"<p class='nothing-new'.*?</p>", "", text, count=1, flags=re.S)  # (a quiet night before)
+            since = prev.get("finished") or "an earlier run"
+            banner = (f"<p class='nothing-new' style='background:#fff3cd;border:1px solid #c9a227;padding:8px 12px;"
+                      f"margin:8px 0'><b>{html.escape(why)}</b> These are the findings of run "
+                      f"{html.escape(str(prev.get('run', '?')))}, finished {html.escape(str(since))}; checked again "
+                      f"{_now()}.</p>")
+            at = text.find(">", text.find("<body")) + 1 if "<body" in text else 0
+            report = self.write_text(REPORT, text[:at] + banner + text[at:])
+            self._remove(PREVIOUS)
+        self.write_text(RUN, json.dumps(
+            {"state": "complete", "run": self.run_id, "finished": _now(), **what, "nothing_new": True,
+             "since": prev.get("finished"), "verdicts_from_run": prev.get("run"),
+             "verdicts": prev.get("verdicts", [])}, default=str, indent=1))
+        return report
+
+    def _read_run(self) -> dict:
+        text = self.read_text(RUN)
+        try:
+            got = json.loads(text) if text else {}
+        except ValueError:
+            return {}
+        return got if isinstance(got, dict) else {}
+
+    def read_text(self, name: str) -> str | None:
+        """A file of the directory, or None where there is none."""
+        try:
+            if self.local is not None:
+                return Path(self.local, name).read_text()
+            fs, base = resolve(self.uri)
+            with fs.open_input_stream(f"{base}/{name}") as f:
+                return f.read().decode("utf-8", "replace")
+        except (OSError, FileNotFoundError):
+            return None
+
+    def _move(self, name: str, to: str) -> None:
+        """``name`` renamed ``to`` (replacing it), where there is one."""
+        if self.local is not None:
+            try:
+                os.replace(os.path.join(self.local, name), os.path.join(self.local, to))
+            except FileNotFoundError:
+                pass
+            return
+        import pyarrow.fs as pafs
+
+        fs, base = resolve(self.uri)
+        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.NotFound:
+            fs.move(f"{base}/{name}", f"{base}/{to}")
 
     def failed(self, cause: str) -> None:
         try:

@@ -78,6 +78,20 @@ def completed_files(paths: list[str], opts: Options, settle_s: float, now: float
                     checked: set[str] | None = None) -> list[Listed]:
     """Every completed capture file, oldest first, from one listing. ``checked``: files known to
     be captures already (see list_files)."""
+    done, writing = _listing(paths, opts, settle_s, now, checked)
+    _say_waiting(writing, settle_s)
+    return done
+
+
+def waiting_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None) -> list[Listed]:
+    """The capture files not complete yet (each the newest of its rotation series, changed less than
+    ``settle_s`` ago), oldest first: each counts once unchanged ``settle_s`` after its modification
+    time, or once a newer file of its series appears."""
+    return sorted(_listing(paths, opts, settle_s, now, None)[1])
+
+
+def _listing(paths: list[str], opts: Options, settle_s: float, now: float | None,
+             checked: set[str] | None) -> tuple[list[Listed], set[Listed]]:
     stats: dict[str, tuple[int, int]] = {}
     files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, allow_empty=True, checked=checked,
                        stats=stats)
@@ -90,8 +104,7 @@ def completed_files(paths: list[str], opts: Options, settle_s: float, now: float
             newest[key] = x
     now_ns = int((time.time() if now is None else now) * 1e9)
     writing = {v for v in newest.values() if now_ns - v[0] < settle_s * 1e9}
-    _say_waiting(writing, settle_s)
-    return sorted(x for x in stamped if x not in writing)
+    return sorted(x for x in stamped if x not in writing), writing
 
 
 _said: list[frozenset] = [frozenset()]

@@ -1,0 +1,54 @@
+"""What the audit job checks before Spark starts: every policy's type and range, from a config file
+or a flag, in one line naming it and its value (exit status 1); Spark never starts for a bad
+setting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SAMPLES
+
+
+def _job(tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(SAMPLES / "mock-kcat.pcap"),
+                           "--out", str(tmp_path / "out"), *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+
+
+@pytest.mark.parametrize("config,said", [
+    ('max_error_rate = "abc"', "max_error_rate = 'abc': want a number"),
+    ("max_error_rate = 5", "max_error_rate = 5: want a fraction from 0 to 1"),
+    ("max_undecoded_fraction = -0.5", "max_undecoded_fraction = -0.5: want a fraction from 0 to 1"),
+    ("max_retransmission_rate = 1.5", "max_retransmission_rate = 1.5: want a fraction from 0 to 1"),
+    ("max_broker_p99_ms = -1", "max_broker_p99_ms = -1: want 0 or more"),
+    ("min_latency_n = 2.5", "min_latency_n = 2.5: want a whole number"),
+    ('allow_weak_tls = "yes"', "allow_weak_tls = 'yes': want true or false"),
+    ('max_p99_ms = {Produce = "x"}', "max_p99_ms = {'Produce': 'x'}: want API names and milliseconds"),
+    ("max_lag_seconds = nan", "max_lag_seconds = nan: want a number"),
+])
+def test_a_bad_policy_in_a_config_file_is_one_line_before_spark(tmp_path, config, said):
+    cfg = tmp_path / "audit.toml"
+    cfg.write_text(config + "\n")
+    r = _job(tmp_path, "--config", cfg)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == f"audit: {cfg}: {said}" or r.stderr.strip().startswith(f"audit: {cfg}: {said}"), \
+        r.stderr
+    assert "starting Spark" not in r.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag,said", [
+    (["--max-error-rate", "5"], "--max-error-rate 5.0: want a fraction from 0 to 1"),
+    (["--max-error-rate", "-1"], "--max-error-rate -1.0: want a fraction from 0 to 1"),
+    (["--max-gap-fraction", "2"], "--max-gap-fraction 2.0: want a fraction from 0 to 1"),
+    (["--min-latency-n", "-3"], "--min-latency-n -3: want 0 or more"),
+    (["--min-exchanges", "-1"], "--min-exchanges -1: want 0 or more"),
+    (["--target-release", "9.9"], "target release '9.9' is not one of"),
+])
+def test_a_bad_flag_is_one_line_before_spark(tmp_path, flag, said):
+    r = _job(tmp_path, *flag)
+    assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "starting Spark" not in r.stderr
