@@ -147,9 +147,10 @@ def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "", li
         print(f"{indent}... {more} more rows", file=out)
 
 
-def _flat(table: pa.Table, raw: bool = False) -> pa.Table:
+def _flat(table: pa.Table, raw: bool = False, terminal: bool = False) -> pa.Table:
     """Lists and structs as JSON text, binary as hex: what CSV can hold. Unless ``raw``, a text
-    cell a spreadsheet would take as a formula is neutralised (escape.csv_cell)."""
+    cell a spreadsheet would take as a formula is neutralised (escape.csv_cell). For a
+    ``terminal``, every text cell is escaped as the table's are (escape.printable)."""
     cols = []
     for col in table.columns:
         t = col.type
@@ -160,6 +161,8 @@ def _flat(table: pa.Table, raw: bool = False) -> pa.Table:
             col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
         if not raw and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             col = pa.array([None if v is None else csv_cell(v) for v in col.to_pylist()], pa.string())
+        if terminal and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = pa.array([None if v is None else printable(v) for v in col.to_pylist()], pa.string())
         cols.append(col)
     return pa.table(cols, names=table.column_names)
 
@@ -172,7 +175,9 @@ def write(table: pa.Table, fmt: str, out, raw_csv: bool = False) -> None:
         import pyarrow.csv as pacsv
 
         buf = pa.BufferOutputStream()
-        pacsv.write_csv(_flat(table, raw_csv), buf)
+        # on a terminal, escaped as the table is; into a file or a pipe, as decoded
+        terminal = bool(getattr(out, "isatty", None) and out.isatty())
+        pacsv.write_csv(_flat(table, raw_csv, terminal), buf)
         out.write(buf.getvalue().to_pybytes().decode())
     else:
         print_table(table, out)

@@ -154,3 +154,31 @@ def test_audit_job_console_escapes_client_ids(hostile, tmp_path):
     verdict = next(ln for ln in r.stdout.splitlines() if "[FAIL] no client sends a version" in ln)
     assert printable(TERMINAL) in verdict
     assert printable(TERMINAL)[:40] in r.stdout.split("exchange summary", 1)[1]
+
+
+def test_csv_on_a_terminal_is_escaped_as_the_table_is(hostile):
+    """`show --format csv` written to a terminal (a pseudo-terminal here) escapes control and format
+    characters as the table does; into a pipe it stays as decoded (a program reads it)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "spark_kafkawire", "show", str(hostile), "--format", "csv",
+                             "--columns", "client_id,api_name"], stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the other end closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=300) == 0
+    os.close(master)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    _no_active_characters(shown)
+    assert printable(TERMINAL) in shown
+    piped = _cli("show", hostile, "--format", "csv", "--columns", "client_id,api_name")
+    assert TERMINAL in _csv_cells(piped)
