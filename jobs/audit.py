@@ -25,20 +25,9 @@ full: one line).
 
 While it runs it says on stderr what it is doing (--quiet: nothing).
 
-Policies (flags, or a TOML/JSON config file whose keys are the flag names with underscores):
-  target_release          no client sends a version this release rejects (default 4.0; 3.0 ... 3.9, 4.0, 4.3)
-  max_error_rate          errored exchanges / all exchanges, e.g. 0.01
-  max_p99_ms              {api_name: ms}, e.g. {"Produce": 500}; --max-p99 Produce=500
-  min_latency_n           fewer timed exchanges than this: no percentile is claimed (default 20)
-  allow_plain_without_tls SASL PLAIN outside TLS is allowed (default: it fails the run)
-  max_gap_fraction        bytes the capture lost / bytes, e.g. 0.001
-  min_exchanges           fewer decoded Kafka exchanges than this: no verdict holds (default 1)
-  max_undecoded_fraction  a Kafka listener with more of its bytes not decoded makes the verdicts it
-                          could hide inconclusive (default 0.01)
-  max_broker_p99_ms       an API's broker time p99 on a listener, e.g. 200 (network audit)
-  max_retransmission_rate a listener's bytes sent again / its bytes, e.g. 0.01 (network audit)
-  max_delivery_p99_ms     a topic's produce-to-fetch p99, e.g. 2000 (where min_latency_n deliveries were seen)
-  require_consistent_schemas  each topic's records in one wire format, with registry ids on all or none
+Policies: each has a flag (--max-error-rate 0.01) and is a key of a TOML/JSON --config file (the flag's
+name with underscores); --help lists them all, made from their declaration (audits/base.py's Policy),
+and every value is checked for its type and range before Spark starts.
 """
 
 from __future__ import annotations
@@ -96,20 +85,39 @@ def _config(path: str | None) -> dict:
     return tomllib.loads(text)
 
 
+def _policy_flags(ap) -> None:
+    """A flag for every policy, made from its declaration (audits.base.Policy: type, default and the
+    comment beside it): --max-error-rate 0.01, --allow-weak-tls, --hygiene-fail-on acks0,metadata_storm."""
+    from spark_kafkawire.audits import Policy
+    from spark_kafkawire.audits.base import policy_help
+
+    group = ap.add_argument_group("policies (also keys of a --config file, with underscores)")
+    defaults = Policy()
+    for name, (kind, meaning) in policy_help().items():
+        flag, default = "--" + name.replace("_", "-"), getattr(defaults, name)
+        said = "not judged" if default is None else ("off" if default is False else "none" if default in ([], {})
+                                                     else default)
+        text = f"{meaning} (default: {said})" if meaning else f"(default: {said})"
+        if name == "max_p99_ms":
+            group.add_argument("--max-p99", action="append", default=[], metavar="API=MS",
+                               help="p99 bound for an api, repeat: " + text)
+        elif kind == "bool":
+            group.add_argument(flag, dest=name, action="store_true", default=None, help=text)
+        elif kind.startswith(("int", "float")):
+            group.add_argument(flag, dest=name, type=float if kind.startswith("float") else int, metavar="N", help=text)
+        elif kind.startswith("list"):
+            group.add_argument(flag, dest=name, metavar="A,B", type=lambda v: [x for x in v.split(",") if x], help=text)
+        else:
+            group.add_argument(flag, dest=name, metavar="VALUE", help=text)
+
+
 def parse(argv: list[str]):
     ap = argparse.ArgumentParser(prog="audit.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
-    ap.add_argument("--target-release", help="Kafka release the clients must be ready for (default 4.0)")
-    ap.add_argument("--max-error-rate", type=float)
-    ap.add_argument("--max-p99", action="append", default=[], metavar="API=MS", help="p99 bound for an api (repeat)")
-    ap.add_argument("--min-latency-n", type=int)
-    ap.add_argument("--allow-plain-without-tls", action="store_true", default=None)
-    ap.add_argument("--max-gap-fraction", type=float)
-    ap.add_argument("--min-exchanges", type=int)
-    ap.add_argument("--max-undecoded-fraction", type=float)
+    _policy_flags(ap)
     ap.add_argument("--tls-keylog", metavar="FILE",
                     help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
     ap.add_argument("--quiet", action="store_true", help="nothing on stderr while it runs")
@@ -120,7 +128,10 @@ def parse(argv: list[str]):
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
-    ap.add_argument("--audits", help="comma-separated audits to run (default: all)")
+    from spark_kafkawire.audits import AUDITS
+
+    ap.add_argument("--audits", metavar="NAME,...",
+                    help=f"comma-separated audits to run (default: all): {', '.join(AUDITS)}")
     ap.add_argument("--incremental", action="store_true",
                     help="read only capture files not read before (a streaming read with --checkpoint)")
     ap.add_argument("--checkpoint", help="checkpoint directory of --incremental runs")
@@ -144,9 +155,8 @@ def policy_from(args):
         raise ValueError(f"{args.config}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     p = Policy(**cfg)
     check_policy(p, args.config or "the defaults")  # the file's values, before the flags change them
-    for name in ("target_release", "max_error_rate", "min_latency_n", "allow_plain_without_tls", "max_gap_fraction",
-                 "min_exchanges", "max_undecoded_fraction"):
-        v = getattr(args, name)
+    for name in Policy.__dataclass_fields__:
+        v = getattr(args, name, None)
         if v is not None:
             setattr(p, name, v)
     p.max_p99_ms = dict(p.max_p99_ms)

@@ -52,3 +52,30 @@ def test_a_bad_flag_is_one_line_before_spark(tmp_path, flag, said):
     r = _job(tmp_path, *flag)
     assert r.returncode == 1 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "starting Spark" not in r.stderr
+
+
+def test_help_names_every_audit_and_has_a_flag_for_every_policy():
+    from dataclasses import fields
+
+    from spark_kafkawire.audits import AUDITS, Policy
+
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    for name in AUDITS:
+        assert name in text.split("--audits", 1)[1], name
+    for f in fields(Policy):
+        flag = "--max-p99" if f.name == "max_p99_ms" else "--" + f.name.replace("_", "-")
+        assert flag + " " in text, flag
+
+
+def test_every_policy_flag_reaches_the_policy(tmp_path):
+    """A flag that was missing before (--max-lag-records, --allow-weak-tls, --hygiene-fail-on) is
+    checked like the others: a bad one is refused naming it."""
+    r = _job(tmp_path, "--max-lag-seconds", "-2")
+    assert r.returncode == 1 and "--max-lag-seconds -2.0: want 0 or more" in r.stderr
+    r = _job(tmp_path, "--max-empty-fetch-fraction", "3")
+    assert r.returncode == 1 and "--max-empty-fetch-fraction 3.0: want a fraction from 0 to 1" in r.stderr
+    r = _job(tmp_path, "--hygiene-fail-on", "acks0,nonsense")
+    assert r.returncode == 1 and "'nonsense' is not a finding" in r.stderr

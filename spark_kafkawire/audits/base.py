@@ -86,6 +86,20 @@ class Policy:
     max_undecoded_fraction: float = 0.01  # a Kafka listener with more of its bytes not decoded hides what is checked
 
 
+def policy_help() -> dict[str, tuple[str, str]]:
+    """Each policy's (type, meaning), read from Policy's own declaration (its field and the comment
+    beside it): the job's flags and help are made from it."""
+    import inspect
+    import re as _re
+
+    out: dict[str, tuple[str, str]] = {}
+    for line in inspect.getsource(Policy).splitlines():
+        m = _re.match(r"\s{4}(\w+): ([^=]+?) = .*?(?:#\s*(.*))?$", line)
+        if m:
+            out[m.group(1)] = (m.group(2).strip(), (m.group(3) or "").strip())
+    return out
+
+
 def check_policy(p: Policy, source: str | None = None) -> None:
     """Every policy of ``p`` of its type and in its range, else ValueError in one line naming it and
     the value: ``source`` (a config file) and ``name = value``, or, without one, the flag

@@ -71,11 +71,119 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class OutputDir:
+class Files:
+    """The output directory's files: read, written whole under a temporary name then renamed into
+    place, moved aside, removed; local or on object storage (a URI)."""
+
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/")
         self.local = local_path(self.uri)
         self.run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+
+    def read_text(self, name: str) -> str | None:
+        """A file of the directory, or None where there is none."""
+        try:
+            if self.local is not None:
+                return Path(self.local, name).read_text()
+            fs, base = resolve(self.uri)
+            with fs.open_input_stream(f"{base}/{name}") as f:
+                return f.read().decode("utf-8", "replace")
+        except (OSError, FileNotFoundError):
+            return None
+
+    def _move(self, name: str, to: str) -> None:
+        """``name`` renamed ``to`` (replacing it), where there is one."""
+        if self.local is not None:
+            try:
+                os.replace(os.path.join(self.local, name), os.path.join(self.local, to))
+            except FileNotFoundError:
+                pass
+            return
+        import pyarrow.fs as pafs
+
+        fs, base = resolve(self.uri)
+        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.NotFound:
+            fs.move(f"{base}/{name}", f"{base}/{to}")
+
+    def _remove(self, name: str) -> None:
+        if self.local is not None:
+            try:
+                os.unlink(os.path.join(self.local, name))
+            except FileNotFoundError:
+                pass
+            return
+        import pyarrow.fs as pafs
+
+        fs, base = resolve(self.uri)
+        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.NotFound:
+            fs.delete_file(f"{base}/{name}")
+
+    def write_text(self, name: str, text: str) -> str:
+        """A file written whole under a temporary name, then renamed into place."""
+        if self.local is not None:
+            final = os.path.join(self.local, name)
+            tmp = os.path.join(self.local, f".{name}.{self.run_id}.tmp")
+            try:
+                with open(tmp, "w") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+            return final
+        fs, base = resolve(self.uri)
+        tmp = f"{base}/.{name}.{self.run_id}.tmp"
+        with fs.open_output_stream(tmp) as f:
+            f.write(text.encode())
+        fs.move(tmp, f"{base}/{name}")
+        return f"{self.uri}/{name}"
+
+    def write_table(self, table, rel: str, partitioned: bool = True) -> None:
+        """A table as Parquet under ``rel``, partitioned by capture_date (Hive-style directories, as
+        Spark's partitionBy writes them; ``partitioned=False``: one directory, as the rows the
+        driver decoded), replacing the table a run before wrote whole: written beside it under a
+        temporary name, then swapped in (nothing half-written is left where a write fails)."""
+        import pyarrow.dataset as ds
+
+        part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive") if partitioned else None
+        parent, leaf = rel.rsplit("/", 1) if "/" in rel else ("", rel)
+        if self.local is not None:
+            final = os.path.join(self.local, rel)
+            staged = os.path.join(self.local, parent, f".{leaf}.{self.run_id}.tmp")
+            old = os.path.join(self.local, parent, f".{leaf}.{self.run_id}.old")
+            try:
+                ds.write_dataset(table, staged, format="parquet", partitioning=part,
+                                 basename_template="part-{i}.parquet")
+            except BaseException:
+                shutil.rmtree(staged, ignore_errors=True)
+                raise
+            os.makedirs(staged, exist_ok=True)  # an empty result writes no file: an empty table
+            if os.path.exists(final):
+                os.replace(final, old)
+            os.replace(staged, final)
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        fs, base = resolve(self.uri)
+        staged = f"{base}/{parent}/.{leaf}.{self.run_id}.tmp".replace("//", "/")
+        final = f"{base}/{rel}"
+        ds.write_dataset(table, staged, format="parquet", partitioning=part, filesystem=fs,
+                         basename_template="part-{i}.parquet")
+        fs.create_dir(staged)
+        try:
+            fs.delete_dir(final)
+        except (FileNotFoundError, OSError):
+            pass
+        fs.move(staged, final)
+
+
+class OutputDir(Files):
+    def __init__(self, uri: str):
+        Files.__init__(self, uri)
         self.locked = False
         self.started = time.time()
         self.previous: dict = {}  # the run.json a run before left (see begin)
@@ -217,108 +325,8 @@ class OutputDir:
             return {}
         return got if isinstance(got, dict) else {}
 
-    def read_text(self, name: str) -> str | None:
-        """A file of the directory, or None where there is none."""
-        try:
-            if self.local is not None:
-                return Path(self.local, name).read_text()
-            fs, base = resolve(self.uri)
-            with fs.open_input_stream(f"{base}/{name}") as f:
-                return f.read().decode("utf-8", "replace")
-        except (OSError, FileNotFoundError):
-            return None
-
-    def _move(self, name: str, to: str) -> None:
-        """``name`` renamed ``to`` (replacing it), where there is one."""
-        if self.local is not None:
-            try:
-                os.replace(os.path.join(self.local, name), os.path.join(self.local, to))
-            except FileNotFoundError:
-                pass
-            return
-        import pyarrow.fs as pafs
-
-        fs, base = resolve(self.uri)
-        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.NotFound:
-            fs.move(f"{base}/{name}", f"{base}/{to}")
-
     def failed(self, cause: str) -> None:
         try:
             self.write_text(RUN, json.dumps({"state": "failed", "run": self.run_id, "cause": cause}, indent=1))
         except (OSError, Exception):  # noqa: BLE001 - a full disk may refuse this too: "running" stays
             pass
-
-    def _remove(self, name: str) -> None:
-        if self.local is not None:
-            try:
-                os.unlink(os.path.join(self.local, name))
-            except FileNotFoundError:
-                pass
-            return
-        import pyarrow.fs as pafs
-
-        fs, base = resolve(self.uri)
-        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.NotFound:
-            fs.delete_file(f"{base}/{name}")
-
-    def write_text(self, name: str, text: str) -> str:
-        """A file written whole under a temporary name, then renamed into place."""
-        if self.local is not None:
-            final = os.path.join(self.local, name)
-            tmp = os.path.join(self.local, f".{name}.{self.run_id}.tmp")
-            try:
-                with open(tmp, "w") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-            return final
-        fs, base = resolve(self.uri)
-        tmp = f"{base}/.{name}.{self.run_id}.tmp"
-        with fs.open_output_stream(tmp) as f:
-            f.write(text.encode())
-        fs.move(tmp, f"{base}/{name}")
-        return f"{self.uri}/{name}"
-
-    def write_table(self, table, rel: str, partitioned: bool = True) -> None:
-        """A table as Parquet under ``rel``, partitioned by capture_date (Hive-style directories, as
-        Spark's partitionBy writes them; ``partitioned=False``: one directory, as the rows the
-        driver decoded), replacing the table a run before wrote whole: written beside it under a
-        temporary name, then swapped in (nothing half-written is left where a write fails)."""
-        import pyarrow.dataset as ds
-
-        part = ds.partitioning(table.select(["capture_date"]).schema, flavor="hive") if partitioned else None
-        parent, leaf = rel.rsplit("/", 1) if "/" in rel else ("", rel)
-        if self.local is not None:
-            final = os.path.join(self.local, rel)
-            staged = os.path.join(self.local, parent, f".{leaf}.{self.run_id}.tmp")
-            old = os.path.join(self.local, parent, f".{leaf}.{self.run_id}.old")
-            try:
-                ds.write_dataset(table, staged, format="parquet", partitioning=part,
-                                 basename_template="part-{i}.parquet")
-            except BaseException:
-                shutil.rmtree(staged, ignore_errors=True)
-                raise
-            os.makedirs(staged, exist_ok=True)  # an empty result writes no file: an empty table
-            if os.path.exists(final):
-                os.replace(final, old)
-            os.replace(staged, final)
-            shutil.rmtree(old, ignore_errors=True)
-            return
-        fs, base = resolve(self.uri)
-        staged = f"{base}/{parent}/.{leaf}.{self.run_id}.tmp".replace("//", "/")
-        final = f"{base}/{rel}"
-        ds.write_dataset(table, staged, format="parquet", partitioning=part, filesystem=fs,
-                         basename_template="part-{i}.parquet")
-        fs.create_dir(staged)
-        try:
-            fs.delete_dir(final)
-        except (FileNotFoundError, OSError):
-            pass
-        fs.move(staged, final)
