@@ -10,7 +10,7 @@ import stat
 import warnings
 from typing import Iterable, Iterator, TypeVar
 
-from .wire.capture import GZIP_MAGIC, PCAP_MAGICS, PCAPNG_SHB, CaptureError
+from .wire.capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, compression
 from .escape import printable
 from .wire.fs import file_kind, file_size, is_uri, list_uri, local_path, open_binary
 from .options import DEFAULT_GLOB, MAX_SHARES, Options
@@ -48,7 +48,7 @@ def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | No
     """Spark's input partitions: each a list of (file, share) read one after the other by one task.
 
     Shares: while the load has fewer files than ``minPartitions``, the file with the most bytes
-    per partition that is larger than ``maxPartitionBytes`` (and not gzip-compressed, which only
+    per partition that is larger than ``maxPartitionBytes`` (and not compressed, which only
     reads from its start) gets one more share, up to one per ``maxPartitionBytes``. A file in n
     shares is read by n tasks (see iter_batches): each reads all the file's packets and makes a
     share of its rows, so the rows are exactly the whole file's and the shares save the decoding,
@@ -68,7 +68,7 @@ def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | No
     most: dict[str, int] = {}  # file -> most shares
     if len(files) < opts.min_partitions:
         for f in files:
-            if size[f] > opts.max_partition_bytes and not _gzip(f, opts.endpoint_url):
+            if size[f] > opts.max_partition_bytes and not _compressed(f, opts.endpoint_url):
                 most[f] = min(-(-size[f] // opts.max_partition_bytes), MAX_SHARES)
     parts = dict.fromkeys(files, 1)
     total = len(files)
@@ -85,17 +85,18 @@ def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | No
     return pack(units, min(opts.max_partition_bytes, max(OPEN_COST, every // opts.min_partitions)))
 
 
-def _gzip(path: str, endpoint: str | None) -> bool:
+def _compressed(path: str, endpoint: str | None) -> bool:
     with open_binary(path, endpoint) as f:
-        return f.read(2) == GZIP_MAGIC
+        return compression(f.read(6)) is not None
 
 
 def _is_capture(path: str, endpoint: str | None = None) -> bool:
     """Starts like a capture, or is too short to tell (a rotated file tcpdump has just opened:
     read as a damaged capture, not refused)."""
     with open_binary(path, endpoint) as f:
-        head = f.read(4)
-    return head in PCAP_MAGICS or head == PCAPNG_SHB or head[:2] == GZIP_MAGIC or \
+        first = f.read(6)
+    head = first[:4]
+    return head in PCAP_MAGICS or head == PCAPNG_SHB or compression(first) is not None or \
         (len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_SHB)))
 
 

@@ -21,7 +21,8 @@ DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPa
 #: shares of one file are not free (each reads all its packets): past 4 the time hardly falls
 DEFAULT_MIN_PARTITIONS = min(os.cpu_count() or 1, 4)
 #: file names a directory listing picks up (tcpdump -C/-W rotation appends digits to the name)
-DEFAULT_GLOB = "*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz"
+DEFAULT_GLOB = ("*.pcap,*.pcap[0-9]*,*.pcapng,*.pcapng[0-9]*,*.cap,*.pcap.gz,*.pcapng.gz,*.cap.gz,*.pcap.xz,"
+                "*.pcapng.xz,*.cap.xz,*.pcap.zst,*.pcapng.zst,*.cap.zst,*.pcap.bz2,*.pcapng.bz2,*.cap.bz2")
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ _DOCS = {
         "largest frame accepted (Kafka's `socket.request.max.bytes`), 65536 (room for the largest request "
         'header) to 2147483647; a larger size field means the stream is not where we thought'),
     'pathGlobFilter': (
-        '`*.pcap`, `*.pcapng`, `*.cap`, rotated `*.pcap0`…, and their `.gz`',
+        '`*.pcap`, `*.pcapng`, `*.cap`, rotated `*.pcap0`…, and their `.gz`, `.xz`, `.zst`, `.bz2`',
         'comma-separated file name patterns a directory listing picks up (at least one)'),
     'batchSize': (
         '8192',

@@ -6,6 +6,7 @@ import struct
 import dpkt
 import pytest
 
+from conftest import SAMPLES
 from pcapgen import Conversation, pcapng_bytes, request, response, write_pcap, write_pcap_be
 from spark_kafkawire import CaptureError, read_capture
 from spark_kafkawire.wire.capture import CaptureReader
@@ -115,3 +116,34 @@ def test_corrupt_record_header_stops_with_position(tmp_path):
     r = CaptureReader(str(path))
     assert len(list(r)) == 1
     assert (r.damage.packet_number, r.damage.byte_offset) == (2, second)
+
+
+@pytest.mark.parametrize("tool,suffix", [("gzip", ".gz"), ("xz", ".xz"), ("zstd", ".zst"), ("bzip2", ".bz2")])
+def test_captures_compressed_as_people_compress_them_read_as_the_plain_file(tmp_path, tool, suffix):
+    """gzip, xz, zstd and bzip2 (compressed by the tools themselves, as a user does), known by their
+    bytes, not their names: the same rows as the plain file; found in a directory by the default
+    pathGlobFilter; a stream cut short is damage at that point, not an exception."""
+    import shutil
+    import subprocess
+
+    from spark_kafkawire import read_capture
+
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    plain = tmp_path / "plain" / src.name
+    plain.parent.mkdir()
+    shutil.copy(src, plain)
+    folder = tmp_path / "packed"
+    folder.mkdir()
+    packed = folder / (src.name + suffix)
+    packed.write_bytes(subprocess.run([tool, "-c", str(plain)], check=True, capture_output=True).stdout)
+    want = read_capture(plain).drop(["capture_file"])
+    assert read_capture(folder).drop(["capture_file"]).equals(want)  # found by the directory listing
+    renamed = tmp_path / "named-anything.pcap"
+    shutil.copy(packed, renamed)
+    assert read_capture(renamed).drop(["capture_file"]).equals(want)  # known by its bytes
+    cut = tmp_path / ("cut.pcap" + suffix)
+    cut.write_bytes(packed.read_bytes()[: packed.stat().st_size // 2])
+    rows = read_capture(cut).to_pylist()
+    assert rows and rows[-1]["status"] == "capture_damaged"

@@ -30,6 +30,8 @@ PCAP_MAGICS = {
 }
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
+#: compressed capture files, known by their first bytes (not their names), as tshark reads them
+COMPRESSIONS = {"gzip": GZIP_MAGIC, "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd", "bzip2": b"BZh"}
 
 
 class CaptureError(Exception):
@@ -74,15 +76,55 @@ class RowsDue:
 ROWS_DUE = RowsDue()
 
 
+def compression(head: bytes) -> str | None:
+    """The compression a file's first bytes say (COMPRESSIONS), or None."""
+    for name, magic in COMPRESSIONS.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
 def _open(path: str, endpoint: str | None = None) -> BinaryIO:
+    """The file's bytes, decompressed as its first bytes say (gzip, xz, zstd, bzip2), streamed."""
     f = open_binary(path, endpoint)
-    if f.peek(2)[:2] == GZIP_MAGIC:  # type: ignore[attr-defined]
-        import gzip  # (only for a gzip-compressed capture)
+    kind = compression(f.peek(6)[:6])  # type: ignore[attr-defined]
+    if kind == "gzip":  # (each module imported only for a file compressed so)
+        import gzip
 
         return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    if kind == "xz":
+        import lzma
+
+        return lzma.LZMAFile(f, mode="rb")  # type: ignore[return-value]
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(f, mode="rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        import io
+
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True),  # type: ignore[arg-type]
+                                 1 << 20)  # type: ignore[return-value]
     return f
 
 
+def _stream_errors() -> tuple[type[BaseException], ...]:
+    """What a compressed stream that is cut short or corrupt raises, for each compression."""
+    import lzma
+
+    errors: list[type[BaseException]] = [OSError, EOFError, zlib.error, lzma.LZMAError]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    return tuple(errors)
+
+
+_STREAM_ERRORS = _stream_errors()
 DSB = 0x0000000A  # pcapng Decryption Secrets Block
 DSB_TLS_KEY_LOG = 0x544C534B  # its secrets type "TLSK": an NSS key log
 
@@ -134,7 +176,7 @@ class CaptureReader:
         """Bytes read into ``into``: 0 at the file's end, or where its stream breaks."""
         try:
             return f.readinto(into) or 0  # type: ignore[attr-defined]  # a BufferedReader or GzipFile
-        except (OSError, EOFError, zlib.error) as e:  # a gzip stream cut short or corrupt: damage here
+        except _STREAM_ERRORS as e:  # a compressed stream cut short or corrupt: damage here
             self.stream_error = f"compressed stream unreadable: {e}"
             return 0
 
