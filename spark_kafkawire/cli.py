@@ -233,8 +233,28 @@ def summary(table: pa.Table, health: pa.Table, min_latency_n: int = figures.MIN_
                          "exchanges": [n for _, n in err]})
     st = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))
     by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
-    return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
-            "capture health": _files(health, damaged)}
+    return {"exchanges by api, client and broker": by_api, "api versions by client": _versions(table),
+            "errors": by_error, "statuses": by_status, "capture health": _files(health, damaged)}
+
+
+def _versions(table: pa.Table) -> pa.Table:
+    """Per client (id, software it named) and api: the request versions it sent and how many
+    exchanges: the upgrade question (which versions does each client use?) answered without Spark.
+    (The audit job's upgrade_readiness says which of them a target release refuses.)"""
+    seen: dict[tuple, dict[int, int]] = {}
+    cols = table.select(["client_id", "client_software_name", "client_software_version", "api_key", "api_name",
+                         "api_version"]).to_pylist()
+    for r in cols:
+        if r["api_version"] is None or r["api_name"] is None:
+            continue
+        software = " ".join(x for x in (r["client_software_name"], r["client_software_version"]) if x) or None
+        versions = seen.setdefault((r["client_id"], software, r["api_key"], r["api_name"]), {})
+        versions[r["api_version"]] = versions.get(r["api_version"], 0) + 1
+    order = sorted(seen.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "", kv[0][2]))
+    return pa.table({"client_id": [k[0] for k, _ in order], "client_software": [k[1] for k, _ in order],
+                     "api_name": [k[3] for k, _ in order],
+                     "versions": [", ".join(f"v{v}" for v in sorted(vs)) for _, vs in order],
+                     "exchanges": [sum(vs.values()) for _, vs in order]})
 
 
 def _files(health: pa.Table, damaged: dict[str, int]) -> pa.Table:

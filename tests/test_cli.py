@@ -193,3 +193,23 @@ def test_a_closed_pipe_ends_quietly_and_the_version_is_known():
                        text=True, timeout=300)
     assert r.stderr == "" and len(r.stdout.splitlines()) == 1
     assert run("--version").stdout.strip() == f"kafkawire {version('spark-kafkawire')}"
+
+
+def test_summary_lists_the_versions_each_client_sends_as_tshark_decodes_them():
+    """`summary`'s "api versions by client": per client id and api, the request versions, as tshark's
+    Kafka dissector reads them from the same capture (the upgrade question, without Spark)."""
+    pdus = tshark_pdus(CAPTURE, PORTS)
+    names = {r["api_key"]: r["api_name"] for r in read_capture(CAPTURE).to_pylist() if r["api_key"] is not None}
+    theirs: dict = {}
+    for (_c, _b, d, _corr), (k, v, cid) in pdus.items():
+        if d == "request" and k in names and v is not None:
+            theirs.setdefault((cid or "", names[k]), set()).add(v)
+    out = run("summary", CAPTURE).stdout
+    section = out.split("api versions by client\n")[1].split("\n\n")[0].splitlines()
+    header = section[0]
+    cut = [header.index(c) for c in ("client_software", "api_name", "versions", "exchanges")]
+    ours = {}
+    for line in section[2:]:
+        cid, api, versions = line[:cut[0]].strip(), line[cut[1]:cut[2]].strip(), line[cut[2]:cut[3]].strip()
+        ours.setdefault((cid, api), set()).update(int(v) for v in versions.replace("v", "").split(", "))
+    assert theirs and {k: ours.get(k) for k in theirs} == theirs
