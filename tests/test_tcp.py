@@ -292,3 +292,17 @@ def test_the_table_read_through_the_last_entries_found_is_the_table():
     found.forget()
     for k in keys * 2:
         assert found.get(*k) == table.get(k), k
+
+
+def test_a_response_the_capture_lost_is_not_said_to_be_missing(tmp_path):
+    """The broker's answer is in bytes the capture lost (its segment dropped, the broker's FIN after
+    it): the request has no response row, and its detail says the capture lost the broker's bytes,
+    not that the connection closed without one."""
+    c = Conversation().handshake()
+    c.send("c", request(3, 12, 9, "x", flexible=True))
+    (lost,) = c.send("b", response(9, 3, 12))
+    c.packets.remove(lost)
+    rows = decoded_rows(tmp_path, c.fin().packets)
+    ((status, detail),) = [(r["status"], r["detail"]) for r in rows]
+    assert status == "no_response" and detail.startswith("no response seen: the capture lost ")
+    assert "bytes the broker sent" in detail

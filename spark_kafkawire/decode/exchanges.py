@@ -466,6 +466,11 @@ class Decoder(Pairing):
             connection(conn, st.endpoints, client_dir,
                        "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, tls)
         why = "capture ended before a response" if self.ending else "connection closed without a response"
+        if st.pending and st.framers and st.client_dir is not None:
+            lost = st.framers[1 - st.client_dir].acct.gap_bytes
+            if lost:  # the answer may be in what the capture lost: not said to be missing
+                why = f"no response seen: the capture lost {lost} bytes the broker sent (the response may be among " \
+                      "them)"
         for req in st.pending.values():
             self._emit(st, req, None, NO_RESPONSE, why)
         st.pending.clear()
