@@ -670,8 +670,8 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
     assert not r.stderr.strip() or all("Using incubator modules" in ln for ln in r.stderr.strip().splitlines())
     one = _job(_one_produce(tmp_path / "one.pcap", True), "--out", tmp_path / "c", "--audits", "upgrade_readiness")
     assert one.returncode == 0 and "[ok] no client sends a version Kafka 4.0 rejects" in one.stdout, one.stdout
-    assert re.search(r"^audit: \[ *[0-9.]+ s\] audit upgrade_readiness: upgrade_readiness \(0 rows\)$", one.stderr,
-                     re.M), one.stderr  # progress on stderr
+    assert re.search(r"^audit: \[ *[0-9.]+ s\] audit upgrade_readiness \(1 of 2\): upgrade_readiness \(0 rows\)$",
+                     one.stderr, re.M), one.stderr  # progress on stderr
     none = _job(_one_produce(tmp_path / "none.pcap", False), "--out", tmp_path / "d", "--audits", "upgrade_readiness")
     assert none.returncode == 3, none.stdout + none.stderr[-2000:]
     assert "[inconclusive] no client sends a version Kafka 4.0 rejects: 0 Kafka exchanges decoded (min_exchanges 1)" \
@@ -875,9 +875,9 @@ def test_records_seen_at_several_capture_points_are_delivered_once(spark, tmp_pa
     at 364 MB)."""
     from spark_kafkawire.audits.delivery import deliveries
 
-    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    src = SAMPLES / "mock-confluent-group.pcapng"  # 30 records produced and fetched back
     for i in range(4):
-        shutil.copy(src, tmp_path / f"point{i}.pcap")
+        shutil.copy(src, tmp_path / f"point{i}.pcapng")
     one = Rows.load(spark, [str(src)])
     four = Rows.load(spark, [str(tmp_path)])
     n_one = deliveries(one).count()
