@@ -233,8 +233,8 @@ def summary(table: pa.Table, health: pa.Table, min_latency_n: int = figures.MIN_
                          "exchanges": [n for _, n in err]})
     st = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))
     by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
-    return {"exchanges by api, client and broker": by_api, "api versions by client": _versions(table),
-            "errors": by_error, "statuses": by_status, "capture health": _files(health, damaged)}
+    return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
+            "api versions by client": _versions(table), "capture health": _files(health, damaged)}
 
 
 def _versions(table: pa.Table) -> pa.Table:
