@@ -207,9 +207,10 @@ def refused(ex: DataFrame, release: str) -> DataFrame:
     """The exchanges at an (api, version) Kafka ``release`` does not accept, with ``release`` and
     ``refusal``: ``removed`` (below the release's lowest version), ``newer`` (above its highest) or
     ``absent`` (an api the release does not have). ApiVersions above the highest is negotiation (the
-    broker answers it with its ranges, KIP-511), not a refusal; an api key no release defines is
-    left to the ``unknown_api`` status. The release's table is an expression (a map literal of
-    about a hundred keys), not a join: no extra Spark job for it."""
+    broker answers it with its ranges, KIP-511), not a refusal, and ``newer`` is said only of
+    connections that sent no ApiVersions request (one that did adapts to an older broker); an api
+    key no release defines is left to the ``unknown_api`` status. The release's table is an
+    expression (a map literal of about a hundred keys), not a join: no extra Spark job for it."""
     table = protocol.releases()[release]
     known = sorted(protocol.API_NAMES)
 
@@ -221,9 +222,13 @@ def refused(ex: DataFrame, release: str) -> DataFrame:
     refusal = (F.when(low < 0, F.lit("absent"))
                .when(v < low, F.lit("removed"))
                .when((v > high) & (F.col("api_key") != protocol.API_VERSIONS_KEY), F.lit("newer")))
-    return (ex.where(v.isNotNull() & F.col("api_key").isNotNull())
-            .withColumn("refusal", refusal).where(F.col("refusal").isNotNull())
-            .withColumn("release", F.lit(release)))
+    out = (ex.where(v.isNotNull() & F.col("api_key").isNotNull())
+           .withColumn("refusal", refusal).where(F.col("refusal").isNotNull()))
+    # a version newer than the release knows is a finding only where the connection shows no
+    # negotiation: a client that asked the broker's ApiVersions adapts to an older broker
+    negotiated = ex.where(F.col("api_key") == protocol.API_VERSIONS_KEY).select(*CONN).distinct()
+    newer = out.where(F.col("refusal") == "newer").join(negotiated, CONN, "left_anti")
+    return out.where(F.col("refusal") != "newer").unionByName(newer).withColumn("release", F.lit(release))
 
 
 CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]

@@ -105,8 +105,7 @@ def _open(path: str, endpoint: str | None = None) -> BinaryIO:
 
         import zstandard
 
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True),  # type: ignore[arg-type]
-                                 1 << 20)  # type: ignore[return-value]
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True), 1 << 20)
     return f
 
 
