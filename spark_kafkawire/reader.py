@@ -47,16 +47,27 @@ def iter_batches(path: str, options: Options | Mapping[str, object] | None = Non
     connection, and decodes the bodies of and makes only its own rows (see Decoder)."""
     if share is not None and not (isinstance(share[1], int) and share[1] >= 1 and 0 <= share[0] < share[1]):
         raise ValueError(f"share {share!r}: want (k, n) with 0 <= k < n")
-    _reading[0] += 1
     opts = options if isinstance(options, Options) else Options.parse(options)
-    batches = _iter_batches(path, opts, predicate, share, (opts.rows,))
+    steps = _stepped(_iter_batches(path, opts, predicate, share, (opts.rows,)))
+    try:
+        for _shape, batch in steps:
+            yield batch
+    finally:
+        steps.close()  # (a read left part way ends its steps now, not when collected)
+
+
+def _stepped(batches: Generator[tuple[str, pa.RecordBatch], None, None]
+             ) -> Generator[tuple[str, pa.RecordBatch], None, None]:
+    """A read's batches, each step of the read run without the cyclic collector (_no_collections),
+    counted among the reads of the process until it ends."""
+    _reading[0] += 1
     try:
         while True:
             with _no_collections():
                 item = next(batches, None)
             if item is None:
                 return
-            yield item[1]
+            yield item
     finally:
         batches.close()
         _reading[0] -= 1
@@ -117,20 +128,7 @@ def iter_shapes(path: str, options: Options | Mapping[str, object] | None = None
     bad = [x for x in wanted if x not in COLUMNS]
     if bad or not wanted:
         raise ValueError(f"shapes {list(shapes)!r}: choose from {', '.join(COLUMNS)}")
-    _reading[0] += 1
-    batches = _iter_batches(path, options, None, share, wanted)
-    try:
-        while True:
-            with _no_collections():
-                item = next(batches, None)
-            if item is None:
-                return
-            yield item
-    finally:
-        batches.close()
-        _reading[0] -= 1
-        if not _reading[0]:
-            gc.unfreeze()
+    yield from _stepped(_iter_batches(path, options, None, share, wanted))
 
 
 def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
