@@ -45,24 +45,19 @@ AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: most
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
 
 
-def _small(captures: list[str], options: dict, limit: int = SMALL_INPUT) -> bool:
-    """Are the captures local files of ``limit`` bytes or less in all, read by a job not started by
-    spark-submit (whose cluster then decodes)?"""
-    import spark_kafkawire
+def _small(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
+    """Are the captures local files of ``limit`` bytes or less in all (``size``: see _input_bytes),
+    read by a job not started by spark-submit (whose cluster then decodes)?"""
     from spark_kafkawire.spark.session import _submitted
     from spark_kafkawire.wire.fs import is_uri
 
     if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
         return False
-    try:
-        files = spark_kafkawire.list_files(list(captures), spark_kafkawire.Options.parse(options).path_glob_filter)
-        return sum(os.path.getsize(f) for f in files) <= limit
-    except (OSError, ValueError, spark_kafkawire.CaptureError):
-        return False
+    return size is not None and size <= limit
 
 
-def _input_bytes(args, options: dict) -> int:
-    """The captures' bytes in all (0 where they cannot be listed here: a URI the driver cannot read)."""
+def _input_bytes(args, options: dict) -> int | None:
+    """The captures' bytes in all, from one listing (None where they cannot be listed here)."""
     import spark_kafkawire
 
     stats: dict = {}
@@ -70,7 +65,7 @@ def _input_bytes(args, options: dict) -> int:
         spark_kafkawire.list_files(list(args.captures), spark_kafkawire.Options.parse(options).path_glob_filter,
                                    stats=stats)
     except (OSError, ValueError, spark_kafkawire.CaptureError):
-        return 0
+        return None
     return sum(size for size, _mtime in stats.values())
 
 
@@ -226,15 +221,6 @@ def load_rows(spark, args, output, options: dict[str, str], small: bool = False)
 _T0 = time.monotonic()
 
 
-def _left(started: float, done: int, total: int) -> str:
-    """``, about N s left`` at the pace so far, once a phase has run 20 s (else nothing)."""
-    elapsed = time.monotonic() - started
-    if done >= total or elapsed < 20:
-        return ""
-    left = elapsed * (total - done) / done
-    return f", about {left / 60:.0f} min left" if left >= 90 else f", about {left:.0f} s left"
-
-
 def _say(args, what: str) -> None:
     """Progress on stderr (not with --quiet), with the seconds since the job started."""
     if not args.quiet:
@@ -364,17 +350,19 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     from spark_kafkawire.audits.report import render
     from spark_kafkawire.decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from spark_kafkawire.escape import printable
+    from spark_kafkawire.spark.scan import time_left
 
     out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
     _say(args, "starting Spark")
-    small = _small(args.captures, options, args.driver_decode_max)
+    size = _input_bytes(args, options)
+    small = _small(args.captures, size, args.driver_decode_max)
     spark = _session(args, out, small)
     conf = spark.sparkContext.getConf()
     if not conf.contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the
         # work; at scale, one per 128 MB of captures (adaptive execution coalesces what is less)
         spark.conf.set("spark.sql.shuffle.partitions", "1" if small else
-                       str(max(4, 2 * spark.sparkContext.defaultParallelism, _input_bytes(args, options) >> 27)))
+                       str(max(4, 2 * spark.sparkContext.defaultParallelism, (size or 0) >> 27)))
     if not small and not conf.contains("spark.sql.autoBroadcastJoinThreshold"):
         # no side of a join is broadcast on an estimate (the rows of several capture points are far
         # larger than Parquet's statistics suggest): only where adaptive execution measured it small
@@ -411,7 +399,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         for table, df in AUDITS[name](rows, policy).items():
             got.append((table, df.toArrow()))  # audit results are aggregates: small enough for the driver
         done.append(name)
-        _say(args, f"audit {name} ({len(done)} of {len(chosen)}{_left(started, len(done), len(chosen))}): "
+        _say(args, f"audit {name} ({len(done)} of {len(chosen)}{time_left(started, len(done), len(chosen))}): "
                    f"{', '.join(f'{t} ({a.num_rows} rows)' for t, a in got)}")
         return got
 

@@ -44,8 +44,8 @@ class OutputError(OSError):
     """The output directory cannot be used: says which, and why, in one line."""
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+def _now(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def root_cause(e: BaseException) -> str:
@@ -191,7 +191,7 @@ class OutputDir(Files):
     # -- the lock ----------------------------------------------------------------------------------
     def lock(self) -> None:
         me = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "run": self.run_id,
-                         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.started))})
+                         "started": _now(self.started)})
         if self.local is None:
             return self._lock_uri(me)
         try:

@@ -33,6 +33,16 @@ def _size(n: float) -> str:
     return f"{n:,.1f} TB"
 
 
+def time_left(started: float, done: int, total: int, after: float = 20.0) -> str:
+    """``, about N s left`` (or ``min``) at the pace since ``started`` (time.monotonic), once ``after``
+    seconds have passed with some of ``total`` done; else nothing."""
+    elapsed = time.monotonic() - started
+    if not done or done >= total or elapsed < after:
+        return ""
+    left = elapsed * (total - done) / done
+    return f", about {left / 60:.0f} min left" if left >= 90 else f", about {left:.0f} s left"
+
+
 class Progress:
     """A thread that reports a Spark job group's tasks: done of all, the input bytes they stand for
     (tasks are planned to about equal bytes), and, after ``estimate_after`` seconds with at least
@@ -70,12 +80,8 @@ class Progress:
         done, total = self.tasks()
         if not total:
             return None
-        elapsed = time.monotonic() - self.start
-        text = f"{self.what}: {done} of {total} tasks, about {_size(self.total * done / total)} of {_size(self.total)}"
-        if done and done < total and elapsed >= self.estimate_after:
-            left = elapsed * (total - done) / done
-            text += f", about {left / 60:.0f} min left" if left >= 90 else f", about {left:.0f} s left"
-        return text
+        return (f"{self.what}: {done} of {total} tasks, about {_size(self.total * done / total)} of "
+                f"{_size(self.total)}{time_left(self.start, done, total, self.estimate_after)}")
 
     def _run(self) -> None:
         while not self.done.wait(self.every):
