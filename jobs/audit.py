@@ -93,6 +93,9 @@ def _policy_flags(ap) -> None:
         said = "not judged" if default is None else ("off" if default is False else "none" if default in ([], {})
                                                      else default)
         text = f"{meaning} (default: {said})" if meaning else f"(default: {said})"
+        if name == "target_release":  # the releases the release table holds, from the table itself
+            from spark_kafkawire import protocol
+            text += ": " + ", ".join(protocol.releases())
         if name == "max_p99_ms":
             group.add_argument("--max-p99", action="append", default=[], metavar="API=MS",
                                help="p99 bound for an api, repeat: " + text)

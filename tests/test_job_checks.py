@@ -68,6 +68,8 @@ def test_help_names_every_audit_and_has_a_flag_for_every_policy():
     for f in fields(Policy):
         flag = "--max-p99" if f.name == "max_p99_ms" else "--" + f.name.replace("_", "-")
         assert flag + " " in text, flag
+    # --target-release lists the releases the release table holds, patch release and 4.1/4.2 included
+    assert "3.9, 4.0, 4.0.1, 4.1, 4.2, 4.3" in text.split("--target-release VALUE", 1)[1]
 
 
 def test_every_policy_flag_reaches_the_policy(tmp_path):

@@ -154,7 +154,8 @@ def test_release_tables_match_the_facts_sheet_and_kio():
     """releases.tsv: 3.9 was generated from the release branch's schemas, the facts sheet's column
     transcribed from 3.9.0; 4.3 against kio 0.6.5 (generated from the 4.3 schemas) as well."""
     rel = protocol.releases()
-    assert list(rel) == ["3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "3.9", "4.0", "4.3"]
+    assert list(rel) == ["3.0", "3.1", "3.2", "3.3", "3.4", "3.5", "3.6", "3.7", "3.8", "3.9", "4.0", "4.0.1", "4.1",
+                         "4.2", "4.3"]
     facts = _facts_ranges()
     for release, table in facts.items():
         assert rel[release] == table, release
@@ -167,6 +168,32 @@ def test_release_tables_match_the_facts_sheet_and_kio():
     assert set(rel["4.3"]) <= set(kio)
 
 
+def test_later_releases_come_from_the_explorer_table_and_lie_between_4_0_and_4_3():
+    """4.0.1, 4.1 and 4.2 are generated from shipped.tsv (the release that first shipped each newer
+    version, from a protocol explorer's changelog pages) and the 4.0 and 4.3 rows: the file holds
+    them as generated; every version above 4.0's highest up to 4.3's highest is in shipped.tsv once,
+    at 4.1 or 4.2; each key's highest version grows 4.0 <= 4.1 <= 4.2 <= 4.3; and the explorer's
+    pages say (checked by hand against them): Produce v13 and Fetch v18 in 4.1, ListOffsets v11 and
+    WriteTxnMarkers v2 in 4.2."""
+    from spark_kafkawire.protocol.generate import later_releases, read_shipped
+
+    rel = protocol.releases()
+    shipped = read_shipped(protocol.data_text("shipped.tsv"))
+    assert later_releases(rel, shipped) == {r: rel[r] for r in ("4.0.1", "4.1", "4.2")}
+    for key, (_, high) in rel["4.3"].items():
+        above = set(range(rel["4.0"][key][1] + 1 if key in rel["4.0"] else rel["4.3"][key][0], high + 1))
+        assert set(shipped.get(key, {})) == above, key
+        assert all(r in ("4.1", "4.2") for r in shipped.get(key, {}).values()), key
+    for key in rel["4.3"]:
+        highs = [rel[r][key][1] if key in rel[r] else -1 for r in ("4.0", "4.1", "4.2", "4.3")]
+        assert highs == sorted(highs), key
+    assert (rel["4.1"][0], rel["4.1"][1], rel["4.1"][2], rel["4.2"][2]) == ((3, 13), (4, 18), (1, 10), (1, 11))
+    assert (rel["4.1"][27], rel["4.2"][27]) == ((1, 1), (1, 2))
+    # 4.0.1 accepts JoinGroup v0-1 again (the release table's own note); otherwise it is 4.0
+    assert rel["4.0"][11] == (2, 9) and rel["4.0.1"][11] == (0, 9)
+    assert {k: v for k, v in rel["4.0.1"].items() if k != 11} == {k: v for k, v in rel["4.0"].items() if k != 11}
+
+
 def test_release_tables_only_grow_at_the_top_and_the_decoder_knows_every_version():
     """A later release never drops a key's newest version (4.0 raised lowest versions, KIP-896), and
     every version a release accepts is one the decoder has a schema for."""
@@ -175,7 +202,7 @@ def test_release_tables_only_grow_at_the_top_and_the_decoder_knows_every_version
     for older, newer in zip(names, names[1:]):
         for key, (_, high) in rel[older].items():
             if key in rel[newer]:
-                assert rel[newer][key][1] >= high or (newer == "4.3" and key in (76, 77, 78, 79)), (older, newer, key)
+                assert rel[newer][key][1] >= high or (newer in ("4.1", "4.3") and key in (76, 77, 78, 79)), (older, newer, key)
             else:
                 assert newer == "4.0" and key in (4, 5, 6, 7), (older, newer, key)  # only 4.0 removed keys
     for release, table in rel.items():

@@ -9,7 +9,9 @@ their wire layout as plain data (``dump``), and merges two dumps, the newer winn
 (api key, version) pairs both have (``merge``). Nothing here runs when captures are decoded.
 
 releases.tsv's rows for a release come from a clone of apache/kafka (``releases GIT_DIR
-3.0=3.0.0 ...``): each *Request.json's validVersions at the release's tag.
+3.0=3.0.0 ...``): each *Request.json's validVersions at the release's tag. The rows of 4.0.1, 4.1
+and 4.2, whose schemas are not at hand, come from shipped.tsv and the 4.0 and 4.3 rows
+(``later-releases``, see :func:`later_releases`).
 
 Layout of messages.json:
   structs:  list of structs; a struct is a list of fields [name, type, flags, tag, sub]
@@ -170,7 +172,48 @@ def release_ranges(git_dir: str, rev: str) -> dict[int, tuple[int, int]]:
     return out
 
 
+def later_releases(rows: dict[str, dict[int, tuple[int, int]]],
+                   shipped: dict[int, dict[int, str]]) -> dict[str, dict[int, tuple[int, int]]]:
+    """The ranges of 4.0.1, 4.1 and 4.2 from 4.0's and 4.3's and the release that first shipped each
+    newer version (shipped.tsv: api key -> version -> release). 4.0.1 is 4.0 with JoinGroup v0-1
+    accepted again (as 4.3 has it). From 4.1 each key's lowest version is 4.3's (4.1
+    took back the share-group APIs' early-access v0, and kept JoinGroup's), its highest the newest
+    version shipped by then; a key 4.0 lacks is there from the release that shipped its first version."""
+    v40, v43 = rows["4.0"], rows["4.3"]
+    out = {"4.0.1": {**v40, 11: (v43[11][0], v40[11][1])}}
+    for rel in ("4.1", "4.2"):
+        table = {}
+        for key in sorted(set(v40) | set(shipped)):
+            new = [v for v, r in shipped.get(key, {}).items() if _release(r) <= _release(rel)]
+            high = max(new, default=v40[key][1] if key in v40 else -1)
+            if high >= 0 and key in v43:
+                table[key] = (v43[key][0], high)
+        out[rel] = table
+    return out
+
+
+def _release(name: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in name.split("."))
+
+
+def read_shipped(text: str) -> dict[int, dict[int, str]]:
+    """shipped.tsv: api key -> version -> the release that first shipped it."""
+    out: dict[int, dict[int, str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, version, release, _evidence = line.split("\t")
+            out.setdefault(int(key), {})[int(version)] = release
+    return out
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "later-releases":  # later-releases: releases.tsv's rows of 4.0.1, 4.1 and 4.2
+        from . import data_text, releases
+        later = later_releases(releases(), read_shipped(data_text("shipped.tsv")))
+        for release, table in later.items():
+            for key, (low, high) in sorted(table.items()):
+                print(f"{release}\t{key}\t{low}\t{high}")
+        sys.exit(0)
     if sys.argv[1] == "releases":  # releases GIT_DIR RELEASE=REV ...: rows of releases.tsv
         for arg in sys.argv[3:]:
             release, _, rev = arg.partition("=")
