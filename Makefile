@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup test-deps demo test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
 
 # what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
@@ -58,6 +58,13 @@ demo: setup
 	  echo "make demo: the two [FAIL] verdicts above are expected. sample_pcaps/ holds, on purpose, clients"; \
 	  echo "pinned to Kafka 0.9/0.10 (Produce versions 4.0 refuses) and SASL PLAIN logins without TLS."; \
 	  echo "Open out/audit/report.html for the whole report."; exit 0; fi; exit $$rc
+
+# notebooks/explore.ipynb in Jupyter, on the samples (installs Jupyter into .venv the first time);
+# JUPYTER_ARGS="--no-browser --port 8899" for a server without a browser
+notebook: setup
+	@$(PY) -c "import notebook" 2>/dev/null || $(PY) -m pip install -q "notebook>=7"
+	cd notebooks && ../$(VENV)/bin/jupyter notebook explore.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
+	  $(JUPYTER_ARGS)
 
 # everything, in three runs: the tests that start no Spark, cluster or S3 server over both cores
 # (pytest-xdist), with the compiled parts and again with none (KAFKAWIRE_PURE_PYTHON=1, as an

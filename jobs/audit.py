@@ -222,6 +222,22 @@ def load_rows(spark, args, output, options: dict[str, str], small: bool = False)
 
 
 _T0 = time.monotonic()
+#: the files the listing passed over, (path, why): named on stderr and in capture_health.skipped_files
+SKIPPED: list[tuple[str, str]] = []
+
+
+def _skipped(spark):
+    """The skipped files as rows (capture_date: the file's modification date, where it can be looked at)."""
+    import datetime
+
+    rows = []
+    for path, why in SKIPPED:
+        try:
+            day = datetime.datetime.fromtimestamp(os.lstat(path).st_mtime, datetime.timezone.utc).date()
+        except (OSError, ValueError):
+            day = datetime.datetime.now(datetime.timezone.utc).date()
+        rows.append((day, path, why))
+    return spark.createDataFrame(rows, "capture_date date, capture_file string, why string")
 
 
 def _say(args, what: str) -> None:
@@ -249,7 +265,7 @@ def main(argv: list[str]) -> int:
     from spark_kafkawire.cli import plain_warnings
     from spark_kafkawire.reader import job_options
 
-    plain_warnings("audit")  # a file of the captures skipped (a FIFO...): one line naming it
+    plain_warnings("audit", SKIPPED)  # a file of the captures skipped (a FIFO...): one line naming it
 
     # paths, options and policies are checked before Spark starts: one line, not a Java stack trace
     try:
@@ -392,7 +408,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     # most audits read the exchange, connection and partition rows (far fewer than the records): read
     # from Parquet once and kept in memory (spilled to disk where they do not fit), not once per audit
     rows = Rows(rows.exchanges.cache(), rows.connections.cache(), rows.partitions.cache(),
-                rows.records.cache() if small else rows.records)
+                rows.records.cache() if small else rows.records, _skipped(spark))
     results: dict[str, dict[str, list[dict]]] = {}
     _say(args, f"running {len(chosen)} audits")
     started, done = time.monotonic(), []

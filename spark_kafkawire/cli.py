@@ -406,17 +406,23 @@ def _convert(args, options: dict[str, str]) -> None:
     return None
 
 
-def plain_warnings(prefix: str = "kafkawire") -> None:
+def plain_warnings(prefix: str = "kafkawire", skipped: list[tuple[str, str]] | None = None) -> None:
     """The package's warnings (a file of a directory skipped: listing.SkippedFileWarning) as one line
-    each on stderr, ``<prefix>: ...``, escaped for the terminal; other warnings as Python shows them."""
+    each on stderr, ``<prefix>: ...``, escaped for the terminal; other warnings as Python shows them.
+    ``skipped``: each skipped file's (path, why) is added to it (the audit job's table of them)."""
     import warnings
 
     from .listing import SkippedFileWarning
 
-    shown = warnings.showwarning
+    shown, said = warnings.showwarning, set()
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, SkippedFileWarning):
+            if skipped is not None:
+                skipped.extend(x for x in getattr(message, "skipped", []) if x not in skipped)
+            if str(message) in said:  # the same files listed again (the job lists its captures twice)
+                return
+            said.add(str(message))
             print(f"{prefix}: {printable(str(message).removeprefix('kafkawire: '))}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)

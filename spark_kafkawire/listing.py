@@ -124,7 +124,9 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
         p = os.fspath(p)
         local = local_path(p)
         if local is None:
-            found.extend(list_uri(p, patterns, endpoint, stats))
+            unmatched: list[str] = []
+            found.extend(list_uri(p, patterns, endpoint, stats, unmatched))
+            _name_unmatched(p, unmatched)
         elif os.path.isdir(local):
             found.extend(_walk(local, patterns))
         elif os.path.isfile(local):
@@ -156,19 +158,45 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike], path_glob
 
 def _walk(folder: str, patterns: list[str]) -> Iterator[str]:
     """The files under ``folder`` whose names match one of ``patterns``, hidden and '_' names
-    skipped (files and folders), in name order."""
+    skipped (files and folders, as Spark's file sources skip them), in name order. The others are
+    named, all in one SkippedFileWarning: no file of a directory is passed over silently."""
+    unmatched: list[str] = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for name in sorted(files):
-            if not name.startswith((".", "_")) and any(fnmatch.fnmatch(name, pat) for pat in patterns):
-                path = os.path.join(root, name)
-                if _regular(path):
-                    yield path
+            if name.startswith((".", "_")):
+                continue
+            path = os.path.join(root, name)
+            if not any(fnmatch.fnmatch(name, pat) for pat in patterns):
+                unmatched.append(path)
+            elif _regular(path):
+                yield path
+    _name_unmatched(folder, unmatched)
+
+
+def _name_unmatched(folder: str, unmatched: list[str]) -> None:
+    """One SkippedFileWarning naming a directory's files whose names match no pathGlobFilter
+    pattern (the first five in its message, all in its ``skipped``)."""
+    if not unmatched:
+        return
+    why = "its name matches no pathGlobFilter pattern"
+    names = ", ".join(printable(p[len(folder):].lstrip("/") if p.startswith(folder) else p) for p in unmatched[:5])
+    more = f" and {len(unmatched) - 5} more" if len(unmatched) > 5 else ""
+    warnings.warn(SkippedFileWarning(f"kafkawire: skipped {len(unmatched)} file{'s' * (len(unmatched) != 1)} of "
+                                     f"{printable(folder)} whose names match no pathGlobFilter pattern: {names}{more}",
+                                     [(p if is_uri(p) else os.path.abspath(p), why) for p in unmatched]),
+                  stacklevel=3)
 
 
 class SkippedFileWarning(UserWarning):
-    """A file of a listed directory (or a glob's match) that is not a regular file (a FIFO, socket
-    or device) or cannot be looked at: skipped, never opened, and named by this warning."""
+    """Files of a listed directory (or a glob's matches) not read: one that is not a regular file
+    (a FIFO, socket or device) or cannot be looked at (never opened), or files whose names match no
+    pathGlobFilter pattern. ``skipped``: each file's absolute path and why, for a table of them
+    (the audit job's capture_health.skipped_files)."""
+
+    def __init__(self, message: str, skipped: list[tuple[str, str]] | None = None):
+        super().__init__(message)
+        self.skipped = skipped or []
 
 
 def _kind(path: str) -> str:
@@ -187,7 +215,9 @@ def _regular(path: str) -> bool:
             return True
     except OSError:
         pass
-    warnings.warn(SkippedFileWarning(f"kafkawire: skipped {printable(path)}: {_kind(path)}"), stacklevel=2)
+    why = _kind(path)
+    warnings.warn(SkippedFileWarning(f"kafkawire: skipped {printable(path)}: {why}", [(os.path.abspath(path), why)]),
+                  stacklevel=2)
     return False
 
 

@@ -10,6 +10,7 @@ import os
 import random
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -317,6 +318,30 @@ def test_capture_health_reports_the_bytes_a_damaged_copy_lost(spark, tmp_path):
     assert {Path(r["capture_file"]).name for r in res["damaged_connections"]} == {"lossy.pcap"}
 
 
+def test_coverage_of_tls_without_its_key_log_decodes_nothing_and_says_so(spark, tmp_path):
+    """A TLS listener read without its key log: no exchange, and so no decoded byte (its handshakes
+    decode no Kafka): the decoded share and the exchanges agree. With the key log, the same listener's
+    bytes are decoded and its exchanges are the plaintext hop's (the same run through a proxy)."""
+    cap = ROOT / "tests" / "tls" / "tls13-aes128gcm.pcap"
+    meta = json.loads((ROOT / "tests" / "tls" / "manifest.json").read_text())["tls13-aes128gcm"]
+    bare = {r["listener"]: r for r in run("capture_health", rows_of(spark, tmp_path / "bare", [cap]))["coverage"]}
+    tls = [r for r in bare.values() if r["tls_connections"]]
+    assert [r["listener"].rsplit(":", 1)[1] for r in tls] == [str(meta["tls_port"])]
+    assert all(r["exchanges"] == 0 and r["undecoded_fraction"] == 1.0 and
+                       r["tls_undecrypted_bytes"] == r["bytes"] for r in tls), bare
+    for shape in ("exchanges", "connections", "partitions", "records"):
+        spark.read.format("kafkawire").option("rows", shape).option("tlsKeyLog", str(cap.with_suffix(".keylog"))) \
+            .load(str(cap)).write.mode("overwrite").parquet(str(tmp_path / "keyed" / shape))
+    keyed = {r["listener"]: r for r in run("capture_health", Rows(*(spark.read.parquet(str(tmp_path / "keyed" / s))
+                                                                     for s in ("exchanges", "connections", "partitions",
+                                                                               "records"))))["coverage"]}
+    plain = [r for r in keyed.values() if not r["tls_connections"]]
+    assert [r["listener"].rsplit(":", 1)[1] for r in plain] == [str(meta["broker_port"])]
+    for r in (r for r in keyed.values() if r["tls_connections"]):
+        assert r["tls_not_decrypted"] == 0 and r["undecoded_fraction"] < 0.05, r
+        assert r["exchanges"] == plain[0]["exchanges"] > 0, (r, plain)
+
+
 # -- the job ----------------------------------------------------------------------------------------
 def _job(*args, env=None) -> subprocess.CompletedProcess:
     e = dict(os.environ, PYSPARK_PYTHON=sys.executable, **(env or {}))
@@ -354,7 +379,7 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
     bad = _job(SAMPLES, "--config", tmp_path / "bad.json", "--out", tmp_path / "bad")
     assert bad.returncode == 1 and "unknown key(s) max_p99" in bad.stderr
     # errors before Spark starts: exit 1, one line naming what is wrong
-    for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "4.1"], [SAMPLES, "--target-release", "3.10"], [SAMPLES, "--max-p99", "Produce"]):
+    for bad in ([tmp_path / "nothing-here"], [SAMPLES, "--target-release", "4.4"], [SAMPLES, "--target-release", "3.10"], [SAMPLES, "--max-p99", "Produce"]):
         e = _job(*bad, "--out", tmp_path / "bad")
         assert e.returncode == 1 and len(e.stderr.strip().splitlines()) == 1, e.stderr
 
@@ -429,8 +454,9 @@ def small_fs(tmp_path):
 
 
 def _one_line(r) -> str:
-    """The one line a failed run says (besides its progress lines, "audit: [  1.2 s] ...")."""
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("audit: [")]
+    """The one line a failed run says (besides its progress lines, "audit: [  1.2 s] ...", and the
+    files of the captures' folders it did not read, "audit: skipped ...")."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith(("audit: [", "audit: skipped "))]
     assert len(lines) == 1, r.stderr[-3000:]
     return lines[0]
 
@@ -524,9 +550,24 @@ addEventListener('load', () => {
   const m = {width: innerWidth, scroll: document.documentElement.scrollWidth, figures: figs.length,
              inside: figs.every(r => r.left >= 0 && r.right <= innerWidth + 1 && r.width > 50),
              lineage: svgs.filter(s => (s.getAttribute('aria-label') || '').startsWith('producers')).map(scale)};
+  // a wide table scrolled sideways in its box keeps its first column in place (position: sticky)
+  const wide = [...document.querySelectorAll('.scroll')].filter(d => d.querySelector('table') &&
+                                                                 d.scrollWidth > d.clientWidth + 1);
+  m.wide = wide.length;
+  m.sticky = wide.every(d => { d.scrollLeft = 200; const c = d.querySelector('tr > *:first-child');
+                               return Math.abs(c.getBoundingClientRect().left - d.getBoundingClientRect().left) < 2; });
   document.body.insertAdjacentHTML('beforeend', '<pre id="metrics">' + JSON.stringify(m) + '</pre>');
 });
 </script>"""
+
+
+def screenshot(page: Path, width: int, png: Path, height: int = 2400) -> None:
+    """A screenshot of the page in headless Chromium at a window width (docs/report-*.png)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is required (make system-deps installs it)"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+                    f"--user-data-dir={png.parent / f'shot-{width}'}", f"--window-size={width},{height}",
+                    f"--screenshot={png}", page.as_uri()], capture_output=True, timeout=120, check=True)
 
 
 def _browser(page: Path, width: int) -> dict:
@@ -565,12 +606,26 @@ def test_report_reads_at_desktop_and_phone_widths(samples, tmp_path):
                   "latency (ms, bucket's upper bound)", "records produced per minute", "records fetched per minute"):
         assert f"<!-- {title.replace(chr(39), '&#39;')} -->" in page or f"<!-- {title} -->" in page, title
     assert "fetchd" not in page
+    # numbers as people write them: no 1.641e+05, thousands separated; no column empty in every row
+    cells = re.findall(r'<td class="n">([^<]*)</td>', page)
+    assert cells and not [c for c in cells if "e+" in c], [c for c in cells if "e+" in c][:5]
+    assert not [c for c in cells if re.fullmatch(r"-?\d{4,}", c)], [c for c in cells if re.fullmatch(r"-?\d{4,}", c)]
+    for tbl in re.findall(r"<table>(.*?)</table>", page, re.S):
+        rows = [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", tbl, re.S)]
+        body = [r for r in rows[1:] if len(r) == len(rows[0])]
+        if rows and rows[0] and body and "<th>" in tbl.split("</tr>")[0]:
+            assert not [h for i, h in enumerate(rows[0]) if all(not r[i] for r in body)], rows[0]
+    # words: a policy with nothing to judge is not applicable (no TLS in the samples), not a green ok
+    assert "not applicable: no TLS seen" in page and "none seen" not in page.split("What was read")[0]
     path = tmp_path / "report.html"
     path.write_text(page.replace("</body>", METRICS + "</body>"))
     for width in (1400, 390):
         m = _browser(path, width)
         assert m["figures"] >= 8 and m["inside"], m
         assert m["scroll"] <= m["width"], m  # nothing wider than the window
+        assert m["sticky"] and (m["wide"] >= 1 or width == 1400), m  # at 390 px some table scrolls: sticky
+        screenshot(tmp_path / "report.html", width, tmp_path / f"report-{width}.png")
+        assert (tmp_path / f"report-{width}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # the lineage graph's labels (7 pt) stay at 7.5 px or more: it scrolls sideways in its box instead
         assert m["lineage"] and min(m["lineage"]) * 7 * 4 / 3 >= 7.5, m
 
@@ -664,13 +719,15 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
         if seg and info["tls_port"] in (seg[1], seg[3]):
             streams.setdefault((seg[1], seg[3]), bytearray()).extend(seg[6])
     tls_conns = {a if b == info["tls_port"] else b for a, b in streams}
+    # every byte of a connection not decrypted is undecoded, its handshake too (whole TLS records:
+    # dpkt's payloads parsed as records add up to the streams' length)
     tls_bytes = 0
     for data in streams.values():
         at = 0
         while at + 5 <= len(data):
-            n = 5 + int.from_bytes(data[at + 3:at + 5], "big")
-            tls_bytes += n if data[at] == 23 else 0
-            at += n
+            at += 5 + int.from_bytes(data[at + 3:at + 5], "big")
+        assert at == len(data)
+        tls_bytes += at
     r = _job(pcap, "--out", tmp_path / "a", "--audits", "upgrade_readiness")
     assert r.returncode == 3, r.stdout + r.stderr[-2000:]
     assert f"[inconclusive] no client sends a version Kafka 4.0 rejects: {len(tls_conns)} TLS connections " \
@@ -742,6 +799,37 @@ def test_the_lag_legend_never_covers_the_lines():
     ax = fig.axes[0]
     legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= box.x1 and not legend.overlaps(box)
+
+
+def test_plots_tell_every_series_apart_span_the_data_and_keep_small_bars_visible():
+    """17 listeners are 17 lines no two of which look alike (tab10's colours repeated after ten); a
+    line of one point (a 10-second capture's one minute) is drawn over minutes, not 2025-2029; bars
+    whose values span more than 30x (a 500 ms Fetch long-poll beside 1 ms requests) are on a log
+    scale, so that the smallest bar is still visible, and their axis says so."""
+    import datetime as dt
+
+    import matplotlib.dates as mdates
+
+    from spark_kafkawire.audits import plots
+
+    t0 = dt.datetime(2026, 11, 21, 13, 52)
+    series = {f"10.0.0.{i}:9092": {t0: i, t0 + dt.timedelta(minutes=1): i + 1} for i in range(17)}
+    ax = plots.lines_figure("retransmissions", series, "segments").axes[0]
+    looks = {(str(line.get_color()), line.get_linestyle()) for line in ax.get_lines()}
+    assert len(ax.get_lines()) == 17 and len(looks) == 17
+    one = plots.lines_figure("one minute", {"a": {t0: 3.0}}, "segments").axes[0]
+    low, high = (mdates.num2date(x).replace(tzinfo=None) for x in one.get_xlim())
+    assert low <= t0 <= high and high - low < dt.timedelta(hours=1), (low, high)
+    for draw in (lambda: plots.bars("p50", ["Fetch", "Metadata", "Produce"], [500.0, 1.2, 2.5], "api", "ms"),
+                 lambda: plots.stacked("split", ["Fetch", "Produce"], {"network": [0.4, 0.3], "broker": [500.0, 1.0]},
+                                       "api", "ms")):
+        assert "(log scale)" in plots_title_text(draw())
+    assert "(log scale)" not in plots_title_text(plots.bars("even", ["a", "b"], [3.0, 5.0], "x", "n"))
+
+
+def plots_title_text(svg: str) -> str:
+    """The labels of an SVG plot (text is drawn as paths; matplotlib keeps each text as a comment)."""
+    return " ".join(re.findall(r"<!-- (.*?) -->", svg))
 
 
 def test_the_command_line_summary_and_the_audits_count_alike(samples):
@@ -871,11 +959,21 @@ def test_one_hostile_record_or_a_fifo_does_not_stop_the_job(spark, tmp_path):
     for name in ("schemas-type-list.pcap", "json-value-amplification.pcap", "terminal-alm-unescaped.pcap"):
         shutil.copy(ROUND5 / name, d)
     os.mkfifo(d / "pipe.pcap")
+    (d / "notes.txt").write_text("not a capture")  # a name no pathGlobFilter pattern matches
     r = _job(d, "--out", tmp_path / "out")
     assert r.returncode in (0, 2, 3), r.stderr[-3000:]
     assert (tmp_path / "out" / "report.html").is_file()
     assert "audit of 3 capture files" in r.stdout
     assert f"audit: skipped {d / 'pipe.pcap'}: a FIFO, not a regular file" in r.stderr
+    assert f"audit: skipped 1 file of {d} whose names match no pathGlobFilter pattern: notes.txt" in r.stderr
+    # and named in capture_health, each with why (os.stat tells what each is)
+    import pyarrow.parquet as pq
+
+    skipped = {Path(x["capture_file"]).name: x["why"]
+               for x in pq.read_table(tmp_path / "out" / "capture_health" / "skipped_files").to_pylist()}
+    assert stat.S_ISFIFO(os.stat(d / "pipe.pcap").st_mode) and skipped == {
+        "pipe.pcap": "a FIFO, not a regular file", "notes.txt": "its name matches no pathGlobFilter pattern"}
+    assert "notes.txt" in (tmp_path / "out" / "report.html").read_text()
     unsafe = [c for c in r.stdout + r.stderr if c != "\n" and unicodedata.category(c) in UNSAFE_CATEGORIES]
     assert not unsafe, unsafe
 

@@ -29,6 +29,9 @@ class Rows:
     #: record rows without payload (their formats, schema ids, trace context, log offsets): the
     #: schemas and delivery audits read them; None where they were not read (those audits then fail)
     records: DataFrame | None = None
+    #: the files the listing passed over (capture_date, capture_file, why: not a regular file, or a
+    #: name no pathGlobFilter pattern matches): capture_health names them; None where not known
+    skipped: DataFrame | None = None
 
     @classmethod
     def load(cls, spark: SparkSession, paths: list[str], options: dict | None = None) -> "Rows":
@@ -149,9 +152,14 @@ class Verdict:
     ok: bool | None
     detail: str
     needs: str = "decoded"
+    #: False: the policy has nothing to judge in these captures (no TLS seen for a TLS policy): it
+    #: holds, said as "not applicable", never as a green "ok ... none seen"
+    applies: bool = True
 
     @property
     def status(self) -> str:
+        if self.ok and not self.applies:
+            return "n/a"
         return "ok" if self.ok else "FAIL" if self.ok is False else "inconclusive"
 
 

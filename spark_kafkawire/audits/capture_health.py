@@ -16,7 +16,8 @@ def _directions(what: str) -> F.Column:
 
 def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """Per file and connection: bytes lost, resyncs, skipped bytes, damage, unanswered requests:
-    how far each other audit can be trusted."""
+    how far each other audit can be trusted; and the files of the captures' folders that were not
+    read (``skipped_files``: each with why), so that none is passed over silently."""
     c = rows.connections.withColumn("capture_date", F.to_date(F.coalesce("first_time", "last_time")))
     conn = c.select("capture_date", "capture_file", "client_ip", "client_port", "broker_ip", "broker_port",
                     "protocol", "start_captured", "end_captured", "status",
@@ -41,22 +42,29 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
              .orderBy("capture_file"))
     damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
                      .orderBy(F.desc("gap_bytes")))
-    return {"coverage": coverage(rows), "capture_files": files, "damaged_connections": damaged_conns}
+    skipped = rows.skipped if rows.skipped is not None else rows.exchanges.sparkSession.createDataFrame(
+        [], "capture_date date, capture_file string, why string")
+    return {"coverage": coverage(rows), "capture_files": files, "damaged_connections": damaged_conns,
+            "skipped_files": skipped.orderBy("capture_file")}
 
 
 def coverage(rows: Rows) -> DataFrame:
     """Per Kafka listener (a broker address and port with Kafka or TLS connections): how much of
     its traffic was decoded, the evidence every verdict rests on (see judge). ``bytes`` captured;
     ``lost_bytes`` by the capture (gaps); ``skipped_bytes`` captured but in no Kafka frame (plaintext
-    connections, and connections of no protocol recognised); ``tls_undecrypted_bytes`` of TLS
-    connections not decrypted (``tls_not_decrypted`` of them); ``started_before_capture``
+    connections, and connections of no protocol recognised); ``tls_undecrypted_bytes``: every byte
+    of the TLS connections not decrypted (``tls_not_decrypted`` of them; their handshakes decode no
+    Kafka), and the records a decrypted one could not decrypt; ``started_before_capture``
     connections; ``undecoded_fraction`` = (lost + skipped + undecrypted) / (bytes + lost), and
     ``plaintext_undecoded_fraction`` the same over the connections that are not TLS."""
     c = rows.connections.where(condition(figures.CONNECTION)).withColumn("listener", listener())
     tls = F.col("protocol") == "tls"
     lost = F.when(tls, _directions("tls_gap_bytes")).otherwise(_directions("gap_bytes"))
     skipped = F.when(tls, F.lit(0)).otherwise(_directions("skipped_bytes"))
-    undecrypted = F.when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0)
+    # a TLS connection not decrypted decoded no Kafka byte, its handshake included: all its bytes
+    # count, so that the decoded share and the exchanges agree (no exchange, nothing decoded)
+    undecrypted = (F.when(tls & condition(figures.TLS_NOT_DECRYPTED), _directions("bytes"))
+                   .when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0))
     per = (c.groupBy("listener")
            .agg(F.min(F.to_date(F.coalesce("first_time", "last_time"))).alias("capture_date"),
                 F.count("*").alias("connections"),
@@ -105,5 +113,7 @@ AUDIT = Audit(
     intro=('How far the other audits can be trusted: the coverage per Kafka listener the verdicts '
            'rest on (bytes decoded, TLS not decrypted, bytes lost, connections without their start); '
            'per capture file, bytes the capture lost (gaps), resyncs, bytes that could not be '
-           'framed, damage, unanswered requests; then the connections with damage.'),
+           'framed, damage, unanswered requests; then the connections with damage; then the files of the '
+           'captures\' folders not read, with why (not a regular file, or a name no pathGlobFilter '
+           'pattern matches).'),
     verdicts=verdicts)

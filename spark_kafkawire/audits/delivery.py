@@ -40,7 +40,8 @@ def deliveries(rows: Rows) -> DataFrame:
 
 def delivery(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """p50/p99/max delivery per topic, per topic and consumer group (or group-less consumer) where n
-    >= min_latency_n (n shown); per trace id, its records, consumers and slowest delivery."""
+    >= min_latency_n (n shown); per trace id (slowest first), its slowest delivery, topic, the
+    producer's client id, records and consumers."""
     d = with_groups(deliveries(rows), rows).cache()
     q = F.percentile("delivery_ms", list(_Q))
 
@@ -56,11 +57,13 @@ def delivery(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
     traces = (d.where(F.col("trace_id").isNotNull())
               .groupBy("capture_date", "trace_id")
-              .agg(F.first("topic").alias("topic"), F.first("producer_id").alias("producer_id"),
+              .agg(F.first("topic").alias("topic"), F.first("producer_id").alias("producer_client_id"),
                    F.countDistinct(*_RECORD).alias("records"), F.countDistinct(*CLIENT).alias("consumers"),
                    F.min("produced").alias("produced"), F.max("fetched").alias("last_fetched"),
                    F.round(F.max("delivery_ms"), 3).alias("max_ms"))
-              .orderBy(F.desc("max_ms"), "trace_id"))
+              .select("capture_date", "trace_id", "max_ms", "topic", "producer_client_id", "records", "consumers",
+                      "produced", "last_fetched")
+              .orderBy(F.desc("max_ms"), "trace_id"))  # slowest first
     return {"delivery_by_topic": per("topic"), "delivery_by_group": per("topic", "group_id", *CLIENT),
             "delivery_by_trace": traces}
 

@@ -42,10 +42,21 @@ def _time_axis(ax) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
 
 
+def _spread(ax, values: Sequence[float], ylabel: str) -> str:
+    """A value axis on a log scale where the bars span more than 30x (a 500 ms Fetch long-poll beside
+    1 ms requests would flatten every other bar): each bar stays visible; the label says so."""
+    positive = [v for v in values if v and v > 0]
+    if len(positive) > 1 and max(positive) > 30 * min(positive):
+        ax.set_yscale("log")
+        return f"{ylabel} (log scale)"
+    return ylabel
+
+
 def bars(title: str, labels: list[str], values: Sequence[float], xlabel: str, ylabel: str) -> str:
     """A bar chart of categories (latency buckets, topics: labels are capture strings, shown as such)."""
     fig, ax = _figure(4.2, 2.4)
     ax.bar(range(len(values)), values, color="#4a78b5")
+    ylabel = _spread(ax, values, ylabel)
     ax.set_xticks(range(len(labels)), [_label(t) for t in labels], rotation=40, ha="right", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -61,7 +72,8 @@ def stacked(title: str, labels: list[str], parts: dict[str, Sequence[float]], xl
     bottom = [0.0] * len(labels)
     for (name, values), color in zip(parts.items(), ("#4a78b5", "#e08a3c", "#5aa55a", "#b54a4a")):
         ax.bar(range(len(labels)), values, bottom=bottom, color=color, label=_label(name))
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + (v or 0) for b, v in zip(bottom, values)]
+    ylabel = _spread(ax, bottom, ylabel)
     ax.set_xticks(range(len(labels)), [_label(t) for t in labels], rotation=40, ha="right", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -148,10 +160,22 @@ def lines(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str) 
 
 def lines_figure(title: str, series: dict[str, dict[dt.datetime, float]], ylabel: str):
     """The figure of :func:`lines`; its legend sits beside the plot, never over the data."""
+    import matplotlib
+
     fig, ax = _figure()
-    for name, points in series.items():
+    # a colour of its own for each of 20 series, and a line style with it beyond (tab10's ten
+    # colours repeated after ten: 17 listeners could not be told apart)
+    colours = matplotlib.colormaps["tab20"].colors  # type: ignore[attr-defined]  # a ListedColormap
+    styles = ("-", "--", ":", "-.")
+    every = [k for points in series.values() for k in points]
+    for i, (name, points) in enumerate(series.items()):
         keys = sorted(points)
-        ax.plot(keys, [points[k] for k in keys], marker="o", markersize=3, linewidth=1.2, label=_label(name))
+        ax.plot(keys, [points[k] for k in keys], marker="o", markersize=3, linewidth=1.2, label=_label(name),
+                color=colours[i % len(colours)], linestyle=styles[(i // len(colours)) % len(styles)])
+    if every:  # the axis spans the data (one point alone would be drawn over four years)
+        first, last = min(every), max(every)
+        pad = max((last - first) / 20, dt.timedelta(seconds=30))
+        ax.set_xlim(first - pad, last + pad)
     _time_axis(ax)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("time (UTC)", fontsize=8)

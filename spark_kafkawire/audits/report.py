@@ -13,6 +13,8 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:80em}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1em;color:#444}
 .scroll{overflow-x:auto;max-width:100%}
+.scroll td:first-child,.scroll th:first-child{position:sticky;left:0;z-index:1;background:#fff;
+box-shadow:1px 0 0 #ddd}.scroll th:first-child{background:#f3f3f3}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top;overflow-wrap:break-word;max-width:40em}th{background:#f3f3f3;white-space:nowrap}
 td.n{text-align:right;white-space:nowrap}td{min-width:4em}
@@ -26,10 +28,22 @@ MAX_ROWS = 25
 
 
 def _cell(v) -> str:
+    """A value as people write it: thousands separated (164,100, not 1.641e+05), four significant
+    digits below a thousand, times to the second, lists joined."""
     if v is None:
         return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.0f}"
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if v == 0 or abs(v) >= 0.001:
+            return f"{v:.4g}" if abs(v) >= 1 else f"{v:.4f}".rstrip("0").rstrip(".")
+        return f"{v:.1e}"
     if isinstance(v, dt.datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(v, (list, tuple)):
@@ -40,14 +54,20 @@ def _cell(v) -> str:
 def table(rows: list[dict], limit: int = MAX_ROWS) -> str:
     if not rows:
         return '<p class="note">no rows</p>'
-    cols = list(rows[0])
+    # a column empty in every row says nothing: left out, and named once below the table
+    empty = [c for c in rows[0] if all(r[c] is None or r[c] == "" or r[c] == [] for r in rows)]
+    cols = [c for c in rows[0] if c not in empty] or list(rows[0])
+    if len(cols) > 1 and cols[0] == "capture_date":  # the column held in place names the row, not its day
+        cols = cols[1:] + cols[:1]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = []
     for r in rows[:limit]:
         cells = "".join(f'<td class="n">{html.escape(_cell(r[c]))}</td>' if isinstance(r[c], (int, float))
                         and not isinstance(r[c], bool) else f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols)
         body.append(f"<tr>{cells}</tr>")
-    more = f'<p class="note">{len(rows) - limit} more rows in the Parquet output</p>' if len(rows) > limit else ""
+    more = f'<p class="note">{len(rows) - limit:,} more rows in the Parquet output</p>' if len(rows) > limit else ""
+    if empty and len(cols) < len(rows[0]):
+        more += f'<p class="note">empty in every row: {html.escape(", ".join(empty))}</p>'
     return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
 
 
@@ -61,17 +81,18 @@ def _coverage(rows: list[dict] | None) -> str:
     for r in rows:
         gaps = []
         if r["tls_not_decrypted"]:
-            gaps.append(f"{r['tls_not_decrypted']} TLS connections ({r['tls_undecrypted_bytes']} bytes) not decrypted")
+            gaps.append(f"{r['tls_not_decrypted']:,} TLS connections ({r['tls_undecrypted_bytes']:,} bytes) "
+                        "not decrypted")
         if r["lost_bytes"]:
-            gaps.append(f"{r['lost_bytes']} bytes lost by the capture")
+            gaps.append(f"{r['lost_bytes']:,} bytes lost by the capture")
         if r["skipped_bytes"]:
-            gaps.append(f"{r['skipped_bytes']} bytes in no frame")
+            gaps.append(f"{r['skipped_bytes']:,} bytes in no frame")
         if r["started_before_capture"]:
             gaps.append(f"{r['started_before_capture']} connections without their start")
         share = 1 - (r["undecoded_fraction"] or 0)
         cls = "ok" if share >= 0.99 else "open"
         out.append(f"<tr><td>{html.escape(str(r['listener']))}</td><td class='{cls}'>{share:.1%}</td>"
-                   f"<td>{r['exchanges']}</td><td>{html.escape('; '.join(gaps) or 'nothing')}</td></tr>")
+                   f"<td class='n'>{r['exchanges']:,}</td><td>{html.escape('; '.join(gaps) or 'nothing')}</td></tr>")
     if not rows:
         out.append("<tr><td colspan='4'>no Kafka listener in the captures</td></tr>")
     out.append("</table></div>")
@@ -93,10 +114,12 @@ def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 2
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>kafkawire audit</title>"
              f"<style>{STYLE}</style></head><body>",
              "<h1>Kafka traffic audit</h1>",
-             f"<p class='{'fail' if failing else 'open' if open_ else 'ok'}'>{html.escape(said)}</p>",
+             f"<p class='{'fail' if failing else 'open' if open_ else 'ok' if verdicts else 'note'}'>"
+             f"{html.escape(said)}</p>",
              "<div class='scroll'><table><tr><th>policy</th><th>result</th><th>what was found</th></tr>"]
     for v in verdicts:
-        cls, word = ("ok", "holds") if v.ok else ("fail", "fails") if v.ok is False else ("open", "inconclusive")
+        cls, word = (("note", "not applicable") if v.status == "n/a" else ("ok", "holds") if v.ok else
+                     ("fail", "fails") if v.ok is False else ("open", "inconclusive"))
         parts.append(f"<tr><td>{html.escape(v.name)}</td><td class='{cls}'>{word}</td>"
                      f"<td>{html.escape(v.detail)}</td></tr>")
     parts.append("</table></div>")

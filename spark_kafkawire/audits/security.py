@@ -103,13 +103,16 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
     if not policy.allow_weak_tls:
         weak = sorted({f"{r['client_ip']} -> {r['listener']}: {r['tls_version']} {r['tls_cipher']}"
                        for r in tables["tls_versions"] if r["weak"]})
-        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak, found(weak),
-                           "handshakes"))
+        seen = bool(tables["tls_versions"])
+        out.append(Verdict("no TLS 1.0/1.1 or suite without AEAD", not weak,
+                           found(weak) if seen else "not applicable: no TLS seen", "handshakes", applies=seen))
     soon = sorted({f"{r['listener']}: {r['tls_cert_subject']} until {r['tls_cert_not_after']}"
                    for r in tables["certificates"]
                    if r["days_left"] is not None and r["days_left"] < policy.min_certificate_days})
+    certs = bool(tables["certificates"])
     out.append(Verdict(f"no server certificate expires within {policy.min_certificate_days} days", not soon,
-                       found(soon), "certificates"))
+                       found(soon) if certs else "not applicable: no server certificate seen", "certificates",
+                       applies=certs))
     return out
 
 

@@ -50,9 +50,37 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
         builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     if master or not submitted:
         builder = builder.master(master or "local[*]")
-    spark = builder.getOrCreate()
+    spark = _quiet(builder) if not submitted and "ipykernel" in sys.modules else builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
+    return spark
+
+
+def _quiet(builder):
+    """Start Spark from a notebook without the JVM's start-up notes in the cell (log4j's profile,
+    the loopback hostname, the native-hadoop library, ...): a kernel shows everything written to
+    its stderr, the JVM's too. The JVM started now writes its stderr to a log file of its own
+    (kafkawire-spark-*.log in the temporary folder, named on the session as ``kafkawire_log``);
+    errors still reach the notebook as Python exceptions. A session already running is returned
+    as it is."""
+    import tempfile
+
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        return builder.getOrCreate()
+    log = tempfile.NamedTemporaryFile(prefix="kafkawire-spark-", suffix=".log", delete=False)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)  # the JVM started now inherits it; this process gets its own back
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+    spark.kafkawire_log = log.name
     return spark
 
 

@@ -93,10 +93,11 @@ def _explain(uri: str, e: Exception) -> StorageError:
 
 
 def list_uri(uri: str, patterns: list[str], endpoint: str | None = None,
-             stats: dict[str, tuple[int, int]] | None = None) -> list[str]:
+             stats: dict[str, tuple[int, int]] | None = None, unmatched: list[str] | None = None) -> list[str]:
     """Files under a URI: the file itself, a directory's files matching ``patterns`` (recursively,
     skipping names that start with '.' or '_'), or a glob's matches. ``stats``: filled with each
-    file's (size, modification time in ns) from the same listing."""
+    file's (size, modification time in ns) from the same listing; ``unmatched``: a directory's
+    files whose names match no pattern (for the caller to name)."""
     import pyarrow.fs as pafs
 
     fs, path = resolve(uri, endpoint)
@@ -131,6 +132,8 @@ def list_uri(uri: str, patterns: list[str], endpoint: str | None = None,
             out.append(prefix + i.path)
             if stats is not None:
                 stats[prefix + i.path] = (int(i.size or 0), int(i.mtime_ns or 0))
+        elif not has_glob and unmatched is not None:
+            unmatched.append(prefix + i.path)
     if has_glob and not out:
         raise StorageError(f"kafkawire: path does not exist: {uri}")
     return sorted(out)
