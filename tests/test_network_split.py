@@ -89,6 +89,34 @@ def test_the_round_trip_is_twice_the_injected_delay(runs, delay):
         assert abs(r["latency_ms"] - parts) < 2 or r["broker_ms"] == 0, r
 
 
+@pytest.mark.parametrize("delay", [10, 40])
+def test_connections_older_than_the_capture_keep_their_network_time(runs, delay, tmp_path):
+    """The same run cut a third of the way in (every connection opened before the capture): the
+    round trip comes from the connection's own data-to-ACK round trips (network_basis 'ack'), within
+    3 ms of the handshake's figure of the whole capture and of twice the injected delay; the capture
+    point is still told to be at the client's end; and broker_ms still adds up."""
+    import damage
+
+    ex, conns, path, _ = runs[delay]
+    shake = {c["client_port"]: c["handshake_rtt_ms"] for c in conns if c["protocol"] == "kafka"}
+    packets, linktype = damage.read(path)
+    cut = damage.write(tmp_path / "cut.pcap", packets[len(packets) // 3:], linktype)
+    late = read_capture(cut).to_pylist()
+    produce = [r for r in late if r["api_name"] == "Produce" and r["status"] == "complete"]
+    assert len(produce) >= 10
+    timed = [r for r in produce if r["network_ms"] is not None]
+    assert len(timed) >= 0.75 * len(produce), (len(timed), len(produce))  # (3 round trips each way first)
+    for r in timed:
+        assert r["network_basis"] == "ack", r
+        assert abs(r["network_ms"] - shake[r["client_port"]]) < 3 and abs(r["network_ms"] - 2 * delay) < 3, r
+        if not r["retransmissions"]:
+            parts = r["request_transfer_ms"] + r["network_ms"] + r["broker_ms"]
+            assert abs(r["latency_ms"] - parts) < 3 or r["broker_ms"] == 0, r
+    assert all(r["network_basis"] == "handshake" for r in ex if r["network_ms"] is not None)
+    old = [c for c in read_capture(cut, rows="connections").to_pylist() if c["protocol"] == "kafka"]
+    assert old and all(c["handshake_rtt_ms"] is None and c["capture_side"] == "client" for c in old), old
+
+
 def test_the_broker_time_does_not_move_with_the_delay(runs):
     """Four times the delay: the round trip grows by 60 ms, the broker's time stays where it was."""
     med = {}
@@ -140,7 +168,7 @@ def test_frames_the_network_dropped_are_segments_sent_again(lossy):
     least as many segments sent again or out of order), each as tshark's analysis marks it; the
     broker's losses are holes the capture saw filled later, marked likewise; and each exchange row
     counts the segments of its own request and response sent again."""
-    from test_tcp_health import _ours_resent, _tshark_resent
+    from test_tcp_health import _copies_and_fillers, _ours_resent, _tshark_resent
 
     ex, conns, path, dropped = lossy
     assert dropped is not None and dropped[0] >= 5, dropped
@@ -148,13 +176,30 @@ def test_frames_the_network_dropped_are_segments_sent_again(lossy):
     # (a copy sent within a round trip of the newest segment, as fast recovery does, is out of order
     # to tshark's analysis: the two kinds together hold every frame dropped)
     assert sum(c["client_retransmitted_segments"] + c["client_out_of_order"] for c in kafka) >= dropped[0]
-    assert _ours_resent(path) == _tshark_resent(path)
+    # tshark marks the same segments; it calls a copy that came after later data out of order, where
+    # every copy the capture shows twice is sent again here (dpkt's count of the copies)
+    ours, theirs_by, truth = _ours_resent(path), _tshark_resent(path), _copies_and_fillers(path)
+    assert {k: v[0] + v[2] for k, v in ours.items()} == {k: v[0] + v[2] for k, v in theirs_by.items()}
+    assert all(ours[k][0] >= truth[k][0] for k in truth)
     assert all(r["status"] == "complete" for r in ex if r["api_name"] == "Produce")
     # one request in flight at a time, captured at the client: each segment sent again carried one
     # exchange's bytes and came before that exchange's answer was whole, so the exchange rows hold
-    # every one tshark marks on the connection
-    theirs = sum(n for n, _b, _o in _tshark_resent(path).values())
+    # every one the connection rows count
+    theirs = sum(n for n, _b, _o in ours.values())
     assert theirs >= 5 and sum(r["retransmissions"] or 0 for r in ex) == theirs
+    # segments lost on the path against the forwarder's own drop log: the client's drops (beyond
+    # the capture point, at the client's end) are copies sent again, each counted; the broker's
+    # (before it) show only as holes filled late, where later data came first (a response's last
+    # segment lost is only a delay to this capture point): never more than were dropped
+    lost = [sum(c[f"{side}_lost_segments"] for c in kafka) for side in ("client", "broker")]
+    assert 0.8 * dropped[0] <= lost[0] <= 1.1 * dropped[0], (lost, dropped)
+    assert lost[1] <= dropped[1], (lost, dropped)
+    # and an exchange whose bytes were sent again has no broker time (the recovery is not the
+    # broker's), its detail says why; the others keep theirs
+    for r in ex:
+        if r["status"] == "complete" and r["network_ms"] is not None:
+            assert (r["broker_ms"] is None) == bool(r["retransmissions"]), r
+            assert not r["retransmissions"] or "sent again (loss)" in r["detail"], r
     assert sum(1 for r in ex if r["api_name"] == "Produce" and r["retransmissions"]) >= 3
     assert all(r["retransmissions"] is not None for r in ex if r["status"] == "complete")  # plaintext: known
 
@@ -166,15 +211,17 @@ def test_the_network_audit_counts_what_tshark_marks(spark, lossy, tmp_path):
     marks; per minute, the exchanges' segments sent again add up to tshark's retransmissions; both
     plots drawn."""
     from test_audits import rows_of
-    from test_tcp_health import SLOW, _tshark_resent, _tshark_zero_windows
+    from test_tcp_health import SLOW, _ours_resent, _tshark_resent, _tshark_zero_windows
 
     from spark_kafkawire.audits import AUDITS, Policy
     from spark_kafkawire.audits.network import plots
 
     path = lossy[2]
     rows = rows_of(spark, tmp_path, [path, SLOW])
-    got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy()).items()}
-    resent = _tshark_resent(path)
+    # (min_latency_n 5: exchanges whose bytes were sent again have no broker time, a third of these)
+    got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy(min_latency_n=5)).items()}
+    resent, theirs = _ours_resent(path), _tshark_resent(path)
+    assert {k: v[0] + v[2] for k, v in resent.items()} == {k: v[0] + v[2] for k, v in theirs.items()}
     zeros = _tshark_zero_windows(SLOW)
     clients = got["network_by_client"]
     lossy_client = next(r for r in clients if r["client_id"] == "split-producer")

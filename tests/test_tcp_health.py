@@ -6,6 +6,7 @@ packet with the RST flag); and hand-built connections for the cases the capture 
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import dpkt
@@ -14,6 +15,8 @@ import pytest
 from conftest import ROOT, SAMPLES
 from pcapgen import tcp_packet
 from spark_kafkawire import read_capture
+
+ROUND5 = ROOT.parent / "shared" / "fuzz-findings" / "round5"
 from test_tshark import tshark_fields
 
 PUBLIC = ROOT.parent / "shared" / "public-captures"
@@ -252,19 +255,70 @@ def test_segments_sent_again_are_those_tsharks_analysis_marks(path):
     assert _ours_resent(path) == _tshark_resent(path)
 
 
+def _copies_and_fillers(path) -> dict[tuple, list[int]]:
+    """Per direction, from the packets themselves (dpkt): [whole copies of a segment already shown,
+    their bytes, segments that came after later data of theirs (filling a hole)]."""
+    import socket
+
+    import dpkt
+
+    out: dict[tuple, list[int]] = {}
+    seen: dict[tuple, set] = {}
+    top: dict[tuple, int] = {}
+    with open(path, "rb") as f:
+        for _ts, buf in dpkt.pcap.Reader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP) or not ip.data.data:
+                continue
+            tcp = ip.data
+            key = (socket.inet_ntoa(ip.src), tcp.sport, socket.inet_ntoa(ip.dst), tcp.dport)
+            seg, end = (tcp.seq, len(tcp.data)), tcp.seq + len(tcp.data)
+            n = out.setdefault(key, [0, 0, 0])
+            if seg in seen.setdefault(key, set()):
+                n[0] += 1
+                n[1] += len(tcp.data)
+            elif end <= top.get(key, -1):
+                n[2] += 1
+            seen[key].add(seg)
+            top[key] = max(top.get(key, -1), end)
+    return {k: v for k, v in out.items() if any(v)}
+
+
 def test_segments_sent_again_in_reordered_and_duplicated_copies(tmp_path):
-    """The samples with segments swapped and every fifth captured twice (tests/tools/damage.py):
-    tshark's marks, connection by connection."""
-    seen = 0
-    kinds = [0, 0]
+    """The samples with segments swapped and every fifth captured twice (tests/tools/damage.py),
+    against the packets themselves: every whole copy of a segment already shown is sent again,
+    exactly (count and bytes), whenever it comes; a swapped segment is counted once, out of order
+    (or, where it came later than a round trip and unacknowledged, as sent again: its first copy
+    lost before the capture point). tshark calls a copy that comes after later data out of order
+    and a late segment the receiver had already acknowledged a retransmission: that is where the
+    two differ (its marks are checked on the undamaged captures above)."""
+    copies = fillers = 0
     for path in _damaged_copies(tmp_path):
-        theirs = _tshark_resent(path)
-        assert _ours_resent(path) == theirs, path.name
-        seen += sum(n + o for n, _, o in theirs.values())
-        kinds[0] += sum(v[0] for v in theirs.values())
-        kinds[1] += sum(v[2] for v in theirs.values())
-    assert seen > 100
-    assert kinds[0] > 10 and kinds[1] > 10  # both kinds are there to tell apart
+        ours, truth = _ours_resent(path), _copies_and_fillers(path)
+        assert ours.keys() == truth.keys(), path.name
+        for key, (n, nbytes, late) in truth.items():
+            if path.name.startswith("duplicated"):
+                assert ours[key][:2] == [n, nbytes] and ours[key][2] == late, (path.name, key, ours[key], truth[key])
+            else:
+                assert n == 0 and ours[key][0] + ours[key][2] == late, (path.name, key, ours[key], truth[key])
+            copies, fillers = copies + n, fillers + late
+    assert copies > 50 and fillers > 10  # both kinds are there to tell apart
+
+
+@pytest.mark.skipif(not ROUND5.is_dir(), reason="../shared/fuzz-findings/round5 is not beside the checkout")
+@pytest.mark.parametrize("seed", (1, 2, 3))
+def test_tcp_copies_round5_each_copy_counted_once(seed):
+    """round5/tcp-copies-tansu-codecs-seed{1,2,3}.pcap: the codecs sample with a few segments moved
+    and exactly three captured twice (the .json beside each lists them): three segments sent again
+    (they were counted 2, 5 and 2), and each moved segment that came after later data of its
+    direction out of order, as the packets themselves show."""
+    path = ROUND5 / f"tcp-copies-tansu-codecs-seed{seed}.pcap"
+    made = json.loads(path.with_suffix(".json").read_text())
+    ours, truth = _ours_resent(path), _copies_and_fillers(path)
+    assert len(made["duplicated"]) == 3 and sum(v[0] for v in truth.values()) == 3
+    assert sum(v[0] for v in ours.values()) == 3
+    assert {k: v[:2] for k, v in ours.items() if v[0]} == {k: v[:2] for k, v in truth.items() if v[0]}
+    assert sum(v[0] + v[2] for v in ours.values()) == 3 + sum(v[2] for v in truth.values())
 
 
 # -- round trips from data to ACK ------------------------------------------------------------------------
@@ -398,9 +452,13 @@ def test_a_window_update_between_duplicate_acks_keeps_their_count():
     """A capture of test_network_split's lossy run (5% of the frames dropped each way by the delay
     forwarder) where the broker's duplicate ACKs of a lost segment are interrupted by a window update
     with the same ACK number, and the client then sends the segment again: tshark counts the
-    duplicate ACKs on (they reset only when the ACK number changes) and marks a fast retransmission,
-    not a segment out of order; ours agree (client's direction: 40 sent again, 16 out of order)."""
+    duplicate ACKs on (they reset only when the ACK number changes) and marks a fast retransmission.
+    The capture point is before the loss: every segment sent again is a whole copy of one it showed
+    (56 in the client's direction, dpkt's count of the packets), all sent again here; tshark marks
+    the same 56, 16 of them out of order (copies that came after later data)."""
     path = ROOT / "tests" / "insights" / "split-window-update.pcap"
-    ours = _ours_resent(path)
-    assert ours == _tshark_resent(path)
-    assert ours[("10.133.0.1", 55536, "10.133.0.2", 36429)][::2] == [40, 16]
+    ours, theirs, truth = _ours_resent(path), _tshark_resent(path), _copies_and_fillers(path)
+    key = ("10.133.0.1", 55536, "10.133.0.2", 36429)
+    assert theirs[key][::2] == [40, 16]  # tshark: 40 sent again (the fast retransmission among them), 16 out of order
+    assert ours[key] == truth[key] == [56, truth[key][1], 0]
+    assert {k: v[0] + v[2] for k, v in ours.items()} == {k: v[0] + v[2] for k, v in theirs.items()}

@@ -27,11 +27,14 @@ def _links(conns: DataFrame, *keys: str) -> DataFrame:
                  F.sum("broker_retransmitted_segments").alias("broker_retransmitted"),
                  F.sum("client_out_of_order").alias("client_out_of_order"),
                  F.sum("broker_out_of_order").alias("broker_out_of_order"),
+                 F.sum("client_lost_segments").alias("client_lost"), F.sum("broker_lost_segments").alias("broker_lost"),
+                 F.sum(F.col("client_lost_bytes") + F.col("broker_lost_bytes")).alias("lost"),
                  *[agg for side in ("client", "broker") for agg in _health(side)],
                  F.sum(F.col("client_retransmitted_bytes") + F.col("broker_retransmitted_bytes")).alias("resent"),
                  F.sum(F.col("client_bytes") + F.col("broker_bytes")).alias("bytes"))
             .withColumn("retransmission_rate", F.when(F.col("bytes") > 0, F.round(F.col("resent") / F.col("bytes"), 6)))
-            .drop("resent")
+            .withColumn("loss_rate", F.when(F.col("bytes") > 0, F.round(F.col("lost") / F.col("bytes"), 6)))
+            .drop("resent", "lost")
             .orderBy(*keys))
 
 
@@ -56,13 +59,18 @@ def _resent_by_minute(exchanges: DataFrame) -> DataFrame:
 
 
 def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
-    """p50/p99 of latency, network and broker time per keys, where n >= min_n."""
+    """p50/p99 of latency, network and broker time per keys over the exchanges whose broker time
+    was timed (``n``, where n >= min_n); ``broker_untimed``: those left out, whose bytes were sent
+    again (a loss's recovery is not the broker's time)."""
     parts = (("lat", "latency"), ("net", "network"), ("brk", "broker"))
+    timed = F.col("broker_ms").isNotNull()
     return (ex.groupBy("capture_date", *keys)
-            .agg(F.count("*").alias("n"), F.percentile("latency_ms", _Q).alias("lat"),
-                 F.percentile("network_ms", _Q).alias("net"), F.percentile("broker_ms", _Q).alias("brk"))
+            .agg(F.count(F.when(timed, 1)).alias("n"), F.count(F.when(~timed, 1)).alias("broker_untimed"),
+                 F.percentile(F.when(timed, F.col("latency_ms")), _Q).alias("lat"),
+                 F.percentile(F.when(timed, F.col("network_ms")), _Q).alias("net"),
+                 F.percentile("broker_ms", _Q).alias("brk"))
             .where(F.col("n") >= min_n)
-            .select("capture_date", *keys, "n",
+            .select("capture_date", *keys, "n", "broker_untimed",
                     *[F.round(F.col(c)[i], 3).alias(f"{name}_{p}_ms") for c, name in parts
                       for i, p in enumerate(("p50", "p99"))])
             .orderBy(*keys))
@@ -80,7 +88,7 @@ def network(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
              .withColumn("listener", listener()).withColumn("capture_date", F.to_date("first_time")))
     ids = (rows.exchanges.where(F.col("client_id").isNotNull()).groupBy(*CONN)
            .agg(F.first("client_id").alias("client_id")))
-    ex = (ex_time(rows.exchanges).where(F.col("broker_ms").isNotNull() & F.col("network_ms").isNotNull())
+    ex = (ex_time(rows.exchanges).where(F.col("network_ms").isNotNull() & F.col("latency_ms").isNotNull())
           .withColumn("listener", listener()))
     return {"network_by_listener": _links(conns, "listener"),
             "network_by_client": _links(conns.join(ids, CONN, "left"), *CLIENT, "listener"),
@@ -108,9 +116,12 @@ def _broker_bound(results: Results, policy: Policy) -> list[Verdict]:
     name = f"every API's broker time p99 at most {bound:g} ms on every listener"
     if not seen:
         return [Verdict(name, None, f"no API with {policy.min_latency_n} exchanges whose round trip the capture "
-                                    "shows (min_latency_n; network_ms needs each connection's handshake)")]
+                                    "shows (min_latency_n; network_ms needs the connection's handshake or ACKs of "
+                                    "its data)")]
     over = [f"{r['api_name']} on {r['listener']}: broker p99 {r['broker_p99_ms']} ms (network p99 "
-            f"{r['network_p99_ms']} ms, n {r['n']})" for r in seen if r["broker_p99_ms"] > bound]
+            f"{r['network_p99_ms']} ms, n {r['n']}" + (f", {r['broker_untimed']} left out: their bytes were sent again"
+                                                       if r["broker_untimed"] else "") + ")"
+            for r in seen if r["broker_p99_ms"] > bound]
     return [Verdict(name, not over, found(over))]
 
 
@@ -139,6 +150,8 @@ AUDIT = Audit(
            "at them, and each side's round trips from its data to the other's ACK; per listener and minute, the "
            "segments of exchanges sent again (plotted); per API and "
            "listener (and client): latency, the network's round trip (network_ms) and the broker's hold "
-           "(broker_ms) at p50 and p99, over the exchanges whose connection's handshake the capture shows."),
+           "(broker_ms) at p50 and p99, over the exchanges whose connection's round trip the capture shows "
+           "(its handshake, or the ACKs of its data) and whose bytes were not sent again (those are counted "
+           "apart: a loss's recovery is not the broker's time)."),
     verdicts=verdicts,
     plots=plots)

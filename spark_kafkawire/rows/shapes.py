@@ -25,6 +25,7 @@ from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
+from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
@@ -41,18 +42,42 @@ SCHEMAS_TOPIC: Final = "_schemas"
 REGISTRY_TYPES: Final = {"AVRO": "confluent-avro", "PROTOBUF": "confluent-protobuf", "JSON": "confluent-json"}
 
 
-def _split(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[float | None, float | None]:
-    """(network_ms, broker_ms) of an exchange: the connection's round trip, and the time from the
-    request's last byte to the response's first less the part of the round trip between the capture
-    point and the broker (all of it captured at the client, none at the broker); broker_ms at
-    least 0 (a round trip near the request shorter than at the handshake). None where the handshake
-    does not tell the round trip, or a frame is missing or cut."""
-    if ep is None or ep.rtt_ns is None or ep.broker_rtt_ns is None:
-        return None, None
-    network = ep.rtt_ns / 1e6
+def _round_trip(ep: Endpoints | None) -> tuple[int, int, str] | None:
+    """(round trip, its part between the capture point and the broker, basis) of an exchange's
+    connection (ns): from the TCP handshake where the capture shows it (``handshake``), else from the
+    connection's own data-to-ACK round trips (``ack``: the least of each direction's over the last 10
+    to 20 s, as TCP's min-RTT filter keeps it; the client's data to the broker's ACK is the part
+    beyond the capture point, the broker's data to the client's ACK the part before). None where
+    neither tells it (a TLS connection without its handshake, no ACK of data yet)."""
+    if ep is None:
+        return None
+    if ep.rtt_ns is not None and ep.broker_rtt_ns is not None:
+        return ep.rtt_ns, ep.broker_rtt_ns, "handshake"
+    conn = ep.tcp
+    if conn is None:
+        return None
+    health = conn.health
+    near: int = health.side(ep.client_dir).least_rtt()
+    far: int = health.side(1 - ep.client_dir).least_rtt()
+    if near < 0 or far < 0:
+        return None
+    return near + far, near, "ack"
+
+
+def _split(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[float | None, float | None, str | None]:
+    """(network_ms, broker_ms, network_basis) of an exchange: the connection's round trip, and the
+    time from the request's last byte to the response's first less the part of the round trip
+    between the capture point and the broker (all of it captured at the client, none at the
+    broker); broker_ms at least 0 (a round trip near the request shorter than the one measured).
+    None where neither the handshake nor the ACKs tell the round trip, or a frame is missing or cut."""
+    trip = _round_trip(ep)
+    if trip is None:
+        return None, None, None
+    rtt, broker_rtt, basis = trip
+    network = rtt / 1e6
     if rq is None or rs is None or rq.last_ts is None:
-        return network, None
-    return network, max(0, rs.ts_ns - rq.last_ts - ep.broker_rtt_ns) / 1e6
+        return network, None, basis
+    return network, max(0, rs.ts_ns - rq.last_ts - broker_rtt) / 1e6, basis
 
 
 def _resent(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> int | None:
@@ -78,7 +103,7 @@ def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
 
 #: the exchange rows' own columns, in the order ExchangeRows.exchange writes them
 _EXCHANGE_OWN: Final = ("request_time", "response_time", "latency_ms", "request_transfer_ms", "response_transfer_ms",
-                        "network_ms", "broker_ms", "retransmissions", "request_header_version",
+                        "network_ms", "broker_ms", "network_basis", "retransmissions", "request_header_version",
                         "response_header_version", "request_size", "response_size", "status", "detail",
                         "request_packet", "response_packet", "request", "response")
 
@@ -98,8 +123,9 @@ class ExchangeRows(RowBuilder):
             return
         self._identity(ep, req, resp)
         (request_time, response_time, latency_ms, request_transfer_ms, response_transfer_ms, network_ms, broker_ms,
-         retransmissions, request_header_version, response_header_version, request_size, response_size, status_col,
-         detail_col, request_packet, response_packet, request, response) = self.own_cols  # (_EXCHANGE_OWN's order)
+         network_basis, retransmissions, request_header_version, response_header_version, request_size, response_size,
+         status_col, detail_col, request_packet, response_packet, request,
+         response) = self.own_cols  # (_EXCHANGE_OWN's order)
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
@@ -108,10 +134,16 @@ class ExchangeRows(RowBuilder):
         latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
         request_transfer_ms.append(_transfer(rq))
         response_transfer_ms.append(_transfer(rs))
-        network, broker = _split(ep, rq, rs)
+        network, broker, basis = _split(ep, rq, rs)
+        resent = _resent(ep, rq, rs)
+        if broker is not None and resent:  # the loss's recovery would count as the broker's time
+            broker = None
+            why = f"broker_ms not timed: {resent} segment{'s' * (resent != 1)} of this exchange sent again (loss)"
+            detail = why if detail is None else f"{detail}; {why}"
         network_ms.append(network)
         broker_ms.append(broker)
-        retransmissions.append(_resent(ep, rq, rs))
+        network_basis.append(basis)
+        retransmissions.append(resent)
         request_header_version.append(h.header_version if h else None)
         response_header_version.append(resp.header_version if resp else None)
         status_col.append(status)
@@ -375,7 +407,8 @@ class ConnectionRows(RowBuilder):
         c["end_captured"].append(_end(conn))
         rtt, near = conn.round_trip()
         c["handshake_rtt_ms"].append(rtt / 1e6 if rtt is not None else None)
-        c["capture_side"].append(_side(near, conn.client == client_dir))
+        c["capture_side"].append(_side(near, conn.client == client_dir) if rtt is not None else
+                                 _side_from_acks(conn.health, client_dir))
         c["client_resets"].append(int(conn.reset_by == client_dir))
         c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
@@ -393,8 +426,10 @@ class ConnectionRows(RowBuilder):
                           a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
-            ooo, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
+            ooo, lost, lost_bytes, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
             c[ooo].append(sent.out_of_order)
+            c[lost].append(sent.lost)
+            c[lost_bytes].append(sent.lost_bytes)
             c[zeros].append(sent.zero_windows)
             c[zero_ms].append(health.zero_window_ms(d))
             rtt = health.round_trip_ms(d)
@@ -454,6 +489,24 @@ def _side(near: str | None, syn_sender_is_client: bool) -> str | None:
     if near is None or near == "middle":
         return near
     return "client" if (near == "near_syn_sender") == syn_sender_is_client else "broker"
+
+
+#: under this round trip (ns) the ACKs' round trips tell no side (20 times the handshake's MIN_SIDE_RTT_NS)
+ACK_SIDE_RTT_NS: Final = 20 * MIN_SIDE_RTT_NS
+
+
+def _side_from_acks(health, client_dir: int) -> str | None:
+    """Where the capture point sits where the handshake was not captured, from the connection's own
+    round trips: the client's data to the broker's ACK is the part beyond the capture point, the
+    broker's data to the client's ACK the part before; the shorter under SIDE_SHARE of their sum
+    is the near end (the handshake's rule). None without both, or under ACK_SIDE_RTT_NS together: an
+    ACK may wait for its receiver some tens of microseconds, as much as a loopback round trip."""
+    beyond = health.side(client_dir).least_rtt()
+    before = health.side(1 - client_dir).least_rtt()
+    if beyond < 0 or before < 0 or beyond + before < ACK_SIDE_RTT_NS:
+        return None
+    share = before / (beyond + before)
+    return "client" if share < SIDE_SHARE else "broker" if share > 1 - SIDE_SHARE else "middle"
 
 
 def _end(conn) -> str:

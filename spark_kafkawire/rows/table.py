@@ -58,9 +58,11 @@ API_NAMES: Final = protocol.API_NAMES
 _DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
                             "gap_bytes", "gaps", "resyncs", "retransmitted_segments", "retransmitted_bytes")
 _NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
-#: per-direction TCP health of connections rows (wire/health.py): segments out of order, zero windows
+#: per-direction TCP health of connections rows (wire/health.py): segments out of order, segments lost
+#: on the path (and their bytes), zero windows
 #: advertised and the time at zero window, round trips from the direction's data to the other's ACK
-_DIRECTION_HEALTH: Final = [("out_of_order", "bigint"), ("zero_windows", "bigint"), ("zero_window_ms", "double"),
+_DIRECTION_HEALTH: Final = [("out_of_order", "bigint"), ("lost_segments", "bigint"), ("lost_bytes", "bigint"),
+                            ("zero_windows", "bigint"), ("zero_window_ms", "double"),
                             ("rtt_min_ms", "double"), ("rtt_p50_ms", "double")]
 #: a TLS connection's bytes per direction (see tls/__init__.py): every captured byte in one of the first three
 _TLS_COUNTS: Final = ("read_bytes", "undecrypted_bytes", "other_bytes", "gap_bytes")
@@ -82,7 +84,8 @@ _TIMES: Final = [
 #: how long an exchange's frames took to cross the capture point
 _TRANSFER: Final = [("request_transfer_ms", "double"), ("response_transfer_ms", "double")]
 #: where an exchange's time went: the network's round trip and the broker's hold
-_SPLIT: Final = [("network_ms", "double"), ("broker_ms", "double"), ("retransmissions", "int")]
+_SPLIT: Final = [("network_ms", "double"), ("broker_ms", "double"), ("network_basis", "string"),
+                 ("retransmissions", "int")]
 _API: Final = [
     ("api_key", "smallint"),
     ("api_name", "string"),

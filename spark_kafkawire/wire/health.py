@@ -8,11 +8,16 @@ direction's state read and moved as Wireshark's analysis does (tcp.analysis.*).
 Rules, per segment of direction d (the other direction is r):
 
 * **sent again**: a segment with payload starting below the highest sequence number d sent before
-  (a keep-alive, one byte or none just below it, excepted). It is a *fast retransmission* where r
+  (a keep-alive, one byte or none just below it, excepted). A whole copy of bytes already seen (none
+  of them in a hole the capture saw open: bytes skipped when a later segment came first) is sent
+  again, whenever it comes. One that fills a hole is a *fast retransmission* where r
   sent two or more duplicate ACKs for exactly its sequence number, the last less than 20 ms before;
-  *spurious* where r had already acknowledged all its bytes; else *out of order* where it came
-  within the connection's first round trip (3 ms if the handshake is not captured) of the segment
-  that reached the highest sequence number and does not end there; else a retransmission. Out of
+  else *out of order* where r had already acknowledged all its bytes (the capture point saw it
+  after the receiver had it) or it came within the connection's first round trip (3 ms if the
+  handshake is not captured) of the segment that reached the highest sequence number; else a
+  retransmission (its first copy was lost before the capture point). tshark calls a copy that
+  comes after later data out of order, and a late hole filler already acknowledged spurious: here
+  a segment sent again is one the capture shows twice, or one whose bytes it shows were lost. Out of
   order is counted apart (``out_of_order``); the others are ``resent`` (segments and bytes).
 * **zero window**: a segment advertising a window of 0, none of SYN, FIN and RST set; the time at
   zero window runs from the first such segment of d to d's next segment advertising a window
@@ -27,7 +32,7 @@ Rules, per segment of direction d (the other direction is r):
   acknowledgement numbers as d's last, none of SYN, FIN, RST.
 
 Memory is bounded per connection: MAX_UNACKED data segments waiting for their ACK, MAX_SAMPLES round
-trips and MAX_RESENT segments sent again (for the exchange rows) per direction. (Each direction's
+trips, MAX_RESENT segments sent again (for the exchange rows) and MAX_HOLES holes per direction. (Each direction's
 state is a plain class of integers, its lists made at first use: compiled by mypyc, an event reads
 and moves native integers, and a connection of one segment costs three small objects.)
 """
@@ -41,6 +46,12 @@ from mypy_extensions import i64
 MAX_UNACKED: Final = 4096
 MAX_SAMPLES: Final = 1 << 16
 MAX_RESENT: Final = 256
+MAX_HOLES: Final = 256
+#: the window of the least round trip from data to ACK (TCP's own min-RTT filter keeps 10 s): the
+#: least of the current window and the one before
+RTT_WINDOW_NS: Final[i64] = 10_000_000_000
+#: samples the windows must hold before their least is taken (one ACK may have waited for an answer)
+MIN_RTT_SAMPLES: Final[i64] = 3
 FAST_WINDOW_NS: Final[i64] = 20_000_000
 _TIME_BOUND: Final = 1 << 61
 DEFAULT_OOO_NS: Final[i64] = 3_000_000
@@ -72,7 +83,8 @@ class Side:
 
     __slots__ = ("nextseq", "nextseq_ts", "seen", "lastack", "lastack_ts", "acked", "window", "dupacks",
                  "zero_since", "zero_ns", "zero_windows", "ends", "sent", "samples", "stride", "skip",
-                 "resent", "resent_bytes", "out_of_order", "resent_at")
+                 "resent", "resent_bytes", "out_of_order", "resent_at", "holes", "win_min", "win_start",
+                 "prev_min", "win_n", "prev_n", "lost", "lost_bytes")
 
     def __init__(self) -> None:
         self.nextseq: i64 = 0  # the highest sequence number sent, plus one (seq + length)
@@ -95,7 +107,78 @@ class Side:
         self.resent: i64 = 0
         self.resent_bytes: i64 = 0
         self.out_of_order: i64 = 0
+        # segments the capture shows were lost on the path, on either side of the capture point
+        self.lost: i64 = 0
+        self.lost_bytes: i64 = 0
         self.resent_at: list[tuple[int, int]] | None = None  # (sequence number, length), the last ones
+        # byte ranges skipped by a segment that came ahead of them, not filled yet: start, end, ...
+        self.holes: list[int] | None = None
+        # the least round trip in the current window (from win_start) and in the window before; -1: none
+        self.win_min: i64 = -1
+        self.win_start: i64 = 0
+        self.prev_min: i64 = -1
+        self.win_n: i64 = 0  # samples in the current window and in the one before
+        self.prev_n: i64 = 0
+
+    def least_rtt(self) -> i64:
+        """The least round trip from this direction's data to the other's ACK over the last 10 to
+        20 seconds of samples (ns), as TCP's windowed min-RTT filter keeps it; -1 with fewer than
+        MIN_RTT_SAMPLES samples there."""
+        if self.win_n + self.prev_n < MIN_RTT_SAMPLES:
+            return -1
+        a = self.win_min
+        b = self.prev_min
+        if a < 0:
+            return b
+        if b < 0:
+            return a
+        return a if a < b else b
+
+    def ahead(self, seq: i64, length: i64) -> int:
+        """A segment that does not start below the highest sequence number: new data, and the bytes
+        it skipped (starting past that number) a hole until they come."""
+        if length and self.seen and _before(self.nextseq, seq):
+            self.hole(self.nextseq, seq)
+        return NEW
+
+    def hole(self, start: i64, end: i64) -> None:
+        """Bytes [start, end) skipped: a later segment came first (the oldest holes dropped past MAX_HOLES)."""
+        holes = self.holes
+        if holes is None:
+            self.holes = [start, end]
+            return
+        holes.append(start)
+        holes.append(end)
+        if len(holes) > 2 * MAX_HOLES:
+            del holes[0:2]
+
+    def fill(self, start: i64, end: i64) -> bool:
+        """Bytes [start, end) came below the highest sequence number: whether any of them was in a
+        hole (those bytes are no longer one); none: the segment is a whole copy of bytes seen."""
+        holes = self.holes
+        if not holes:
+            return False
+        kept: list[int] = []
+        hit = False
+        i = 0
+        while i < len(holes):
+            a: i64 = holes[i]
+            b: i64 = holes[i + 1]
+            if _before(start, b) and _before(a, end):
+                hit = True
+                if _before(a, start):
+                    kept.append(a)
+                    kept.append(start)
+                if _before(end, b):
+                    kept.append(end)
+                    kept.append(b)
+            else:
+                kept.append(a)
+                kept.append(b)
+            i += 2
+        if hit:
+            self.holes = kept
+        return hit
 
     def wait(self, end: i64, ts: i64, new: bool) -> None:
         """A data segment waits for its ACK, unless a copy of it already does (the first copy is
@@ -133,7 +216,7 @@ class Side:
             if _before(ack, end):
                 break
             if end == ack:
-                self.sample(ts - sent[n])
+                self.sample(ts - sent[n], ts)
             n += 1
         if n == len(ends):
             ends.clear()
@@ -142,9 +225,19 @@ class Side:
             del ends[:n]
             del sent[:n]
 
-    def sample(self, ns: i64) -> None:
+    def sample(self, ns: i64, ts: i64 = 0) -> None:
         if ns < 0:  # an ACK timed before its data (times running backwards): no round trip
             return
+        if self.win_min < 0 or ts - self.win_start > RTT_WINDOW_NS or ts < self.win_start:
+            self.prev_min = self.win_min
+            self.prev_n = self.win_n
+            self.win_min = ns
+            self.win_n = 1
+            self.win_start = ts
+        else:
+            self.win_n += 1
+            if ns < self.win_min:
+                self.win_min = ns
         self.skip += 1
         if self.skip < self.stride:
             return
@@ -157,6 +250,10 @@ class Side:
         if len(samples) >= MAX_SAMPLES:
             self.samples = samples[::2]
             self.stride *= 2
+
+    def lose(self, length: i64) -> None:
+        self.lost += 1
+        self.lost_bytes += length
 
     def again(self, seq: i64, length: i64) -> None:
         self.resent += 1
@@ -191,7 +288,6 @@ class Health:
         me = self.a if d == 0 else self.b
         other = self.b if d == 0 else self.a
         self.last_ts = ts
-        kind = NEW
         special = flags & (_SYN | _FIN | _RST)
         if flags & _SYN:
             if not flags & _ACK:
@@ -202,8 +298,7 @@ class Health:
         end = (seq + length + (1 if flags & _SYN else 0) + (1 if flags & _FIN else 0)) & _MASK
         below = length > 0 and me.seen and _before(seq, nextseq)
         alive = below and length <= 1 and not special and seq == (nextseq - 1) & _MASK  # a keep-alive
-        if below and not alive:
-            kind = self._again(me, other, ts, seq, length, nextseq)
+        kind = self._again(me, other, ts, seq, length, nextseq) if below and not alive else me.ahead(seq, length)
         advanced = not me.seen or _before(nextseq, end)
         if length and not alive:
             me.wait(end, ts, advanced and kind == NEW)
@@ -234,14 +329,27 @@ class Health:
             me.window = win
 
     def _again(self, me: Side, other: Side, ts: i64, seq: i64, length: i64, nextseq: i64) -> int:
-        """A segment with payload starting below the highest sequence number: which kind."""
+        """A segment with payload starting below the highest sequence number: which kind. A whole
+        copy of bytes already seen is sent again, whenever it comes; its first copy was lost beyond
+        the capture point unless the receiver had acknowledged its bytes (a spurious copy). One that
+        fills a hole is sent again where it is a fast retransmission, or came later than the
+        connection's first round trip after the top segment (its first copy was lost before the
+        capture point: both count as lost); else (within that round trip, or already acknowledged:
+        the capture saw it after the receiver had it) it is only out of order."""
+        end: i64 = (seq + length) & _MASK
+        acked = other.acked and not _before(other.lastack, end)
+        if not me.fill(seq, end if _before(end, nextseq) else nextseq):
+            me.again(seq, length)
+            if not acked:
+                me.lose(length)
+            return SENT_AGAIN
         threshold = self.first_rtt if self.first_rtt > 0 else DEFAULT_OOO_NS
         fast = other.dupacks >= 2 and other.lastack == seq and ts - other.lastack_ts < FAST_WINDOW_NS
-        spurious = other.acked and not _before(other.lastack, (seq + length) & _MASK)
-        if not fast and not spurious and ts - me.nextseq_ts < threshold and nextseq != (seq + length) & _MASK:
+        if not fast and (acked or ts - me.nextseq_ts < threshold):
             me.out_of_order += 1
             return OUT_OF_ORDER
         me.again(seq, length)
+        me.lose(length)
         return SENT_AGAIN
 
     # -- what the rows read ---------------------------------------------------------------------------
