@@ -230,6 +230,8 @@ def _skipped(spark):
     """The skipped files as rows (capture_date: the file's modification date, where it can be looked at)."""
     import datetime
 
+    from spark_kafkawire.audits.base import SKIPPED_FILES
+
     rows = []
     for path, why in SKIPPED:
         try:
@@ -237,7 +239,7 @@ def _skipped(spark):
         except (OSError, ValueError):
             day = datetime.datetime.now(datetime.timezone.utc).date()
         rows.append((day, path, why))
-    return spark.createDataFrame(rows, "capture_date date, capture_file string, why string")
+    return spark.createDataFrame(rows, SKIPPED_FILES)
 
 
 def _say(args, what: str) -> None:
@@ -350,16 +352,9 @@ def _session(args, out, small: bool = False):
 
     if args.verbose:
         return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
-    log = tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False)
-    out.spark_log = log.name
-    saved = os.dup(2)
-    os.dup2(log.fileno(), 2)  # the JVM started now inherits it; this process gets its own back
-    try:
-        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        log.close()
+    with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
+        out.spark_log = log.name
+    return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log)
 
 
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:

@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 from .. import figures, protocol
 from ..protocol import GROUP_ID_APIS, KEY
 
+#: the columns of Rows.skipped (and of capture_health.skipped_files)
+SKIPPED_FILES = "capture_date date, capture_file string, why string"
 #: one audit's results as the job collects them: table name -> rows (as dicts)
 Tables = dict[str, list[dict]]
 #: every audit's: audit name -> its Tables

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import figures
-from .base import Audit, Policy, Results, Rows, Verdict, condition, count_of, ex_time, listener
+from .base import SKIPPED_FILES, Audit, Policy, Results, Rows, Verdict, condition, count_of, ex_time, listener
 
 
 def _directions(what: str) -> F.Column:
@@ -43,7 +43,7 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
                      .orderBy(F.desc("gap_bytes")))
     skipped = rows.skipped if rows.skipped is not None else rows.exchanges.sparkSession.createDataFrame(
-        [], "capture_date date, capture_file string, why string")
+        [], SKIPPED_FILES)
     return {"coverage": coverage(rows), "capture_files": files, "damaged_connections": damaged_conns,
             "skipped_files": skipped.orderBy("capture_file")}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 
 from . import AUDITS
 from .base import Results, Verdict
@@ -27,11 +28,21 @@ figure.wide{max-width:none}figure.wide svg{min-width:560px;max-width:100%}
 MAX_ROWS = 25
 
 
-def _cell(v) -> str:
-    """A value as people write it: thousands separated (164,100, not 1.641e+05), four significant
-    digits below a thousand, times to the second, lists joined."""
+#: columns that hold identifiers (ports, ids, keys, versions, partitions): numbers, but not amounts,
+#: written as they are (port 57019, not 57,019)
+_IDENTIFIER = re.compile(r"(^|_)(port|id|ids|key|version|partition|bucket)s?$")
+
+
+def _cell(v, amount: bool = True) -> str:
+    """A value as people write it: an amount thousands separated (164,100, not 1.641e+05), four
+    significant digits below a thousand; an identifier (``amount`` False) as it is; times to the
+    second, lists joined."""
     if v is None:
         return ""
+    if not amount and isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    if not amount:
+        return str(v)
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, int):
@@ -60,10 +71,12 @@ def table(rows: list[dict], limit: int = MAX_ROWS) -> str:
     if len(cols) > 1 and cols[0] == "capture_date":  # the column held in place names the row, not its day
         cols = cols[1:] + cols[:1]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    amounts = {c: not _IDENTIFIER.search(c) for c in cols}
     body = []
     for r in rows[:limit]:
-        cells = "".join(f'<td class="n">{html.escape(_cell(r[c]))}</td>' if isinstance(r[c], (int, float))
-                        and not isinstance(r[c], bool) else f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols)
+        cells = "".join(f'<td class="n">{html.escape(_cell(r[c]))}</td>'
+                        if amounts[c] and isinstance(r[c], (int, float)) and not isinstance(r[c], bool)
+                        else f"<td>{html.escape(_cell(r[c], amounts[c]))}</td>" for c in cols)
         body.append(f"<tr>{cells}</tr>")
     more = f'<p class="note">{len(rows) - limit:,} more rows in the Parquet output</p>' if len(rows) > limit else ""
     if empty and len(cols) < len(rows[0]):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 #: a local driver JVM for a short job on small input: the quick JIT tier only (C2's compiler threads
@@ -13,7 +15,7 @@ SMALL_JOB_JVM = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
-                  small_job: bool = False):
+                  small_job: bool = False, jvm_log: str | None = None):
     """Get or create a SparkSession whose Python workers run this interpreter.
 
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
@@ -28,6 +30,12 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     ``small_job=True`` (a local session only, as the audit job starts one for small captures): the
     driver JVM uses the quick JIT tier and the serial collector (SMALL_JOB_JVM), which start and
     finish a job of small queries sooner.
+
+    ``jvm_log``: a JVM started now (and the Python workers it starts) writes its stderr to that file
+    instead of this process's (the audit job's log). In a Jupyter kernel, which shows everything
+    written to its stderr, a new local session does so by itself, to kafkawire-spark-*.log in the
+    temporary folder (named on the session as ``kafkawire_log``): no log4j or Java notes in the cell;
+    errors still reach the notebook as Python exceptions.
     """
     submitted = _submitted()
     if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
@@ -50,38 +58,46 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
         builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     if master or not submitted:
         builder = builder.master(master or "local[*]")
-    spark = _quiet(builder) if not submitted and "ipykernel" in sys.modules else builder.getOrCreate()
+    if jvm_log is None and not submitted and "ipykernel" in sys.modules:
+        jvm_log = _notebook_log()
+    if jvm_log is None:
+        spark = builder.getOrCreate()
+    else:
+        with jvm_stderr(jvm_log):
+            spark = builder.getOrCreate()
+        spark.kafkawire_log = jvm_log  # type: ignore[attr-defined]  # (named on the session for the user)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
     return spark
 
 
-def _quiet(builder):
-    """Start Spark from a notebook without the JVM's start-up notes in the cell (log4j's profile,
-    the loopback hostname, the native-hadoop library, ...): a kernel shows everything written to
-    its stderr, the JVM's too. The JVM started now writes its stderr to a log file of its own
-    (kafkawire-spark-*.log in the temporary folder, named on the session as ``kafkawire_log``);
-    errors still reach the notebook as Python exceptions. A session already running is returned
-    as it is."""
+def _notebook_log() -> str | None:
+    """A log file for the JVM a notebook starts, or None where a session already runs (its JVM's
+    stderr is what it is)."""
     import tempfile
 
     from pyspark import SparkContext
 
     if SparkContext._active_spark_context is not None:
-        return builder.getOrCreate()
-    log = tempfile.NamedTemporaryFile(prefix="kafkawire-spark-", suffix=".log", delete=False)
+        return None
+    with tempfile.NamedTemporaryFile(prefix="kafkawire-spark-", suffix=".log", delete=False) as log:
+        return log.name
+
+
+@contextmanager
+def jvm_stderr(path: str) -> Iterator[None]:
+    """While inside, this process's stderr (file descriptor 2) is the file at ``path``: a JVM started
+    then inherits it for its whole life; this process gets its own back after."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     saved = os.dup(2)
-    os.dup2(log.fileno(), 2)  # the JVM started now inherits it; this process gets its own back
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
     try:
-        spark = builder.getOrCreate()
+        yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-        log.close()
-    spark.kafkawire_log = log.name
-    return spark
 
 
 def register(spark) -> None:
