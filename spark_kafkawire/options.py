@@ -47,6 +47,7 @@ class Options:
     tls_key_log: str | None = None
     tls_trial_budget: int = TRIAL_BUDGET
     tls_trial_task_budget: int = TRIAL_TASK_BUDGET
+    stitch: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, object] | None) -> "Options":
@@ -152,6 +153,7 @@ _RULES = {
     "tlskeylog": ("tlsKeyLog", "tls_key_log", None, _files),
     "tlstrialbudget": ("tlsTrialBudget", "tls_trial_budget", TRIAL_BUDGET, _whole(0, 1 << 40)),
     "tlstrialtaskbudget": ("tlsTrialTaskBudget", "tls_trial_task_budget", TRIAL_TASK_BUDGET, _whole(0, 1 << 50)),
+    "stitch": ("stitch", "stitch", True, _bool),
 }
 
 #: how each option is documented (README's options table is options_table()'s output, checked by a test)
@@ -218,6 +220,13 @@ _DOCS = {
     'tlsTrialTaskBudget': (
         '4194304',
         'the same for all connections of one file read (one Spark task), 0 to 2^50'),
+    'stitch': (
+        'true',
+        'read the files of a rotation series (`tcpdump -C/-G/-W`, `editcap -c/-i`, a ring buffer: names that '
+        'differ only in digits, times that follow one another) as one capture: a connection that goes on '
+        'into the next file (its sequence numbers continuing) stays one connection, an exchange cut by the '
+        'rotation is paired, and its facts reach the rows of every file; rows keep their own `capture_file`. '
+        '`false` reads every file by itself'),
     'minPartitions': (
         'CPU count, at most 4',
         'Spark: large files are shared out while the load has fewer partitions than this, and small files '

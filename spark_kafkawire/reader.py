@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import os
 from contextlib import contextmanager
-from typing import Generator, Iterable, Iterator, Mapping
+from typing import Generator, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -27,6 +27,7 @@ from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .rows.tee import Tee
 from .wire.lane import Rows
+from .wire.series import OVERLAP_NS, file_number, find_series, first_time
 from .wire.tcp import Reassembler
 from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
@@ -35,9 +36,10 @@ __all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "iter_shap
            "options_table", "plan", "read_capture", "read_pandas"]
 
 
-def iter_batches(path: str, options: Options | Mapping[str, object] | None = None,
+def iter_batches(path: str | Sequence[str], options: Options | Mapping[str, object] | None = None,
                  predicate: Predicate | None = None, share: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
-    """Decode one capture file, yielding record batches as they fill.
+    """Decode one capture file, yielding record batches as they fill. A list of files: the files of
+    a rotation series (see wire/series.py), in time order, read as one capture.
 
     ``predicate`` (see :mod:`spark_kafkawire.decode.predicate`): only rows it accepts are yielded, and
     requests it rules out by their headers are not body-decoded.
@@ -118,7 +120,7 @@ def _no_collections():
             gc.enable()
 
 
-def iter_shapes(path: str, options: Options | Mapping[str, object] | None = None,
+def iter_shapes(path: str | Sequence[str], options: Options | Mapping[str, object] | None = None,
                 shapes: Iterable[str] = ("exchanges", "connections", "partitions", "records"),
                 share: tuple[int, int] | None = None) -> Iterator[tuple[str, pa.RecordBatch]]:
     """Decode one capture file once into several row shapes: ``(shape, batch)`` pairs as batches
@@ -131,14 +133,18 @@ def iter_shapes(path: str, options: Options | Mapping[str, object] | None = None
     yield from _stepped(_iter_batches(path, options, None, share, wanted))
 
 
-def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
+def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, object] | None,
                   predicate: Predicate | None, share: tuple[int, int] | None,
                   shapes: tuple[str, ...]) -> Generator[tuple[str, pa.RecordBatch], None, None]:
     opts = options if isinstance(options, Options) else Options.parse(options)
-    if predicate and not predicate.file_ok(path):
-        return
+    files = [paths] if isinstance(paths, str) else list(paths)
+    if predicate:  # (a series is read up to the last file the filters keep: the ones before carry its state)
+        wanted = [i for i, f in enumerate(files) if predicate.file_ok(f)]
+        if not wanted:
+            return
+        files = files[: wanted[-1] + 1]
     topics = TopicIds()
-    builders = [row_builder(shape, path, opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
+    builders = [row_builder(shape, files[0], opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
                             topic_ids=topics.names, payload=opts.include_records and shape == "records")
                 for shape in shapes]
     tee = Tee(builders) if len(builders) > 1 else None
@@ -153,21 +159,34 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
     past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
     fast = lane.make(reasm, sink, limit, stop_from, past)
-    reader = CaptureReader(path, opts.endpoint_url, lane=fast, on_secrets=lambda text: _secrets(decoder, text))
-    for pkt in reader:
-        if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
-            if sink.count >= limit or sink.backlog:
-                yield from _due(builders, tee, limit, keep, False)
-            continue
-        seg = decode(pkt)
-        if seg is not None:
-            segment(*seg)
-            if sink.count >= limit or sink.backlog:
-                yield from _due(builders, tee, limit, keep, False)
-        if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
-            past.checks += 1
-            if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
-                break
+    settled = False
+    for index, path in enumerate(files):
+        if index:  # the next file of a rotation series
+            for b in builders:
+                b.add_file(path)
+            yield from _next_file(path, opts, decoder, reasm, sink, builders, tee, limit, keep)
+        reader = CaptureReader(path, opts.endpoint_url, lane=fast, on_secrets=lambda text: _secrets(decoder, text),
+                               first_number=file_number(index, 0))
+        for pkt in reader:
+            if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
+                if sink.count >= limit or sink.backlog:
+                    yield from _due(builders, tee, limit, keep, False)
+                continue
+            seg = decode(pkt)
+            if seg is not None:
+                segment(*seg)
+                if sink.count >= limit or sink.backlog:
+                    yield from _due(builders, tee, limit, keep, False)
+            if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
+                past.checks += 1
+                if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
+                    settled = True
+                    break
+        if reader.damage is not None and (settled or index + 1 < len(files)):
+            decoder.damaged(str(reader.damage))  # (the last file's: after its connections' rows, below)
+            reader.damage = None
+        if settled:
+            break
     decoder.ending = True
     for _ in reasm.closing():
         if sink.count >= limit or sink.backlog:
@@ -175,6 +194,25 @@ def _iter_batches(path: str, options: Options | Mapping[str, object] | None,
     if reader.damage is not None:
         decoder.damaged(str(reader.damage))
     yield from _due(builders, tee, limit, keep, True)
+
+
+def _next_file(path: str, opts: Options, decoder: Decoder, reasm: Reassembler, sink: Rows,
+               builders: list[RowBuilder], tee: Tee | None, limit: int,
+               keep) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Between two files of a series: where the next begins no earlier than the last ended (see
+    series.OVERLAP_NS), open connections are held for their next segments to show whether they go
+    on (Reassembler.boundary); where the files overlap in time they are not one capture, and every
+    open connection ends here, as at a capture's end."""
+    last = reasm.last_seen()
+    first = first_time(path, opts.endpoint_url)
+    if last is None or first is None or first >= last - OVERLAP_NS:
+        reasm.boundary()
+        return
+    decoder.ending = True
+    for _ in reasm.closing():
+        if sink.count >= limit or sink.backlog:
+            yield from _due(builders, tee, limit, keep, False)
+    decoder.ending = False
 
 
 def _due(builders: list[RowBuilder], tee: Tee | None, limit: int, keep,
@@ -239,8 +277,10 @@ def read_capture(path: str | os.PathLike | Iterable[str | os.PathLike], filters:
     (README, Options) says."""
     opts = Options.parse(options)
     pred = Predicate.parse(filters).for_shape(n for n, _ in COLUMNS[opts.rows])
-    files = [f for f in list_files(path, opts.path_glob_filter, opts.endpoint_url) if pred.file_ok(f)]
-    batches = [b for f in files for b in iter_batches(f, opts, pred)]
+    files = list_files(path, opts.path_glob_filter, opts.endpoint_url)
+    runs = find_series(files, opts.endpoint_url) if opts.stitch else [[f] for f in files]
+    batches = [b for run in runs if any(pred.file_ok(f) for f in run)
+               for b in iter_batches(run if len(run) > 1 else run[0], opts, pred)]
     return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..wire.capture import MalformedCaptureError
+from ..wire.series import file_index, local_number
 
 if TYPE_CHECKING:
     from .connstate import Endpoints
@@ -23,7 +24,7 @@ class DamagePolicy:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: want one of {', '.join(MODES)}")
         self.mode = mode
-        self.capture_file = capture_file
+        self.files = [capture_file]  # the files of the series read (see series.py), in order
 
     def keep(self, ep: Endpoints | None, frame: Frame | None, status: str, detail: str | None) -> bool:
         """A damaged row: True to keep it (PERMISSIVE), False to drop it (DROPMALFORMED); FAILFAST
@@ -32,7 +33,8 @@ class DamagePolicy:
             return True
         if self.mode == "DROPMALFORMED":
             return False
-        where = f"packet {frame.number}, stream byte {frame.offset}" if frame is not None else ""
+        where = f"packet {local_number(frame.number)}, stream byte {frame.offset}" if frame is not None else ""
         conn = f" ({ep.client_ip}:{ep.client_port} -> {ep.broker_ip}:{ep.broker_port})" if ep else ""
-        raise MalformedCaptureError(f"{self.capture_file}: {where}{conn}: {status}: {detail} (mode FAILFAST)"
-                                    if where else f"{self.capture_file}: {status}: {detail} (mode FAILFAST)")
+        path = self.files[file_index(frame.number)] if frame is not None else self.files[-1]
+        raise MalformedCaptureError(f"{path}: {where}{conn}: {status}: {detail} (mode FAILFAST)"
+                                    if where else f"{path}: {status}: {detail} (mode FAILFAST)")

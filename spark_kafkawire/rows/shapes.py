@@ -25,6 +25,7 @@ from ..kafka.values import RawRecords
 from ..decode.connstate import Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
+from ..wire.series import FILE_SHIFT, LOCAL_MASK
 from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
@@ -105,7 +106,7 @@ def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
 _EXCHANGE_OWN: Final = ("request_time", "response_time", "latency_ms", "request_transfer_ms", "response_transfer_ms",
                         "network_ms", "broker_ms", "network_basis", "retransmissions", "request_header_version",
                         "response_header_version", "request_size", "response_size", "status", "detail",
-                        "request_packet", "response_packet", "request", "response")
+                        "request_packet", "response_packet", "response_file", "request", "response")
 
 
 class ExchangeRows(RowBuilder):
@@ -124,13 +125,16 @@ class ExchangeRows(RowBuilder):
         self._identity(ep, req, resp)
         (request_time, response_time, latency_ms, request_transfer_ms, response_transfer_ms, network_ms, broker_ms,
          network_basis, retransmissions, request_header_version, response_header_version, request_size, response_size,
-         status_col, detail_col, request_packet, response_packet, request,
+         status_col, detail_col, request_packet, response_packet, response_file, request,
          response) = self.own_cols  # (_EXCHANGE_OWN's order)
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
         _frame_columns(rq, request_time, request_size, request_packet)
         _frame_columns(rs, response_time, response_size, response_packet)
+        # (a rotation series: the response's file where it is not the request's)
+        response_file.append(self.files[rs.number >> FILE_SHIFT] if rs is not None and rq is not None and
+                             (rs.number ^ rq.number) >> FILE_SHIFT else None)
         latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
         request_transfer_ms.append(_transfer(rq))
         response_transfer_ms.append(_transfer(rs))
@@ -174,7 +178,7 @@ class MessageRows(RowBuilder):
         if own in DAMAGE and not self.damage.keep(ep, frame, own, own_detail):
             return
         c = self.cols
-        self._endpoints(ep)
+        self._endpoints(ep, frame.number if frame is not None else -1)
         h = req.header if req is not None else None
         c["direction"].append(direction)
         c["time"].append(frame.ts_ns if frame else None)
@@ -190,7 +194,7 @@ class MessageRows(RowBuilder):
         c["status"].append(own)
         c["detail"].append(own_detail)
         c["exchange_status"].append(status)
-        c["packet"].append(frame.number if frame else None)
+        c["packet"].append(frame.number & LOCAL_MASK if frame else None)
         msg = resp if resp is not None else req
         c["body"].append(message_json(msg))
         self._headline(extra)
@@ -399,10 +403,10 @@ class ConnectionRows(RowBuilder):
 
     def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers, tls) -> None:
         c = self.cols
-        self._endpoints(ep)
+        self._endpoints(ep, conn.first_number)
         c["first_time"].append(conn.first_ts)
         c["last_time"].append(conn.last_ts)
-        c["first_packet"].append(conn.first_number)
+        c["first_packet"].append(conn.first_number & LOCAL_MASK)
         c["start_captured"].append(conn.client is not None)
         c["end_captured"].append(_end(conn))
         rtt, near = conn.round_trip()
@@ -464,7 +468,7 @@ def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Colu
     if frame is not None:
         time.append_int(frame.ts_ns)
         size.append_int(frame.size)
-        packet.append_int(frame.number)
+        packet.append_int(frame.number & LOCAL_MASK)
     else:
         time.append(None)
         size.append(None)

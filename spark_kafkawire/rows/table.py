@@ -22,6 +22,7 @@ from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFO
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
 from ..wire.lane import Rows
+from ..wire.series import FILE_SHIFT
 from ..kafka.headers import RequestHeader
 from ..kafka.headline import HEADLINE_FIELDS, SESSION_FIELDS
 
@@ -104,6 +105,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("detail", "string"),
         ("request_packet", "bigint"),
         ("response_packet", "bigint"),
+        ("response_file", "string"),
         ("request", "string"),
         ("response", "string"),
     ] + _HEADLINE,
@@ -244,9 +246,11 @@ class RowBuilder(Rows):
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
                  topic_ids: dict[str, str] | None = None):
         self.schema = arrow_schema(self.shape)
-        self.capture_file = capture_file
         self.names = [n for n, _ in COLUMNS[self.shape]]
         self.damage = DamagePolicy(mode, capture_file)
+        #: the files read, in order (more than one: a rotation series, see wire/series.py); a packet
+        #: number says its file's index (series.file_index)
+        self.files: list[str] = self.damage.files
         self.max_decompressed = max_decompressed
         self.max_records = max_records
         self.backlog = deque()  # (Rows: the fast lane asks for it between packets)
@@ -313,10 +317,16 @@ class RowBuilder(Rows):
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
         raise NotImplementedError
 
+    def add_file(self, path: str) -> None:
+        """The next file of a rotation series is read: its packets' numbers say its index."""
+        self.files.append(path)
+
     # -- pieces of rows several shapes share -----------------------------------------------------
-    def _endpoints(self, ep: Endpoints | None) -> None:
+    def _endpoints(self, ep: Endpoints | None, number: int = -1) -> None:
+        """The endpoint columns; capture_file is the file of packet ``number`` (-1: of the file
+        being read)."""
         capture_file, client_ip, client_port, broker_ip, broker_port, community_id = self.endpoint_cols
-        capture_file.append(self.capture_file)
+        capture_file.append(self.files[number >> FILE_SHIFT] if number >= 0 else self.files[-1])
         if ep is None:
             for col in self.endpoint_cols[1:]:
                 col.append(None)
@@ -346,7 +356,9 @@ class RowBuilder(Rows):
         c["api_version"].append(h.api_version if h else None)
 
     def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
-        self._endpoints(ep)
+        """The endpoint and identity columns of an exchange's row (its file: its request's, else
+        its response's)."""
+        self._endpoints(ep, req.frame.number if req is not None else resp.frame.number if resp is not None else -1)
         api_key, api_name, api_version, correlation_id, client_id = self.identity_cols  # (_IDENTITY's order)
         h = req.header if req is not None else None
         if h is not None:

@@ -132,8 +132,11 @@ class CaptureReader:
     """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
 
     def __init__(self, path: str, endpoint: str | None = None, lane=None,
-                 on_secrets: Callable[[bytes], None] | None = None):
+                 on_secrets: Callable[[bytes], None] | None = None, first_number: int = 0):
         self.path = path  # a local path or a URI (see fs.py)
+        #: packets are numbered from first_number + 1 (a file of a rotation series read after others:
+        #: its numbers are file_number(i, n), see series.py); Damage says the file's own number
+        self.first_number = first_number
         self.endpoint = endpoint
         self.stream_error = ""  # why a compressed file stopped being readable
         self.damage: Damage | None = None
@@ -149,7 +152,7 @@ class CaptureReader:
         with _open(self.path, self.endpoint) as f:
             head = self._read(f, 4)
             if self.stream_error:  # a gzip file whose stream breaks before the first record
-                self._damaged(1, 0, "file header unreadable")
+                self._damaged(self.first_number + 1, 0, "file header unreadable")
                 return
             if head in PCAP_MAGICS:
                 self.format = "pcap"
@@ -159,7 +162,7 @@ class CaptureReader:
                 yield from PcapngBlocks(self).packets(f, head)
             elif len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_SHB)):
                 # empty, or cut inside the magic: a file still being written (tcpdump -C/-G rotation)
-                self._damaged(1, 0, "file ends inside the capture file header")
+                self._damaged(self.first_number + 1, 0, "file ends inside the capture file header")
             else:
                 raise CaptureError(
                     f"{self.path}: not a pcap or pcapng capture (starts with {head.hex() or 'nothing'})"
@@ -169,7 +172,7 @@ class CaptureReader:
     def _damaged(self, number: int, offset: int, reason: str) -> None:
         if self.stream_error:
             reason = f"{reason} ({self.stream_error})"
-        self.damage = Damage(number, offset, reason)
+        self.damage = Damage(number - self.first_number, offset, reason)
 
     def _readinto(self, f: BinaryIO, into: memoryview) -> int:
         """Bytes read into ``into``: 0 at the file's end, or where its stream breaks."""
@@ -217,13 +220,13 @@ class CaptureReader:
         endian, ns_per_tick = PCAP_MAGICS[magic]
         rest = self._read(f, 20)
         if len(rest) < 20:  # a file still being written: damage, not a different format
-            self._damaged(1, 0, "file ends inside the pcap file header")
+            self._damaged(self.first_number + 1, 0, "file ends inside the pcap file header")
             return
         _vmaj, _vmin, _zone, _sigfigs, snaplen, network = struct.unpack(endian + "HHiIII", rest)
         linktype = network & 0x0FFFFFFF
         rec = struct.Struct(endian + "IIII")
         offset = 24
-        number = 0
+        number = self.first_number
         limit = max(snaplen, 262144) if snaplen else MAX_RECORD
         limit = min(limit, MAX_RECORD)
         refill = self._refill
@@ -284,7 +287,7 @@ class PcapngBlocks:
         endian = "<"
         ifaces: list[Interface] = []  # interfaces of the current section
         offset = 0
-        number = 0
+        number = r.first_number
         pending_type: bytes | None = first
         lane = r.lane
         # bytes read ahead: one read per chunk, blocks are cut from buf[pos:end]

@@ -15,6 +15,10 @@ numbers may wrap any number of times). Rules:
 * SYN starts a connection (and tells which side is the client); FIN from both sides or RST ends
   it. A SYN with a new initial sequence number on a 4-tuple in use ends the old connection and
   starts a new one.
+* Between the files of a rotation series (see series.py) every open connection is held aside
+  (``boundary``); its next segment either continues it (its sequence or acknowledgment number
+  within CONTINUITY of what comes next) or, where it does not, ends it and begins another: files
+  that only share addresses and ports are never joined.
 
 Memory is bounded by the data in flight: the out-of-order queues (``max_pending`` each) plus
 whatever the sinks keep, never by the size of the file or of a connection.
@@ -47,6 +51,10 @@ _BEFORE_ALL: Final = -(1 << 64)  # a time before every packet's
 #: below this puts the capture near that end, else in the middle; under MIN_SIDE_RTT_NS no side is told
 SIDE_SHARE = 0.2
 MIN_SIDE_RTT_NS = 50_000
+#: a segment after a file boundary continues a connection when its sequence number (or, where its
+#: direction has sent no byte yet, its acknowledgment number) is this near to what comes next: more
+#: than a window in flight either way, a 1 in 128 chance for an unrelated connection's random ISN
+CONTINUITY: Final = 1 << 24
 
 
 class Queued(NamedTuple):
@@ -473,6 +481,8 @@ class Reassembler:
         self.forget_at = NEVER  # when the oldest ended one is forgotten (see _ended_changed)
         self.newest: Connection | None = None  # the last of the live order where known (no move needed)
         self.found = Found(self.table)
+        #: open connections held aside at a file boundary (see boundary): their table entries
+        self.crossing: dict[tuple, tuple[Connection, int]] = {}
 
     def feed(self, seg: Segment) -> None:
         self.segment(*seg)
@@ -526,7 +536,7 @@ class Reassembler:
     def _segment(self, number: int, ts: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
                  flags: int, payload: bytes, wire_len: int, win: int, hit: tuple[Connection, int] | None) -> None:
         """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a self-connection."""
-        found = self._connection(number, ts, (src, sport, dst, dport), flags, seq, payload, hit)
+        found = self._connection(number, ts, (src, sport, dst, dport), flags, seq, payload, hit, ack)
         if found is None:
             return
         conn, d = found
@@ -558,10 +568,12 @@ class Reassembler:
                 self._finish(conn)
 
     def _connection(self, number: int, ts: int, key: tuple, flags: int, seq: int, payload: bytes,
-                    hit: tuple[Connection, int] | None) -> tuple[Connection, int] | None:
+                    hit: tuple[Connection, int] | None, ack: int = 0) -> tuple[Connection, int] | None:
         """The connection and direction a segment belongs to: the one in the table, or a new one
         where the table's has ended or its 4-tuple is reused by a new SYN; None for a late packet of
         an ended connection (dropped)."""
+        if hit is None and self.crossing:
+            hit = self._crossed(key, flags, seq, ack)
         if hit is not None:
             conn, d = hit
             if conn.self_connected:
@@ -649,12 +661,64 @@ class Reassembler:
     def open_connections(self):
         return list(self.live)
 
+    def boundary(self) -> None:
+        """A file of a rotation series ended and the next begins: every open connection's table
+        entries are held aside until a segment of it comes (see _crossed)."""
+        table = self.table
+        for conn in self.live:
+            for key in conn.keys:
+                hit = table.pop(key, None)
+                if hit is not None:
+                    self.crossing[key] = hit
+        self.found.forget()
+
+    def last_seen(self) -> int | None:
+        """The time of the latest segment of any connection still remembered (None: none)."""
+        times = [c.last_ts for c in self.live] + [c.last_ts for c in self.ended]
+        return max(times) if times else None
+
+    def _crossed(self, key: tuple, flags: int, seq: int, ack: int) -> tuple[Connection, int] | None:
+        """The first segment after a file boundary of a connection held aside: its table entries
+        back (and the connection and direction) where the segment continues it; where it does not,
+        the connection ends (its end was not captured) and None (a new one begins)."""
+        held = self.crossing.get(key)
+        if held is None:
+            return None
+        conn, d = held
+        entries = [(k, self.crossing.pop(k)) for k in conn.keys if k in self.crossing]
+        if conn.self_connected:
+            d = conn.self_direction(flags, seq)
+        if not _continues(conn, d, flags, seq, ack):
+            self._finish(conn)  # (its end was not captured; its entries are gone from the table)
+            return None
+        for k, entry in entries:
+            self.table[k] = entry
+        self.found.forget()
+        return conn, d
+
     def closing(self) -> Iterator[None]:
         """End of capture: flush the open connections one at a time, pausing after each (its rows
         can be handed on before the next: there may be a hundred thousand of them)."""
-        for conn, d in list(self.table.values()):
+        for conn, d in list(self.table.values()) + list(self.crossing.values()):
             if d == 0 and not conn.done:
                 self._finish(conn)
                 yield
         self.table.clear()
+        self.crossing.clear()
         self.found.forget()
+
+
+def _continues(conn: Connection, d: int, flags: int, seq: int, ack: int) -> bool:
+    """Does a segment in direction d continue the connection (sequence continuity, see CONTINUITY)?"""
+    if conn.done or flags & TCP_SYN and conn.isn[d] != seq:
+        return False
+    half = conn.halves[d]
+    if half.base is not None:
+        return _near(seq, half.base + half.nxt)
+    other = conn.halves[1 - d]
+    return bool(flags & TCP_ACK) and other.base is not None and _near(ack, other.base + other.nxt)
+
+
+def _near(a: int, b: int) -> bool:
+    delta = (a - b) & MASK32
+    return delta < CONTINUITY or delta > MASK32 + 1 - CONTINUITY
