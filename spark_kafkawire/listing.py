@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, TypeVar
 
 from .wire.capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, compression
 from .escape import printable
+from .wire.series import find_series
 from .wire.fs import file_kind, file_size, is_uri, list_uri, local_path, open_binary
 from .options import DEFAULT_GLOB, MAX_SHARES, Options
 
@@ -23,8 +24,9 @@ T = TypeVar("T")
 #: for about 50 MB, so many small files are read by few tasks, not one task each.
 OPEN_COST = 4 << 20
 
-#: a file, or a share (k, n) of it: what a task reads with iter_batches
-Unit = tuple[str, tuple[int, int] | None]
+#: a file (or the files of a rotation series, in order), or a share (k, n) of it: what a task reads
+#: with iter_batches
+Unit = tuple[str | tuple[str, ...], tuple[int, int] | None]
 
 
 def pack(units: list[tuple[T, int]], max_bytes: int) -> list[list[T]]:
@@ -47,6 +49,10 @@ def pack(units: list[tuple[T, int]], max_bytes: int) -> list[list[T]]:
 def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | None = None) -> list[list[Unit]]:
     """Spark's input partitions: each a list of (file, share) read one after the other by one task.
 
+    A rotation series (wire/series.py; option stitch) counts as one file of all its files' bytes:
+    its files are read in order by one pipeline, so that its connections go on from file to file;
+    a series larger than ``maxPartitionBytes`` is read in shares like a large file.
+
     Shares: while the load has fewer files than ``minPartitions``, the file with the most bytes
     per partition that is larger than ``maxPartitionBytes`` (and not compressed, which only
     reads from its start) gets one more share, up to one per ``maxPartitionBytes``. A file in n
@@ -64,23 +70,25 @@ def plan(files: list[str], opts: Options, sizes: dict[str, tuple[int, int]] | No
         known = sizes.get(f) if sizes else None
         return known[0] if known is not None else file_size(f, opts.endpoint_url)
 
-    size = {f: size_of(f) for f in files}
-    most: dict[str, int] = {}  # file -> most shares
-    if len(files) < opts.min_partitions:
-        for f in files:
-            if size[f] > opts.max_partition_bytes and not _compressed(f, opts.endpoint_url):
-                most[f] = min(-(-size[f] // opts.max_partition_bytes), MAX_SHARES)
-    parts = dict.fromkeys(files, 1)
-    total = len(files)
+    runs = find_series(files, opts.endpoint_url) if opts.stitch and len(files) > 1 else [[f] for f in files]
+    keys: list[str | tuple[str, ...]] = [run[0] if len(run) == 1 else tuple(run) for run in runs]
+    size = {k: sum(size_of(f) for f in run) for k, run in zip(keys, runs)}
+    most: dict[str | tuple[str, ...], int] = {}  # file -> most shares
+    if len(keys) < opts.min_partitions:
+        for k, run in zip(keys, runs):
+            if size[k] > opts.max_partition_bytes and not any(_compressed(f, opts.endpoint_url) for f in run):
+                most[k] = min(-(-size[k] // opts.max_partition_bytes), MAX_SHARES)
+    parts = dict.fromkeys(keys, 1)
+    total = len(keys)
     while total < opts.min_partitions:
-        grow = [f for f in most if parts[f] < most[f]]
+        grow = [k for k in most if parts[k] < most[k]]
         if not grow:
             break
-        f = max(grow, key=lambda f: size[f] / parts[f])
-        parts[f] += 1
+        k = max(grow, key=lambda k: size[k] / parts[k])
+        parts[k] += 1
         total += 1
-    units = [((f, None if parts[f] == 1 else (k, parts[f])), size[f] // parts[f]) for f in files
-             for k in range(parts[f])]
+    units = [((k, None if parts[k] == 1 else (i, parts[k])), size[k] // parts[k]) for k in keys
+             for i in range(parts[k])]
     every = sum(n + OPEN_COST for _u, n in units)
     return pack(units, min(opts.max_partition_bytes, max(OPEN_COST, every // opts.min_partitions)))
 

@@ -27,7 +27,7 @@ from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .rows.tee import Tee
 from .wire.lane import Rows
-from .wire.series import OVERLAP_NS, file_number, find_series, first_time
+from .wire.series import file_number, find_series, first_time, overlaps
 from .wire.tcp import Reassembler
 from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
@@ -160,11 +160,14 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
     past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
     fast = lane.make(reasm, sink, limit, stop_from, past)
     settled = False
+    began = None  # the time of the first packet of the file read last (a series: see _next_file)
     for index, path in enumerate(files):
         if index:  # the next file of a rotation series
             for b in builders:
                 b.add_file(path)
-            yield from _next_file(path, opts, decoder, reasm, sink, builders, tee, limit, keep)
+            began = yield from _next_file(path, began, opts, decoder, reasm, sink, builders, tee, limit, keep)
+        elif len(files) > 1:
+            began = first_time(path, opts.endpoint_url)
         reader = CaptureReader(path, opts.endpoint_url, lane=fast, on_secrets=lambda text: _secrets(decoder, text),
                                first_number=file_number(index, 0))
         for pkt in reader:
@@ -196,23 +199,24 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
     yield from _due(builders, tee, limit, keep, True)
 
 
-def _next_file(path: str, opts: Options, decoder: Decoder, reasm: Reassembler, sink: Rows,
+def _next_file(path: str, began: int | None, opts: Options, decoder: Decoder, reasm: Reassembler, sink: Rows,
                builders: list[RowBuilder], tee: Tee | None, limit: int,
-               keep) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """Between two files of a series: where the next begins no earlier than the last ended (see
-    series.OVERLAP_NS), open connections are held for their next segments to show whether they go
-    on (Reassembler.boundary); where the files overlap in time they are not one capture, and every
-    open connection ends here, as at a capture's end."""
+               keep) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
+    """Between two files of a series (the one read began at ``began``): where the next does not
+    overlap it in time (series.overlaps), open connections are held for their next segments to show
+    whether they go on (Reassembler.boundary); where it does, they are not one capture, and every
+    open connection ends here, as at a capture's end. Returns the next file's first packet time."""
     last = reasm.last_seen()
     first = first_time(path, opts.endpoint_url)
-    if last is None or first is None or first >= last - OVERLAP_NS:
+    if last is None or first is None or began is None or not overlaps(began, last, first):
         reasm.boundary()
-        return
+        return first
     decoder.ending = True
     for _ in reasm.closing():
         if sink.count >= limit or sink.backlog:
             yield from _due(builders, tee, limit, keep, False)
     decoder.ending = False
+    return first
 
 
 def _due(builders: list[RowBuilder], tee: Tee | None, limit: int, keep,

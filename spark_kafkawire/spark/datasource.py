@@ -65,9 +65,10 @@ class KafkaWireReader(DataSourceReader):
         self.predicate = Predicate()
 
     def partitions(self) -> list[InputPartition]:
-        files = [f for f in self.files if self.predicate.file_ok(f)]
-        return [CaptureFilePartition(units) for units in plan(files, self.options, self.stats)] or \
-            [CaptureFilePartition([])]
+        ok = self.predicate.file_ok  # (a series' files before a kept one are read for its state)
+        parts = [[u for u in units if any(ok(f) for f in ((u[0],) if isinstance(u[0], str) else u[0]))]
+                 for units in plan(self.files, self.options, self.stats)]
+        return [CaptureFilePartition(units) for units in parts if units] or [CaptureFilePartition([])]
 
     def read(self, partition: CaptureFilePartition) -> Iterator:  # type: ignore[override]  # partitions are ours
         for path, share in partition.units:

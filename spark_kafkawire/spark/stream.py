@@ -46,6 +46,7 @@ from ..escape import printable
 from ..listing import list_files, pack
 from ..options import Options, _paths_option
 from ..reader import iter_batches
+from ..wire.series import find_series
 from ..rows.shapes import status_batch
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow
@@ -149,14 +150,15 @@ def _changed(was: tuple[int, int], now: tuple[int, int]) -> str:
 class CaptureFiles(InputPartition):
     """Files of one micro-batch read by one task, and the files it reports as changed."""
 
-    def __init__(self, paths: list[str], changed: Sequence[tuple[str, str]] = ()):
+    def __init__(self, paths: list[str | tuple[str, ...]], changed: Sequence[tuple[str, str]] = ()):
         super().__init__((tuple(paths), tuple(changed)))
         self.paths = list(paths)
         self.changed = list(changed)  # (path, detail)
 
     @property
     def path(self) -> str:  # one file's partition, as before
-        return self.paths[0]
+        first = self.paths[0]
+        return first if isinstance(first, str) else first[0]
 
 
 class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -240,7 +242,11 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         before, after = _files(self._upgrade(start)), _files(end)
         new = sorted((v[1], p, v[0]) for p, v in after.items() if p not in before)
         changed = [(p, _changed(before[p], v)) for p, v in sorted(after.items()) if p in before and before[p] != v]
-        groups = pack([(p, n) for _m, p, n in new], self.opts.max_partition_bytes)
+        sizes = {p: n for _m, p, n in new}
+        runs = find_series([p for _m, p, _n in new], self.opts.endpoint_url) if self.opts.stitch and len(new) > 1 \
+            else [[p] for _m, p, _n in new]
+        groups = pack([(run[0] if len(run) == 1 else tuple(run), sum(sizes[p] for p in run)) for run in runs],
+                      self.opts.max_partition_bytes)
         if changed:  # their rows ride with the first group
             groups = groups or [[]]
         return [CaptureFiles(g, changed if i == 0 else ()) for i, g in enumerate(groups)]
@@ -251,8 +257,9 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for path in partition.paths:
             try:
                 yield from iter_batches(path, self.opts)
-            except FileNotFoundError:  # gone between the listing and its task
-                yield status_batch(self.opts.rows, path, CAPTURE_CHANGED,
+            except FileNotFoundError as e:  # gone between the listing and its task
+                gone = path if isinstance(path, str) else e.filename or path[0]
+                yield status_batch(self.opts.rows, gone, CAPTURE_CHANGED,
                                    "removed before it was read: its rows are not in the stream")
 
     def commit(self, end: dict) -> None:

@@ -27,7 +27,8 @@ from .fs import file_size, open_binary
 FILE_SHIFT: Final = 40  # a file of a series holds fewer than 2**40 packets
 LOCAL_MASK: Final = (1 << FILE_SHIFT) - 1
 #: a file may begin this much before the file before it ends and still continue it (records a
-#: little out of time order across the cut, a clock step); more is an overlap: not one series
+#: little out of time order across the cut, a clock step), and at most half the span of that file
+#: (see overlaps); more is an overlap: not one series
 OVERLAP_NS: Final = 1_000_000_000
 TAIL_BYTES: Final = 1 << 20  # how much of a file's end is read to find its last packet's time
 _DIGITS: Final = re.compile(r"[0-9]+")
@@ -96,7 +97,7 @@ def _pcap_last(head: bytes, tail: bytes, start: int) -> int | None:
         q, last = p, None
         while q + 16 <= n:
             sec, frac, incl, orig = rec.unpack_from(tail, q)
-            if incl > limit or incl > orig or orig > 1 << 18 or frac >= 1_000_000_000 // ns_per_tick:
+            if incl > limit or orig > 1 << 18 or frac >= 1_000_000_000 // ns_per_tick:
                 break
             last = sec * 1_000_000_000 + frac * ns_per_tick
             q += 16 + incl
@@ -146,6 +147,12 @@ def _interfaces(head: bytes, endian: str) -> list[Interface]:
     return out
 
 
+def overlaps(first: int, last: int, next_first: int) -> bool:
+    """Does a file that begins at ``next_first`` overlap the file before it (its packets from
+    ``first`` to ``last``), so that it cannot continue it? (OVERLAP_NS)"""
+    return next_first < last - min(OVERLAP_NS, (last - first) // 2)
+
+
 def find_series(files: list[str], endpoint: str | None = None) -> list[list[str]]:
     """The files as series, each a list in time order, in the order of their first files in
     ``files``: files share a series where their names share a template and their times follow
@@ -174,14 +181,15 @@ def _chains(members: list[str], endpoint: str | None) -> list[list[str]]:
         t = first_time(f, endpoint)
         (alone.append(f) if t is None else timed.append((t, f)))
     timed.sort()
-    chains: list[tuple[list[str], int | None]] = []  # (files, last packet time of the last file or None)
+    # (files, first and last packet time of the last file: None where not known)
+    chains: list[tuple[list[str], int, int | None]] = []
     for t, f in timed:
-        fits = [i for i, (_c, end) in enumerate(chains) if end is None or end <= t + OVERLAP_NS]
+        fits = [i for i, (_c, begin, end) in enumerate(chains) if end is None or not overlaps(begin, end, t)]
         if fits:
-            i = max(fits, key=lambda i: chains[i][1] or 0)
+            i = max(fits, key=lambda i: chains[i][2] or 0)
             chains[i][0].append(f)
-            chains[i] = (chains[i][0], last_time(f, endpoint))
+            chains[i] = (chains[i][0], t, last_time(f, endpoint))
         else:
-            chains.append(([f], last_time(f, endpoint)))
-    return [c for c, _end in chains] + [[f] for f in alone]
+            chains.append(([f], t, last_time(f, endpoint)))
+    return [c for c, _begin, _end in chains] + [[f] for f in alone]
 

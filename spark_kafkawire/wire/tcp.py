@@ -709,11 +709,15 @@ class Reassembler:
 
 
 def _continues(conn: Connection, d: int, flags: int, seq: int, ack: int) -> bool:
-    """Does a segment in direction d continue the connection (sequence continuity, see CONTINUITY)?"""
-    if conn.done or flags & TCP_SYN and conn.isn[d] != seq:
+    """Does a segment in direction d continue the connection (sequence continuity, see CONTINUITY)?
+    Its sequence number where the direction has sent (a SYN again: the same ISN, no data yet), else its
+    acknowledgment of what the other direction sent (a SYN-ACK after a SYN in the file before)."""
+    if conn.done:
         return False
+    if flags & TCP_SYN and conn.isn[d] is not None:  # a SYN sent again: only before any data
+        return conn.isn[d] == seq and not conn.halves[d].nxt
     half = conn.halves[d]
-    if half.base is not None:
+    if half.base is not None and not flags & TCP_SYN:
         return _near(seq, half.base + half.nxt)
     other = conn.halves[1 - d]
     return bool(flags & TCP_ACK) and other.base is not None and _near(ack, other.base + other.nxt)
