@@ -11,6 +11,7 @@ joined; copies of one capture taken at the same time are never a series.
 from __future__ import annotations
 
 import collections
+import datetime
 import shutil
 import subprocess
 from pathlib import Path
@@ -68,12 +69,19 @@ def _offsets(parts: list[Path]) -> dict[str, int]:
     return out
 
 
+def _norm(v):
+    """A value as both Arrow's and Spark's rows give it: times as microseconds since the epoch."""
+    if isinstance(v, datetime.datetime):
+        return round(v.timestamp() * 1e6) if v.tzinfo else round(v.replace(tzinfo=datetime.timezone.utc).timestamp() * 1e6)
+    return repr(v)
+
+
 def _exchanges(table, offsets: dict[str, int] | None = None) -> collections.Counter:
     """Exchange rows as comparable values; with ``offsets``, packet numbers made the whole capture's
     from each row's file(s)."""
     out = collections.Counter()
     for r in table.to_pylist():
-        values = [repr(r[k]) for k in EXCHANGE_KEEP]
+        values = [_norm(r[k]) for k in EXCHANGE_KEEP]
         req, resp = r["request_packet"], r["response_packet"]
         if offsets is not None:
             req = None if req is None else req + offsets[r["capture_file"]]
@@ -88,7 +96,7 @@ def _connections(table, offsets: dict[str, int] | None = None) -> collections.Co
     out = collections.Counter()
     for r in table.to_pylist():
         first = r["first_packet"] + (offsets[r["capture_file"]] if offsets is not None else 0)
-        out[tuple(repr(v) for k, v in r.items() if k not in CONNECTION_SKIP) + (first,)] += 1
+        out[tuple(_norm(v) for k, v in r.items() if k not in CONNECTION_SKIP) + (first,)] += 1
     return out
 
 
@@ -187,3 +195,44 @@ def test_last_times_match_tshark(tmp_path: Path) -> None:
         ns = lambda t: int(t.split(".")[0]) * 10**9 + int(t.split(".")[1].ljust(9, "0"))  # noqa: E731
         assert series.first_time(str(capture)) == ns(first)
         assert series.last_time(str(capture)) == ns(last)
+
+
+def _cut_sample(tmp_path: Path, name: str = "mock-confluent-group.pcapng") -> tuple[Path, Path, dict[str, int]]:
+    capture = ROOT / "sample_pcaps" / name
+    parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
+    return capture, tmp_path / "parts", _offsets(parts)
+
+
+def test_a_series_split_over_spark_tasks_reads_as_the_whole(spark, tmp_path: Path) -> None:
+    """Spark with a small maxPartitionBytes: the series is planned as one unit in shares, read by
+    several tasks (each follows every connection of every file and makes a share of the rows): the
+    rows are the whole capture's, connections and facts included."""
+    from spark_kafkawire.listing import plan
+    from spark_kafkawire.options import Options
+
+    capture, folder, offsets = _cut_sample(tmp_path)
+    opts = {"maxPartitionBytes": "8192", "minPartitions": "3"}
+    parts = plan(sorted(offsets), Options.parse(opts))
+    assert len(parts) == 3 and all(isinstance(u[0], tuple) and len(u[0]) == len(offsets) for p in parts for u in p)
+
+    def load(**extra):
+        df = spark.read.format("kafkawire").options(**opts, **extra).load(str(folder))
+        assert df.rdd.getNumPartitions() == 3
+        return df.toArrow()
+
+    assert _exchanges(load(), offsets) == _exchanges(read_capture(str(capture)))
+    assert _connections(load(rows="connections"), offsets) == \
+        _connections(read_capture(str(capture), rows="connections"))
+
+
+def test_the_stream_reads_a_series_in_one_trigger_as_the_whole(tmp_path: Path) -> None:
+    from spark_kafkawire.spark.stream import KafkaWireStreamReader
+
+    capture, folder, offsets = _cut_sample(tmp_path)
+    reader = KafkaWireStreamReader({"path": str(folder), "completeAfterSeconds": "0"})
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    import pyarrow as pa
+
+    got = pa.Table.from_batches([b for p in reader.partitions(start, end) for b in reader.read(p)])
+    assert _exchanges(got, offsets) == _exchanges(read_capture(str(capture)))
