@@ -28,8 +28,11 @@ $(VENV)/.installed: $(SRC)
 	$(PY) -c "import pathlib, shutil, sysconfig; site = pathlib.Path(sysconfig.get_paths()['platlib']); \
 	  [shutil.copy(f, f.relative_to(site)) for f in [*(site / 'spark_kafkawire').rglob('*.so'), \
 	  site / 'spark_kafkawire' / '_native.json']]"
-	@$(PY) -c "from spark_kafkawire import compiled as c; \
-	  print('compiled stages:', 'in use' if c.native else c.native_reason)"
+	@$(PY) -c "import shutil, sys; from spark_kafkawire import compiled as c; \
+	  print('compiled stages:', 'in use' if c.native else c.native_reason); \
+	  loud = not c.native and shutil.which('cc') and 'PURE_PYTHON' not in (c.native_reason or ''); \
+	  loud and print('\n' + '!' * 78 + '\n!! THE COMPILED STAGES DID NOT BUILD: everything runs as Python, about 3x slower.\n!! ' \
+	  + str(c.native_reason) + '\n' + '!' * 78 + '\n', file=sys.stderr)"
 	touch $@
 
 # what the tests, lint, benchmarks and capture scripts need besides (pyproject.toml's "test" extra),

@@ -33,6 +33,9 @@ NATIVE = ["wire.health", "wire.flow", "wire.tcp", "wire.frames", "wire.lane", "d
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
           "decode.modes", "arrays", "rows.table", "rows.shapes", "rows.tee", "tls.guess", "tls.keys", "tls.records"]
 GROUP = "spark_kafkawire._native"
+#: why the compiled stages did not build, where they did not: written into _native.json, which make
+#: setup (and every start, see compiled.py) reads and says loudly
+FAILED: list[str] = []
 
 
 def sources_digest() -> dict:
@@ -56,7 +59,8 @@ def native_extensions() -> list[Extension]:
         exts = mypycify(["--no-warn-unused-ignores"] + [f"spark_kafkawire/{m.replace('.', '/')}.py" for m in NATIVE], opt_level="3",
                         group_name=GROUP)
     except (Exception, SystemExit) as e:  # a type error mypyc refuses, say: run them as Python
-        print(f"spark_kafkawire: the stages are not compiled ({e}); they run as Python")
+        print(f"spark_kafkawire: the stages are not compiled ({e}); they run as Python", file=sys.stderr)
+        FAILED.append(f"mypyc refused the stages' sources ({e}): a type error? `make lint` (mypy) names it")
         return []
     for ext in exts:
         ext.optional = True
@@ -80,7 +84,7 @@ class BuildPy(build_py):
         for old in (Path(self.build_lib) / "spark_kafkawire").rglob("*.so"):
             old.unlink()
         out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
-        out.write_text(json.dumps({"group": GROUP, "modules": sources_digest()}, indent=1) + "\n")
+        out.write_text(json.dumps({"group": GROUP, "modules": sources_digest(), "failed": FAILED}, indent=1) + "\n")
 
 
 class BuildExt(build_ext):
@@ -90,7 +94,12 @@ class BuildExt(build_ext):
         try:
             super().run()
         except Exception as e:  # noqa: BLE001 (the whole build step, as setuptools' optional does per module)
-            print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python")
+            print(f"spark_kafkawire: no compiled parts ({e}); everything runs as Python", file=sys.stderr)
+            FAILED.append(f"the C compiler failed ({e})")
+            out = Path(self.build_lib) / "spark_kafkawire" / "_native.json"
+            if out.exists():
+                built = json.loads(out.read_text())
+                out.write_text(json.dumps({**built, "failed": FAILED}, indent=1) + "\n")
 
 
 def lane_extension() -> list[Extension]:

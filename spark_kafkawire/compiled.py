@@ -132,7 +132,8 @@ def _native() -> tuple[list[str], str | None]:
         if digest != built["modules"][name]:
             return modules, f"{shown} changed since the compiled modules were built (make setup rebuilds them)"
     if importlib.util.find_spec(f"{built['group']}__mypyc") is None:
-        return modules, "the compiled modules did not build (no C compiler at install time)"
+        why = "; ".join(built.get("failed") or []) or "no C compiler at install time?"
+        return modules, f"the compiled modules did not build ({why})"
     return modules, None
 
 

@@ -143,80 +143,100 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
         if not wanted:
             return
         files = files[: wanted[-1] + 1]
-    topics = TopicIds()
-    builders = [row_builder(shape, files[0], opts.max_decompressed_bytes, opts.mode, opts.max_records_per_batch,
-                            topic_ids=topics.names, payload=opts.include_records and shape == "records")
-                for shape in shapes]
-    tee = Tee(builders) if len(builders) > 1 else None
-    sink: Rows = tee if tee is not None else builders[0]
-    decoder, reasm = build_stages(sink, opts, predicate, share, topics, shapes)
-    limit = opts.batch_size
-    segment = reasm.segment  # (feed's work without its call: the fields straight from the Segment)
-    keep = predicate.filter if predicate else None
-    # a bound on request_time: past it (and a margin for packets a little out of time order),
-    # reading stops as soon as every exchange that started in time is settled
-    until = predicate.time_upper() if predicate else None
-    stop_from = None if until is None else until + TIME_ORDER_MARGIN_NS
-    past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
-    fast = lane.make(reasm, sink, limit, stop_from, past)
-    settled = False
+    read = _Read(files[0], opts, predicate, share, shapes)
     began = None  # the time of the first packet of the file read last (a series: see _next_file)
+    damage = None
     for index, path in enumerate(files):
         if index:  # the next file of a rotation series
-            for b in builders:
-                b.add_file(path)
-            began = yield from _next_file(path, began, opts, decoder, reasm, sink, builders, tee, limit, keep)
+            if damage is not None:
+                read.decoder.damaged(damage)
+            began = yield from read.next_file(path, began)
         elif len(files) > 1:
             began = first_time(path, opts.endpoint_url)
-        reader = CaptureReader(path, opts.endpoint_url, lane=fast, on_secrets=lambda text: _secrets(decoder, text),
-                               first_number=file_number(index, 0))
+        reader = CaptureReader(path, opts.endpoint_url, lane=read.lane,
+                               on_secrets=lambda text: _secrets(read.decoder, text), first_number=file_number(index, 0))
+        settled = yield from read.packets(reader)
+        damage = None if reader.damage is None else str(reader.damage)
+        if settled:
+            break
+    read.decoder.ending = True
+    yield from read.closing()
+    if damage is not None:  # (the last file's: after its connections' rows)
+        read.decoder.damaged(damage)
+    yield from read.due(True)
+
+
+class _Read:
+    """One read's stages, row builders and batching, over the file or the files of a series."""
+
+    def __init__(self, first_file: str, opts: Options, predicate: Predicate | None, share: tuple[int, int] | None,
+                 shapes: tuple[str, ...]):
+        self.opts = opts
+        topics = TopicIds()
+        self.builders = [row_builder(shape, first_file, opts.max_decompressed_bytes, opts.mode,
+                                     opts.max_records_per_batch, topic_ids=topics.names,
+                                     payload=opts.include_records and shape == "records")
+                         for shape in shapes]
+        self.tee = Tee(self.builders) if len(self.builders) > 1 else None
+        self.sink: Rows = self.tee if self.tee is not None else self.builders[0]
+        self.decoder, self.reasm = build_stages(self.sink, opts, predicate, share, topics, shapes)
+        self.limit = opts.batch_size
+        self.keep = predicate.filter if predicate else None
+        # a bound on request_time: past it (and a margin for packets a little out of time order),
+        # reading stops as soon as every exchange that started in time is settled
+        self.until = predicate.time_upper() if predicate else None
+        self.stop_from = None if self.until is None else self.until + TIME_ORDER_MARGIN_NS
+        self.past = lane.PastBound()  # packets timed past stop_from, the lane's and the reader's
+        self.lane = lane.make(self.reasm, self.sink, self.limit, self.stop_from, self.past)
+
+    def packets(self, reader: CaptureReader) -> Generator[tuple[str, pa.RecordBatch], None, bool]:
+        """A file's packets through the stages, batches handed on as they fill; True where a time
+        filter's bound was passed with everything before it settled (reading stops)."""
+        sink, limit, decoder, reasm, past = self.sink, self.limit, self.decoder, self.reasm, self.past
+        segment = reasm.segment  # (feed's work without its call: the fields straight from the Segment)
+        stop_from, until = self.stop_from, self.until
         for pkt in reader:
             if isinstance(pkt, RowsDue):  # the fast lane took packets and made rows
                 if sink.count >= limit or sink.backlog:
-                    yield from _due(builders, tee, limit, keep, False)
+                    yield from self.due(False)
                 continue
             seg = decode(pkt)
             if seg is not None:
                 segment(*seg)
                 if sink.count >= limit or sink.backlog:
-                    yield from _due(builders, tee, limit, keep, False)
+                    yield from self.due(False)
             if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
                 past.checks += 1
                 if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
-                    settled = True
-                    break
-        if reader.damage is not None and (settled or index + 1 < len(files)):
-            decoder.damaged(str(reader.damage))  # (the last file's: after its connections' rows, below)
-            reader.damage = None
-        if settled:
-            break
-    decoder.ending = True
-    for _ in reasm.closing():
-        if sink.count >= limit or sink.backlog:
-            yield from _due(builders, tee, limit, keep, False)
-    if reader.damage is not None:
-        decoder.damaged(str(reader.damage))
-    yield from _due(builders, tee, limit, keep, True)
+                    return True
+        return False
 
-
-def _next_file(path: str, began: int | None, opts: Options, decoder: Decoder, reasm: Reassembler, sink: Rows,
-               builders: list[RowBuilder], tee: Tee | None, limit: int,
-               keep) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
-    """Between two files of a series (the one read began at ``began``): where the next does not
-    overlap it in time (series.overlaps), open connections are held for their next segments to show
-    whether they go on (Reassembler.boundary); where it does, they are not one capture, and every
-    open connection ends here, as at a capture's end. Returns the next file's first packet time."""
-    last = reasm.last_seen()
-    first = first_time(path, opts.endpoint_url)
-    if last is None or first is None or began is None or not overlaps(began, last, first):
-        reasm.boundary()
+    def next_file(self, path: str, began: int | None) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
+        """Between two files of a series (the one read began at ``began``): where the next does not
+        overlap it in time (series.overlaps), open connections are held for their next segments to
+        show whether they go on (Reassembler.boundary); where it does, they are not one capture, and
+        every open connection ends here, as at a capture's end. Returns the next file's first
+        packet time."""
+        for b in self.builders:
+            b.add_file(path)
+        last = self.reasm.last_seen()
+        first = first_time(path, self.opts.endpoint_url)
+        if last is None or first is None or began is None or not overlaps(began, last, first):
+            self.reasm.boundary()
+            return first
+        self.decoder.ending = True
+        yield from self.closing()
+        self.decoder.ending = False
         return first
-    decoder.ending = True
-    for _ in reasm.closing():
-        if sink.count >= limit or sink.backlog:
-            yield from _due(builders, tee, limit, keep, False)
-    decoder.ending = False
-    return first
+
+    def closing(self) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """Every open connection ended (the capture's end), batches handed on as they fill."""
+        for _ in self.reasm.closing():
+            if self.sink.count >= self.limit or self.sink.backlog:
+                yield from self.due(False)
+
+    def due(self, final: bool) -> Iterator[tuple[str, pa.RecordBatch]]:
+        return _due(self.builders, self.tee, self.limit, self.keep, final)
 
 
 def _due(builders: list[RowBuilder], tee: Tee | None, limit: int, keep,

@@ -49,6 +49,21 @@ def _native() -> bool:
     return compiled.native
 
 
+def pytest_report_header(config):
+    """Whether the compiled stages are in use, said first: where they should be and are not (an
+    edited checkout, a build that failed), loudly."""
+    import os
+
+    from spark_kafkawire import compiled
+
+    if compiled.native:
+        return "kafkawire: compiled stages in use"
+    if os.environ.get("KAFKAWIRE_PURE_PYTHON"):
+        return "kafkawire: pure Python (KAFKAWIRE_PURE_PYTHON is set)"
+    return ["!" * 78, f"!! kafkawire: THE COMPILED STAGES ARE NOT IN USE: {compiled.native_reason}",
+            "!! the tests run the Python sources (make setup builds them)", "!" * 78]
+
+
 def pytest_collection_modifyitems(config, items):
     import inspect
 

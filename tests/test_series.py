@@ -72,7 +72,7 @@ def _offsets(parts: list[Path]) -> dict[str, int]:
 def _norm(v):
     """A value as both Arrow's and Spark's rows give it: times as microseconds since the epoch."""
     if isinstance(v, datetime.datetime):
-        return round(v.timestamp() * 1e6) if v.tzinfo else round(v.replace(tzinfo=datetime.timezone.utc).timestamp() * 1e6)
+        return round((v if v.tzinfo else v.replace(tzinfo=datetime.timezone.utc)).timestamp() * 1e6)
     return repr(v)
 
 

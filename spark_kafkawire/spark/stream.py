@@ -254,11 +254,11 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: CaptureFiles) -> Iterator:  # type: ignore[override]  # partitions are ours
         for path, detail in partition.changed:
             yield status_batch(self.opts.rows, path, CAPTURE_CHANGED, detail)
-        for path in partition.paths:
+        for run in partition.paths:
             try:
-                yield from iter_batches(path, self.opts)
+                yield from iter_batches(run, self.opts)
             except FileNotFoundError as e:  # gone between the listing and its task
-                gone = path if isinstance(path, str) else e.filename or path[0]
+                gone = run if isinstance(run, str) else str(e.filename or run[0])
                 yield status_batch(self.opts.rows, gone, CAPTURE_CHANGED,
                                    "removed before it was read: its rows are not in the stream")
 

@@ -198,11 +198,11 @@ INPROCESS_TIMED = """
 import sys, time, spark_kafkawire
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 if runs > 1:
-    spark_kafkawire.read_capture(sys.argv[1])
+    spark_kafkawire.read_capture(sys.argv[1], stitch=False)
 best = 1e9
 for _ in range(runs):
     t = time.perf_counter()
-    spark_kafkawire.read_capture(sys.argv[1])
+    spark_kafkawire.read_capture(sys.argv[1], stitch=False)
     best = min(best, time.perf_counter() - t)
 print(best)
 """
@@ -526,6 +526,13 @@ def main() -> None:
     print(f"TLS 1.3 hop with the key log {tls_t:.2f} s, its plaintext hop {plain_t:.2f} s "
           f"({mb:.0f} MB capture, both hops): TLS/plaintext = {tls_t / plain_t:.2f}x", flush=True)
 
+    # a rotation series: the capture cut into 10 files, read as one capture (option stitch, the
+    # default) against each file by itself, in turn
+    rotated = split_into(path, 10)
+    stitched, apart = interleaved([(ours(rotated), None), (ours(rotated, stitch="false"), None)])
+    print(f"rotation series (the capture as 10 files, editcap -c): read as one {stitched:.2f} s, each file by itself "
+          f"{apart:.2f} s: stitching costs {stitched / apart - 1:+.1%}", flush=True)
+
     full = best_of(ours(path))
     selective = best_of(ours(path, filters=[("api_key", "=", 3)]))
     print(f"filter api_key = 3 (Metadata): {selective:.2f} s against {full:.2f} s unfiltered: "
@@ -558,11 +565,15 @@ def main() -> None:
     print(f"Spark's own cost of a query (a 60 KB capture, local[1]): {tiny:.2f} s")
 
     def scaling(label: str, p: Path, runs: int) -> None:
-        parts = split_into(p, 4)
-        one, two = spark_time("local[1]", parts, runs), spark_time("local[2]", parts, runs)
+        parts = split_into(p, 4)  # (four files each read by itself: stitch=false)
+        one, two = spark_time("local[1]", parts, runs, stitch="false"), spark_time("local[2]", parts, runs,
+                                                                                  stitch="false")
         plain = in_process(parts, runs)
         print(f"Spark on {label} as 4 files: local[1] {one:.2f} s, local[2] {two:.2f} s: scaling efficiency "
               f"{one / (2 * two):.1%}; local[1] / read_capture ({plain:.2f} s) = {one / plain:.2f}", flush=True)
+        series = spark_time("local[2]", parts, runs)
+        print(f"  the 4 files as a rotation series (stitched: 2 shares, each task reads all 4 files), local[2] "
+              f"{series:.2f} s: {series / two:.2f}x the files read apart", flush=True)
         # one file: whole in one task, or in 2 shares (each task reads every packet, decodes half the
         # rows); alternated five times and the medians taken, the gain being close to this
         # machine's run-to-run variation
