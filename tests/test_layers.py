@@ -28,7 +28,7 @@ LAYERS = [
 STEPS = {
     "wire": [{"fs", "flow", "health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"trial"}, {"session"}],
-    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
+    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
     "rows": [{"table"}, {"shapes", "tee"}],

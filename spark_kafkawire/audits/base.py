@@ -247,17 +247,23 @@ CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]
 CLIENT = ["client_id", "client_ip"]
 
 
+def _software() -> Column:
+    """What an exchange row says of its client's software: the name and version its ApiVersions
+    request sent, else the library its requests show (``aiokafka (by its requests)``), else null."""
+    return F.coalesce(F.when(F.col("client_software_name").isNotNull(),
+                             F.concat_ws(" ", "client_software_name", "client_software_version")),
+                      F.concat(F.col("client_library"), F.lit(" (by its requests)")))
+
+
 def software(ex: DataFrame) -> DataFrame:
-    """Per connection: the client software its ApiVersions request named."""
-    return (ex.where(F.col("client_software_name").isNotNull()).groupBy(*CONN)
-            .agg(F.first(F.concat_ws(" ", "client_software_name", "client_software_version")).alias("software")))
+    """Per connection: the client software its ApiVersions request named (else its library)."""
+    return (ex.where(_software().isNotNull()).groupBy(*CONN).agg(F.first(_software()).alias("software")))
 
 
 def client_software(ex: DataFrame) -> DataFrame:
-    """Per (client id, address): every client software seen, joined."""
-    sw = F.concat_ws(" ", "client_software_name", "client_software_version")
-    return (ex.where(F.col("client_software_name").isNotNull()).groupBy(*CLIENT)
-            .agg(F.array_join(F.array_sort(F.collect_set(sw)), ", ").alias("client_software")))
+    """Per (client id, address): every client software seen (else library), joined."""
+    return (ex.where(_software().isNotNull()).groupBy(*CLIENT)
+            .agg(F.array_join(F.array_sort(F.collect_set(_software())), ", ").alias("client_software")))
 
 
 def records_by(parts: DataFrame, keys: tuple[int, ...]) -> DataFrame:

@@ -15,6 +15,7 @@ def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     out = (ex.groupBy("capture_date", "client_id", "client_ip")
            .agg(F.array_join(F.array_sort(F.collect_set("client_software_name")), ", ").alias("software_name"),
                 F.array_join(F.array_sort(F.collect_set("client_software_version")), ", ").alias("software_version"),
+                F.array_join(F.array_sort(F.collect_set("client_library")), ", ").alias("client_library"),
                 F.array_sort(F.collect_set(api_v)).alias("apis"),
                 F.array_join(F.array_sort(F.collect_set("sasl_mechanism")), ", ").alias("sasl_mechanism"),
                 F.array_join(F.array_sort(F.collect_set("sasl_user")), ", ").alias("sasl_user"),
@@ -29,5 +30,6 @@ def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 AUDIT = Audit(
     name="clients", order=30, run=clients,
-    intro=('Every client id and address: software (from ApiVersions v3+), APIs and versions used, '
+    intro=('Every client id and address: software (from ApiVersions v3+), client library (from the software, a '
+           'default client id or the requests it sent: see docs/rows.md), APIs and versions used, '
            'SASL login (mechanism and user, never the secret), traffic, first and last seen.'))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import protocol
+from ..kafka.clients import library as client_library
 from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
 from ..kafka.headers import RequestHeader, looks_like_request, parse_request_header
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # (the TLS stage is imported when a capture first shows TLS)
     from ..tls.guess import TlsGuess
     from ..tls.session import TlsSession
 
+API_VERSIONS = protocol.API_VERSIONS_KEY
+MAX_SPOKEN = 512  # (api key, version) pairs remembered per connection (Kafka has fewer than 100 keys)
 SASL_HANDSHAKE = protocol.SASL_HANDSHAKE_KEY
 SASL_AUTHENTICATE = protocol.SASL_AUTHENTICATE_KEY
 
@@ -88,7 +91,7 @@ class ConnState:
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
                  "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
-                 "tls_guess", "tested")
+                 "tls_guess", "tested", "spoken", "first_client_id", "api_versions", "named")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -108,6 +111,19 @@ class ConnState:
         self.tls_guess: TlsGuess | None = None  # a direction began like a TLS record: held until that is settled
         #: the request header a plausibility test (roles.py) read last, with its bytes (see header)
         self.tested: tuple[bytes, RequestHeader] | None = None
+        #: how the client speaks (kafka/clients.py): the (api key, version) pairs its requests used,
+        #: its first client id, the version of its first ApiVersions request
+        self.spoken: set[tuple[int, int]] = set()
+        self.first_client_id: str | None = None
+        self.api_versions: int | None = None
+        self.named: tuple[str | None] | None = None  # the client library, while spoken says nothing new
+
+    def library(self) -> tuple[str | None]:
+        """The connection's client library as far as it has shown (kafka/clients.py), as a 1-tuple."""
+        named = self.named
+        if named is None:
+            named = self.named = (client_library(self.software[0], self.first_client_id, self.spoken),)
+        return named
 
     def header(self, data: bytes) -> RequestHeader:
         """The request header a frame's data starts with: the one its plausibility test read where
@@ -133,9 +149,19 @@ class ConnState:
 
     def observe(self, h: RequestHeader, body: dict | None) -> None:
         """The session facts a decoded request states: client software (ApiVersions v3+), SASL
-        mechanism (SaslHandshake) and user (SaslAuthenticate)."""
+        mechanism (SaslHandshake) and user (SaslAuthenticate); how the client speaks (spoken)."""
+        pair = (h.api_key, h.api_version)
+        if pair not in self.spoken and len(self.spoken) < MAX_SPOKEN:
+            self.spoken.add(pair)
+            self.named = None
+            if h.api_key == API_VERSIONS and self.api_versions is None:
+                self.api_versions = h.api_version
+        if self.first_client_id is None and h.client_id is not None:
+            self.first_client_id = h.client_id
+            self.named = None
         if body is not None and body.get("ClientSoftwareName"):
             self.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
+            self.named = None
         if h.api_key == SASL_HANDSHAKE:
             if body is not None:
                 self.sasl = (body.get("Mechanism"), None)

@@ -235,8 +235,8 @@ class Pairing:
             return
         skip = not mine or self.predicate is not None and \
             not self.predicate.request_ok(request_columns(h, st.endpoints, frame.ts_ns))
-        if h.header_version is None or not self.decode_bodies or \
-                (skip and not always_decode(h.api_key, h.api_version, True)):
+        if h.header_version is None or (skip or not self.decode_bodies) and \
+                not always_decode(h.api_key, h.api_version, True):
             body, err, facts = None, None, None
         else:
             body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
@@ -341,7 +341,7 @@ class Pairing:
         h = req.header if req is not None else None
         extra = headline_from_facts(h.api_key if h else None, req.body if req is not None else None,
                                     req.facts if req is not None else None, resp.body if resp is not None else None,
-                                    resp.facts if resp is not None else None, self.topics.names) + st.software + st.sasl
+                                    resp.facts if resp is not None else None, self.topics.names) + st.software + st.sasl + st.library()
         self.sink.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def damaged(self, detail: str) -> None:

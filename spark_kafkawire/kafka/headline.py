@@ -24,7 +24,8 @@ from .layouts import schemas
 #: the session's the decoder adds after them from the connection; the rows' columns follow this order
 HEADLINE_FIELDS: Final = ("error_code", "error_name", "throttle_time_ms", "topics", "partition_count", "record_count",
                           "record_bytes", "acks", "transactional_id", "group_id", "member_id")
-SESSION_FIELDS: Final = ("client_software_name", "client_software_version", "sasl_mechanism", "sasl_user")
+SESSION_FIELDS: Final = ("client_software_name", "client_software_version", "sasl_mechanism", "sasl_user",
+                          "client_library")
 TRANSACTIONAL_ID: Final = HEADLINE_FIELDS.index("transactional_id")
 GROUP_ID: Final = HEADLINE_FIELDS.index("group_id")
 

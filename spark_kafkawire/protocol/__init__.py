@@ -140,3 +140,35 @@ def releases() -> dict[str, dict[int, tuple[int, int]]]:
             rel, key, low, high = line.split("\t")
             out.setdefault(rel, {})[int(key)] = (int(low), int(high))
     return dict(sorted(out.items(), key=lambda kv: tuple(int(p) for p in kv[0].split("."))))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRules:
+    """clients.tsv: how a connection's client library is named (kafka/clients.py)."""
+
+    #: (prefix of the ClientSoftwareName an ApiVersions v3+ request sends, library)
+    software: tuple[tuple[str, str], ...]
+    #: (a library's default client id, as a regular expression, library)
+    client_ids: tuple[tuple[str, str], ...]
+    #: (library, the (api key, version) pairs its release sends a current broker, where seen)
+    requests: tuple[tuple[str, frozenset[tuple[int, int]], str], ...]
+
+
+@lru_cache(maxsize=1)
+def client_rules() -> ClientRules:
+    """clients.tsv, read once."""
+    software, client_ids, requests = [], [], []
+    for line in data_text("clients.tsv").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        kind, match, library, source = line.split("\t")
+        if kind == "software":
+            software.append((match, library))
+        elif kind == "client_id":
+            client_ids.append((match, library))
+        elif kind == "requests":
+            pairs = frozenset((int(k), int(v)) for k, v in (p.split(":") for p in match.split(",")))
+            requests.append((library, pairs, source))
+        else:
+            raise ValueError(f"clients.tsv: unknown kind {kind!r}")
+    return ClientRules(tuple(software), tuple(client_ids), tuple(requests))

@@ -22,11 +22,12 @@ from ..arrays import Column
 from ..kafka import records as rec
 from ..kafka.carried import json_bounded, trace_context, wire_format
 from ..kafka.values import RawRecords
-from ..decode.connstate import Endpoints, Request, Response
+from ..decode.connstate import ConnState, Endpoints, Request, Response
 from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
 from ..wire.frames import Frame
 from ..wire.series import FILE_SHIFT, LOCAL_MASK
 from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
+from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
@@ -417,6 +418,9 @@ class ConnectionRows(RowBuilder):
         c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
         c["detail"].append(tls.describe() if tls else None)
+        st: ConnState | None = conn.state  # type: ignore[assignment]  # (the decoder's, see exchanges.Decoder)
+        c["client_fingerprint"].append(fingerprint(st.spoken, st.api_versions) if st is not None else None)
+        c["client_library"].append(st.library()[0] if st is not None else None)
         halves = conn.halves
         health = conn.health
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):

@@ -45,7 +45,7 @@ _HEADLINE_TYPES: Final = {
     "error_code": "smallint", "error_name": "string", "throttle_time_ms": "int", "topics": "array<string>",
     "partition_count": "int", "record_count": "bigint", "record_bytes": "bigint", "acks": "smallint",
     "transactional_id": "string", "group_id": "string", "member_id": "string", "client_software_name": "string",
-    "client_software_version": "string", "sasl_mechanism": "string", "sasl_user": "string",
+    "client_software_version": "string", "sasl_mechanism": "string", "sasl_user": "string", "client_library": "string",
 }
 _HEADLINE: Final = [(name, _HEADLINE_TYPES[name]) for name in HEADLINE_FIELDS + SESSION_FIELDS]
 
@@ -191,6 +191,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("broker_resets", "int"),
         ("protocol", "string"),
         ("detail", "string"),
+        ("client_fingerprint", "string"),
+        ("client_library", "string"),
     ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
         (f"{side}_{what}", typ) for side in ("client", "broker") for what, typ in _DIRECTION_HEALTH] + [
         ("tls_version", "string"),

@@ -15,6 +15,8 @@ themselves reported (deliveries, records consumed, positions, watermarks).
   producers and a consumer;
 - slow.pcap: a consumer with a small receive buffer that stops reading while fetch answers come:
   the zero windows its own TCP stack advertises;
+- clients.pcap: five client libraries (confluent-kafka and kcat on librdkafka, kafka-python,
+  aiokafka, kafkajs), each a producer and a consumer group, with client ids that do not name them;
 - carried.pcap: producers of three libraries (kafkajs on Node, installed by npm) writing record
   wire formats and trace header kinds (three of them, one per library, every format with every
   kind), a schema registry's records, two consumer groups.
@@ -476,7 +478,114 @@ def _produce_values(bootstrap: str, client_id: str, topic: str, n: int, value: b
     return done[0]
 
 
-SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried, "slow": slow}
+#: the client libraries of clients.pcap: each a producer and a consumer in a group, client ids that do
+#: not name the library (PREFIX-producer, PREFIX-consumer)
+LIBRARIES = {"lib-a": "librdkafka", "lib-b": "librdkafka", "lib-c": "kafka-python", "lib-d": "aiokafka",
+             "lib-e": "kafkajs"}  # lib-a: confluent-kafka; lib-b: kcat
+
+
+def _kafka_python(bootstrap: str, prefix: str, topic: str, n: int) -> int:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-producer", acks="all")
+    for i in range(n):
+        p.send(topic, key=b"k%d" % i, value=b"v%d" % i).get(10)
+    p.close()
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=f"{prefix}-consumer", group_id=f"{prefix}-group",
+                      auto_offset_reset="earliest", consumer_timeout_ms=8000)
+    got = sum(1 for _ in zip(range(n), c))
+    c.close()
+    return got
+
+
+def _aiokafka(bootstrap: str, prefix: str, topic: str, n: int) -> int:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run() -> int:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-producer", acks="all")
+        await p.start()
+        for i in range(n):
+            await p.send_and_wait(topic, key=b"k%d" % i, value=b"v%d" % i)
+        await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=f"{prefix}-consumer",
+                             group_id=f"{prefix}-group", auto_offset_reset="earliest")
+        await c.start()
+        got = 0
+        try:
+            while got < n:
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 20)
+                got += sum(len(v) for v in batch.values())
+        finally:
+            await c.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+def _kcat(bootstrap: str, prefix: str, topic: str, n: int) -> int:
+    import subprocess
+
+    data = "".join(f"v{i}\n" for i in range(n))
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", f"client.id={prefix}-producer"], input=data,
+                   text=True, check=True, timeout=60)
+    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-G", f"{prefix}-group", "-X", f"client.id={prefix}-consumer",
+                          "-X", "auto.offset.reset=earliest", "-c", str(n), "-e", topic], capture_output=True,
+                         text=True, timeout=60)
+    return len(out.stdout.splitlines())
+
+
+def _js_clients(bootstrap: str, prefix: str, topic: str, n: int) -> int:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["npm", "install", "--silent", "--prefix", tmp, "kafkajs@2.2.4"], check=True)
+        spec = json.dumps({"bootstrap": bootstrap, "prefix": prefix, "topic": topic, "n": n})
+        out = subprocess.run(["node", str(HERE / "clients_kafkajs.js")], input=spec, capture_output=True, text=True,
+                             check=True, env={**os.environ, "NODE_PATH": f"{tmp}/node_modules"}, timeout=90)
+    return json.loads(out.stdout.splitlines()[-1])["consumed"]
+
+
+def clients(out: Path, n: int = 20) -> dict:
+    """Five client libraries, each a producer and a consumer group of its own on a topic of its own."""
+    import re
+    import subprocess
+
+    from confluent_kafka import Producer
+
+    def confluent(bootstrap: str, prefix: str, topic: str, n: int) -> int:
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": f"{prefix}-producer", "acks": "all"})
+        for i in range(n):
+            p.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
+        assert p.flush(30) == 0
+        return _consume(bootstrap, f"{prefix}-consumer", f"{prefix}-group", [topic], n)
+
+    run = {"lib-a": confluent, "lib-c": _kafka_python, "lib-d": _aiokafka, "lib-e": _js_clients}
+    consumed = {}
+    # (kcat's librdkafka 2.0 does not take Tansu's ApiVersions answer: it runs against librdkafka's
+    # mock cluster, captured with the rest)
+    with tansu() as (bootstrap, port), mock_cluster() as (mock, mock_ports), capture(out, [port, *mock_ports]):
+        _topics(bootstrap, [f"{prefix}-topic" for prefix in run])
+        for prefix, make in run.items():
+            consumed[prefix] = make(bootstrap, prefix, f"{prefix}-topic", n)
+        consumed["lib-b"] = _kcat(mock, "lib-b", "lib-b-topic", n)
+    import aiokafka
+    import confluent_kafka
+    import kafka
+
+    kcat = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+    versions = {"lib-a": f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})",
+                "lib-b": re.sub(r"(?s).*Version (\S+) .*librdkafka (\S+) .*", r"kcat \1 (librdkafka \2)", kcat), "lib-c": f"kafka-python {kafka.__version__}",
+                "lib-d": f"aiokafka {aiokafka.__version__}", "lib-e": "kafkajs 2.2.4"}
+    return {"broker_ports": [port, *mock_ports], "libraries": LIBRARIES, "produced": n, "consumed": consumed,
+            "versions": versions,
+            "description": "five client libraries (confluent-kafka and kcat on librdkafka, kafka-python, aiokafka, "
+                           "kafkajs), each a producer and a consumer group, client ids not naming the library"}
+
+
+SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried, "slow": slow, "clients": clients}
 
 
 def main(names: list[str]) -> None:
