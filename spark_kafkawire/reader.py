@@ -28,7 +28,7 @@ from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .rows.tee import Tee
 from .wire.lane import Rows
 from .wire.series import file_number, find_series, first_time, overlaps
-from .wire.tcp import Reassembler
+from .wire.tcp import Reassembler, last_seen
 from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
 
@@ -207,22 +207,22 @@ class _Read:
                     yield from self.due(False)
             if stop_from is not None and until is not None and pkt.ts_ns > stop_from:
                 past.checks += 1
-                if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(reasm.open_connections(), until):
+                if past.checks % lane.CHECK_EVERY == 1 and decoder.settled(list(reasm.live), until):
                     return True
         return False
 
     def next_file(self, path: str, began: int | None) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
         """Between two files of a series (the one read began at ``began``): where the next does not
         overlap it in time (series.overlaps), open connections are held for their next segments to
-        show whether they go on (Reassembler.boundary); where it does, they are not one capture, and
+        show whether they go on (tcp.Held); where it does, they are not one capture, and
         every open connection ends here, as at a capture's end. Returns the next file's first
         packet time."""
         for b in self.builders:
             b.add_file(path)
-        last = self.reasm.last_seen()
+        last = last_seen(self.reasm)
         first = first_time(path, self.opts.endpoint_url)
         if last is None or first is None or began is None or not overlaps(began, last, first):
-            self.reasm.boundary()
+            self.reasm.held.hold(self.reasm)
             return first
         self.decoder.ending = True
         yield from self.closing()

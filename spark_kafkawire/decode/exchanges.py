@@ -341,7 +341,8 @@ class Pairing:
         h = req.header if req is not None else None
         extra = headline_from_facts(h.api_key if h else None, req.body if req is not None else None,
                                     req.facts if req is not None else None, resp.body if resp is not None else None,
-                                    resp.facts if resp is not None else None, self.topics.names) + st.software + st.sasl + st.library()
+                                    resp.facts if resp is not None else None,
+                                    self.topics.names) + st.software + st.sasl + st.library()
         self.sink.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def damaged(self, detail: str) -> None:

@@ -22,7 +22,6 @@ same fingerprint, whoever the client says it is (JA4's idea, for Kafka).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from functools import lru_cache
 from typing import Iterable
@@ -58,6 +57,8 @@ def library(software: str | None, client_id: str | None, pairs: Iterable[tuple[i
 
 def fingerprint(pairs: Iterable[tuple[int, int]], api_versions: int | None) -> str | None:
     """The connection's client_fingerprint (see the module), or None where it sent no request."""
+    import hashlib  # (only where connection rows are made: a read of exchanges does not load it)
+
     ordered = sorted(set(pairs))
     if not ordered:
         return None

@@ -418,7 +418,7 @@ class ConnectionRows(RowBuilder):
         c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
         c["detail"].append(tls.describe() if tls else None)
-        st: ConnState | None = conn.state  # type: ignore[assignment]  # (the decoder's, see exchanges.Decoder)
+        st: ConnState | None = conn.state  # (the decoder's, see exchanges.Decoder)
         c["client_fingerprint"].append(fingerprint(st.spoken, st.api_versions) if st is not None else None)
         c["client_library"].append(st.library()[0] if st is not None else None)
         halves = conn.halves

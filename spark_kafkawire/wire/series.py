@@ -149,8 +149,9 @@ def _interfaces(head: bytes, endian: str) -> list[Interface]:
 
 def overlaps(first: int, last: int, next_first: int) -> bool:
     """Does a file that begins at ``next_first`` overlap the file before it (its packets from
-    ``first`` to ``last``), so that it cannot continue it? (OVERLAP_NS)"""
-    return next_first < last - min(OVERLAP_NS, (last - first) // 2)
+    ``first`` to ``last``), so that it cannot continue it? (OVERLAP_NS; a file that begins when the
+    one before began is a copy of it, not its continuation)"""
+    return next_first <= first or next_first < last - min(OVERLAP_NS, (last - first) // 2)
 
 
 def find_series(files: list[str], endpoint: str | None = None) -> list[list[str]]:

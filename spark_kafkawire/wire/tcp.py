@@ -16,7 +16,7 @@ numbers may wrap any number of times). Rules:
   it. A SYN with a new initial sequence number on a 4-tuple in use ends the old connection and
   starts a new one.
 * Between the files of a rotation series (see series.py) every open connection is held aside
-  (``boundary``); its next segment either continues it (its sequence or acknowledgment number
+  (``Held``); its next segment either continues it (its sequence or acknowledgment number
   within CONTINUITY of what comes next) or, where it does not, ends it and begins another: files
   that only share addresses and ports are never joined.
 
@@ -481,8 +481,7 @@ class Reassembler:
         self.forget_at = NEVER  # when the oldest ended one is forgotten (see _ended_changed)
         self.newest: Connection | None = None  # the last of the live order where known (no move needed)
         self.found = Found(self.table)
-        #: open connections held aside at a file boundary (see boundary): their table entries
-        self.crossing: dict[tuple, tuple[Connection, int]] = {}
+        self.held = Held()  # open connections held aside at a file boundary of a rotation series
 
     def feed(self, seg: Segment) -> None:
         self.segment(*seg)
@@ -572,8 +571,8 @@ class Reassembler:
         """The connection and direction a segment belongs to: the one in the table, or a new one
         where the table's has ended or its 4-tuple is reused by a new SYN; None for a late packet of
         an ended connection (dropped)."""
-        if hit is None and self.crossing:
-            hit = self._crossed(key, flags, seq, ack)
+        if hit is None and self.held.entries:
+            hit = self.held.take(self, key, flags, seq, ack)
         if hit is not None:
             conn, d = hit
             if conn.self_connected:
@@ -658,54 +657,60 @@ class Reassembler:
                 h.pending = []
         conn.state = None
 
-    def open_connections(self):
-        return list(self.live)
-
-    def boundary(self) -> None:
-        """A file of a rotation series ended and the next begins: every open connection's table
-        entries are held aside until a segment of it comes (see _crossed)."""
-        table = self.table
-        for conn in self.live:
-            for key in conn.keys:
-                hit = table.pop(key, None)
-                if hit is not None:
-                    self.crossing[key] = hit
-        self.found.forget()
-
-    def last_seen(self) -> int | None:
-        """The time of the latest segment of any connection still remembered (None: none)."""
-        times = [c.last_ts for c in self.live] + [c.last_ts for c in self.ended]
-        return max(times) if times else None
-
-    def _crossed(self, key: tuple, flags: int, seq: int, ack: int) -> tuple[Connection, int] | None:
-        """The first segment after a file boundary of a connection held aside: its table entries
-        back (and the connection and direction) where the segment continues it; where it does not,
-        the connection ends (its end was not captured) and None (a new one begins)."""
-        held = self.crossing.get(key)
-        if held is None:
-            return None
-        conn, d = held
-        entries = [(k, self.crossing.pop(k)) for k in conn.keys if k in self.crossing]
-        if conn.self_connected:
-            d = conn.self_direction(flags, seq)
-        if not _continues(conn, d, flags, seq, ack):
-            self._finish(conn)  # (its end was not captured; its entries are gone from the table)
-            return None
-        for k, entry in entries:
-            self.table[k] = entry
-        self.found.forget()
-        return conn, d
-
     def closing(self) -> Iterator[None]:
-        """End of capture: flush the open connections one at a time, pausing after each (its rows
-        can be handed on before the next: there may be a hundred thousand of them)."""
-        for conn, d in list(self.table.values()) + list(self.crossing.values()):
+        """End of capture: flush the open connections one at a time, pausing after each (its rows can be handed on)."""
+        for conn, d in list(self.table.values()) + list(self.held.entries.values()):
             if d == 0 and not conn.done:
                 self._finish(conn)
                 yield
         self.table.clear()
-        self.crossing.clear()
+        self.held.entries.clear()
         self.found.forget()
+
+
+class Held:
+    """The open connections of a reassembler held aside at a file boundary of a rotation series
+    (series.py), until a segment of each shows whether it goes on (_continues)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple[Connection, int]] = {}  # their table entries
+
+    def hold(self, reasm: "Reassembler") -> None:
+        """A file ended and the next begins: every open connection's entries leave the table."""
+        table = reasm.table
+        for conn in reasm.live:
+            for key in conn.keys:
+                hit = table.pop(key, None)
+                if hit is not None:
+                    self.entries[key] = hit
+        reasm.found.forget()
+
+    def take(self, reasm: "Reassembler", key: tuple, flags: int, seq: int, ack: int) -> tuple[Connection, int] | None:
+        """The first segment after the boundary of a held connection: its entries back in the
+        table (and its connection and direction) where the segment continues it; where it does not,
+        the connection ends (its end was not captured) and None (a new one begins)."""
+        held = self.entries.get(key)
+        if held is None:
+            return None
+        conn, d = held
+        entries = [(k, self.entries.pop(k)) for k in conn.keys if k in self.entries]
+        if conn.self_connected:
+            d = conn.self_direction(flags, seq)
+        if not _continues(conn, d, flags, seq, ack):
+            reasm._finish(conn)  # (its entries are gone from the table)
+            return None
+        for k, entry in entries:
+            reasm.table[k] = entry
+        reasm.found.forget()
+        return conn, d
+
+
+def last_seen(reasm: "Reassembler") -> int | None:
+    """The time of the latest segment of any connection a reassembler still remembers (None: none)."""
+    times = [c.last_ts for c in reasm.live] + [c.last_ts for c in reasm.ended]
+    return max(times) if times else None
 
 
 def _continues(conn: Connection, d: int, flags: int, seq: int, ack: int) -> bool:
