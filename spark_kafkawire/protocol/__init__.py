@@ -99,10 +99,6 @@ UNSUPPORTED_VERSION = 35
 NEGOTIATION = frozenset({(API_VERSIONS_KEY, UNSUPPORTED_VERSION)})
 
 
-def is_negotiation(api_key: int | None, error_code: int | None) -> bool:
-    return (api_key, error_code) in NEGOTIATION
-
-
 def api(key: int) -> Api | None:
     return APIS[key] if 0 <= key < len(APIS) else None
 

@@ -2,8 +2,8 @@
 
 Each row shape (option ``rows``) has one column list here, the single source of both the Spark
 schema (DDL) and the Arrow schema. A builder (one per shape, see :mod:`.shapes`) appends to one
-Python list per column; :class:`RowBuilder` turns them into a ``pyarrow.RecordBatch`` of exactly
-that schema.
+column each (compiled, a typed column writing Arrow's buffers; as Python, a list);
+:class:`RowBuilder` turns them into a ``pyarrow.RecordBatch`` of exactly that schema.
 """
 
 from __future__ import annotations

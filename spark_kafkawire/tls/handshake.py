@@ -36,7 +36,6 @@ class Handshake:
         self.suite: int | None = None
         self.server_name: str | None = None
         self.alpn: list[str] | None = None
-        self.offered_versions: list[int] = []
         self._cert: tuple[str, str, str] | None = None  # see cert
         self._cert_der: bytes | None = None  # the server certificate, until its names are asked for
         self.ja3: str | None = None  # the client's fingerprints (see fingerprints.py)
@@ -131,7 +130,6 @@ class Handshake:
                 groups = [int.from_bytes(data[i:i + 2], "big") for i in range(2, end, 2)]
             elif ext == 11 and data:  # ec_point_formats
                 formats = list(data[1:1 + data[0]])
-        self.offered_versions = offered
         self.ja3 = ja3(int.from_bytes(b[0:2], "big"), ciphers, types, groups, formats)
         self.ja4 = ja4(int.from_bytes(b[0:2], "big"), ciphers, types, offered, alpn, sigalgs)
 

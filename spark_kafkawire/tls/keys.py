@@ -38,8 +38,8 @@ def _hash(name: str):
 
 
 def suite_fits(suite: int, version: int | None) -> bool:
-    """Can a session of this version use this suite? (TLS 1.3 only its own five; earlier versions
-    none of them.)"""
+    """Can a session of this version use this suite? (TLS 1.3 only the three of TLS13_SUITES that
+    are decrypted; earlier versions none of them.)"""
     return (suite in TLS13_SUITES) == (version == TLS13)
 
 
