@@ -17,12 +17,14 @@ number read anywhere in the pipeline says its file (:func:`file_index`) and its 
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from typing import Final
 
-from .capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, Interface, _interface, _ts_ns, compression
-from .fs import file_size, open_binary
+from .capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, Interface, _interface, _open, _ts_ns, \
+    compression
+from .fs import file_size, local_path, open_binary, resolve
 
 FILE_SHIFT: Final = 40  # a file of a series holds fewer than 2**40 packets
 LOCAL_MASK: Final = (1 << FILE_SHIFT) - 1
@@ -54,13 +56,75 @@ def template(path: str) -> tuple[str, str]:
     return folder, _DIGITS.sub("#", name.rstrip("0123456789"))
 
 
+HEAD_BYTES: Final = 1 << 16  # how much of a file's start is read to find its first packet's time
+
+
+def read_range(path: str, endpoint: str | None, offset: int, n: int) -> bytes:
+    """Up to n bytes of a file from ``offset`` (negative: from its end): one ranged read, on local
+    files and object storage alike (a read of a series' files asks this of each, on the driver)."""
+    local = local_path(path)
+    if local is not None:
+        with open_binary(local) as f:
+            if offset < 0:
+                f.seek(max(0, os.fstat(f.fileno()).st_size + offset))
+            else:
+                f.seek(offset)
+            return f.read(n)
+    fs, p = resolve(path, endpoint)
+    with fs.open_input_file(p) as f:
+        size = f.size()
+        start = max(0, size + offset) if offset < 0 else offset
+        return f.read_at(min(n, max(0, size - start)), start)
+
+
 def first_time(path: str, endpoint: str | None = None) -> int | None:
-    """The first packet's time (ns), or None for a file without packets or not readable."""
+    """The first packet's time (ns), or None for a file without packets or not readable. Read from
+    the file's first HEAD_BYTES where they hold it (a compressed file: through its decompression)."""
     try:
-        for pkt in CaptureReader(path, endpoint):
+        head = read_range(path, endpoint, 0, HEAD_BYTES)
+        if compression(head[:6]) is not None:
+            with _open(path, endpoint) as f:
+                head = f.read(HEAD_BYTES)
+        found = _first_in(head)
+        if found is not None:
+            return found
+        for pkt in CaptureReader(path, endpoint):  # (a first packet further in: read as a capture)
             return pkt.ts_ns  # type: ignore[union-attr]  # (no lane: only packets)
-    except (CaptureError, OSError):
+    except (CaptureError, OSError, ValueError):
         return None
+    return None
+
+
+def _first_in(head: bytes) -> int | None:
+    """The first packet's time from a capture's first bytes, where they hold its record or block."""
+    if head[:4] in PCAP_MAGICS:
+        endian, ns_per_tick = PCAP_MAGICS[head[:4]]
+        if len(head) < 40:
+            return None
+        sec, frac = struct.unpack_from(endian + "II", head, 24)
+        return sec * 1_000_000_000 + frac * ns_per_tick
+    if head[:4] != PCAPNG_SHB or len(head) < 12:
+        return None
+    endian = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    ifaces: list[Interface] = []
+    pos = 0
+    while pos + 12 <= len(head):
+        btype, blen = struct.unpack_from(endian + "II", head, pos)
+        if blen < 12 or pos + blen > len(head):
+            return None
+        if btype == 1:
+            iface = _interface(head[pos + 8 : pos + blen - 4], endian)
+            if iface is not None:
+                ifaces.append(iface)
+        elif btype == 6 and blen >= 28:
+            index, hi, lo = struct.unpack_from(endian + "III", head, pos + 8)
+            if index >= len(ifaces):
+                return None
+            _link, _snap, tps, offset_s = ifaces[index]
+            return _ts_ns((hi << 32) | lo, tps, offset_s)
+        elif btype in (2, 3):  # (obsolete and simple packet blocks: read as a capture)
+            return None
+        pos += blen
     return None
 
 
@@ -69,14 +133,11 @@ def last_time(path: str, endpoint: str | None = None) -> int | None:
     pcapng (blocks carry their length at both ends) or pcap (records chained from the tail to the
     end of the file); None otherwise (a compressed file: its times are checked as it is read)."""
     try:
-        size = file_size(path, endpoint)
-        with open_binary(path, endpoint) as f:
-            head = f.read(4096)
-            if compression(head[:6]) is not None or size < 24:
-                return None
-            start = max(0, size - TAIL_BYTES)
-            f.seek(start)
-            tail = f.read(size - start)
+        head = read_range(path, endpoint, 0, 4096)
+        if compression(head[:6]) is not None or len(head) < 24:
+            return None
+        tail = read_range(path, endpoint, -TAIL_BYTES, TAIL_BYTES)
+        start = max(0, file_size(path, endpoint) - len(tail))
     except (OSError, ValueError):
         return None
     if head[:4] in PCAP_MAGICS:
@@ -185,7 +246,9 @@ def _chains(members: list[str], endpoint: str | None) -> list[list[str]]:
     # (files, first and last packet time of the last file: None where not known)
     chains: list[tuple[list[str], int, int | None]] = []
     for t, f in timed:
-        fits = [i for i, (_c, begin, end) in enumerate(chains) if end is None or not overlaps(begin, end, t)]
+        # (a file whose last time is not known, compressed: continued by a file that begins later)
+        fits = [i for i, (_c, begin, end) in enumerate(chains)
+                if (t > begin if end is None else not overlaps(begin, end, t))]
         if fits:
             i = max(fits, key=lambda i: chains[i][2] or 0)
             chains[i][0].append(f)
