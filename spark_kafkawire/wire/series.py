@@ -106,26 +106,8 @@ def _first_in(head: bytes) -> int | None:
     if head[:4] != PCAPNG_SHB or len(head) < 12:
         return None
     endian = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
-    ifaces: list[Interface] = []
-    pos = 0
-    while pos + 12 <= len(head):
-        btype, blen = struct.unpack_from(endian + "II", head, pos)
-        if blen < 12 or pos + blen > len(head):
-            return None
-        if btype == 1:
-            iface = _interface(head[pos + 8 : pos + blen - 4], endian)
-            if iface is not None:
-                ifaces.append(iface)
-        elif btype == 6 and blen >= 28:
-            index, hi, lo = struct.unpack_from(endian + "III", head, pos + 8)
-            if index >= len(ifaces):
-                return None
-            _link, _snap, tps, offset_s = ifaces[index]
-            return _ts_ns((hi << 32) | lo, tps, offset_s)
-        elif btype in (2, 3):  # (obsolete and simple packet blocks: read as a capture)
-            return None
-        pos += blen
-    return None
+    ifaces, first = _interfaces(head, endian)
+    return None if first is None else _packet_time(head, first, endian, ifaces)
 
 
 def last_time(path: str, endpoint: str | None = None) -> int | None:
@@ -172,26 +154,22 @@ def _pcapng_last(head: bytes, tail: bytes) -> int | None:
     lengths, in its interface's time resolution (the first section's interfaces, read from the head);
     None where the walk does not hold."""
     endian = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
-    ifaces = _interfaces(head, endian)
+    ifaces, _first = _interfaces(head, endian)
     end = len(tail)
     while end >= 12:
         (blen,) = struct.unpack_from(endian + "I", tail, end - 4)
         start = end - blen
         if blen < 12 or blen % 4 or start < 0:
             return None
-        (btype,) = struct.unpack_from(endian + "I", tail, start)
-        if btype == 6 and blen >= 32:
-            iface, hi, lo = struct.unpack_from(endian + "III", tail, start + 8)
-            if iface >= len(ifaces):
-                return None
-            _link, _snap, tps, offset_s = ifaces[iface]
-            return _ts_ns((hi << 32) | lo, tps, offset_s)
+        if struct.unpack_from(endian + "I", tail, start)[0] == 6:
+            return _packet_time(tail, start, endian, ifaces)
         end = start
     return None
 
 
-def _interfaces(head: bytes, endian: str) -> list[Interface]:
-    """The interfaces described in the blocks at the head of a pcapng (after its section header)."""
+def _interfaces(head: bytes, endian: str) -> tuple[list[Interface], int | None]:
+    """The interfaces described in the blocks at the head of a pcapng, and where its first
+    Enhanced Packet Block starts in ``head`` (None: not there, or another packet block first)."""
     out: list[Interface] = []
     pos = 0
     while pos + 12 <= len(head):
@@ -202,10 +180,21 @@ def _interfaces(head: bytes, endian: str) -> list[Interface]:
             iface = _interface(head[pos + 8 : pos + blen - 4], endian)
             if iface is not None:
                 out.append(iface)
-        elif btype in (2, 3, 6):
-            break
+        elif btype in (2, 3, 6):  # (obsolete and simple packet blocks: read as a capture)
+            return out, pos if btype == 6 else None
         pos += blen
-    return out
+    return out, None
+
+
+def _packet_time(buf: bytes, start: int, endian: str, ifaces: list[Interface]) -> int | None:
+    """The time of the Enhanced Packet Block at ``start`` in its interface's resolution."""
+    if start + 28 > len(buf):
+        return None
+    index, hi, lo = struct.unpack_from(endian + "III", buf, start + 8)
+    if index >= len(ifaces):
+        return None
+    _link, _snap, tps, offset_s = ifaces[index]
+    return _ts_ns((hi << 32) | lo, tps, offset_s)
 
 
 def overlaps(first: int, last: int, next_first: int) -> bool:
