@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 NATIVE = ["wire.health", "wire.flow", "wire.tcp", "wire.frames", "wire.lane", "decode.roles", "kafka.headers",
           "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body", "kafka.sasl", "kafka.records",
           "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate", "decode.exchanges",
-          "decode.modes", "arrays", "rows.table", "rows.shapes", "rows.tee", "tls.guess", "tls.keys", "tls.records"]
+          "decode.modes", "arrays", "rows.table", "rows.timing", "rows.shapes", "rows.tee", "tls.guess", "tls.keys", "tls.records"]
 GROUP = "spark_kafkawire._native"
 #: why the compiled stages did not build, where they did not: written into _native.json, which make
 #: setup (and every start, see compiled.py) reads and says loudly

@@ -369,9 +369,10 @@ class _Feed:
         self.batches += 1
         take = max(1, n // 2) if self.batches % 5 == 0 else n
         for i in range(take):
-            number, ts, sport, dport, seq, ack, flags, wire_len, win = struct.unpack_from("<9q", table, 72 * i)
+            number, ts, sport, dport, seq, ack, flags, wire_len, win, ip_id, dsack = \
+                struct.unpack_from("<11q", table, 88 * i)
             self.segments.append(Segment(number, ts, addrs[2 * i], sport, addrs[2 * i + 1], dport, seq, ack, flags,
-                                         payloads[i], wire_len, win))
+                                         payloads[i], wire_len, win, ip_id, dsack))
         if self.batches % 3 == 0:
             self.kept.append((table, bytes(table)))
         return take if take == n else -take

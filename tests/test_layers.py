@@ -31,7 +31,7 @@ STEPS = {
     "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
-    "rows": [{"table"}, {"shapes", "tee"}],
+    "rows": [{"table", "timing"}, {"shapes", "tee"}],
 }
 
 

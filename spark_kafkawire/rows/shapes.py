@@ -30,6 +30,7 @@ from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
+from .timing import Split, elapsed_ms, transfer_ms
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
                     frame_status, message_json)
 
@@ -42,61 +43,6 @@ _PARTITION_FIELDS: Final = tuple(_NO_PARTITION)
 #: each schema id's type
 SCHEMAS_TOPIC: Final = "_schemas"
 REGISTRY_TYPES: Final = {"AVRO": "confluent-avro", "PROTOBUF": "confluent-protobuf", "JSON": "confluent-json"}
-
-
-def _round_trip(ep: Endpoints | None) -> tuple[int, int, str] | None:
-    """(round trip, its part between the capture point and the broker, basis) of an exchange's
-    connection (ns): from the TCP handshake where the capture shows it (``handshake``), else from the
-    connection's own data-to-ACK round trips (``ack``: the least of each direction's over the last 10
-    to 20 s, as TCP's min-RTT filter keeps it; the client's data to the broker's ACK is the part
-    beyond the capture point, the broker's data to the client's ACK the part before). None where
-    neither tells it (a TLS connection without its handshake, no ACK of data yet)."""
-    if ep is None:
-        return None
-    if ep.rtt_ns is not None and ep.broker_rtt_ns is not None:
-        return ep.rtt_ns, ep.broker_rtt_ns, "handshake"
-    conn = ep.tcp
-    if conn is None:
-        return None
-    health = conn.health
-    near: int = health.side(ep.client_dir).least_rtt()
-    far: int = health.side(1 - ep.client_dir).least_rtt()
-    if near < 0 or far < 0:
-        return None
-    return near + far, near, "ack"
-
-
-def _split(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[float | None, float | None, str | None]:
-    """(network_ms, broker_ms, network_basis) of an exchange: the connection's round trip, and the
-    time from the request's last byte to the response's first less the part of the round trip
-    between the capture point and the broker (all of it captured at the client, none at the
-    broker); broker_ms at least 0 (a round trip near the request shorter than the one measured).
-    None where neither the handshake nor the ACKs tell the round trip, or a frame is missing or cut."""
-    trip = _round_trip(ep)
-    if trip is None:
-        return None, None, None
-    rtt, broker_rtt, basis = trip
-    network = rtt / 1e6
-    if rq is None or rs is None or rq.last_ts is None:
-        return network, None, basis
-    return network, max(0, rs.ts_ns - rq.last_ts - broker_rtt) / 1e6, basis
-
-
-def _resent(ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> int | None:
-    """Segments of the request's and the response's bytes sent again (wire/health.py), as far as the
-    capture showed them when the exchange was read; None where the frames are not the TCP stream's
-    bytes (TLS plaintext) or the connection is not known."""
-    if ep is None or ep.tcp is None:
-        return None
-    health = ep.tcp.health
-    if not health.a.resent and not health.b.resent:  # the common case: nothing sent again on the connection
-        return 0
-    halves = ep.tcp.halves
-    n = 0
-    for d, f in ((ep.client_dir, rq), (1 - ep.client_dir, rs)):
-        if f is not None:
-            n += health.resent_between(d, halves[d].base, f.offset, f.offset + 4 + len(f.data))
-    return n
 
 
 def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
@@ -137,18 +83,15 @@ class ExchangeRows(RowBuilder):
         response_file.append(self.files[rs.number >> FILE_SHIFT] if rs is not None and rq is not None and
                              (rs.number ^ rq.number) >> FILE_SHIFT else None)
         latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
-        request_transfer_ms.append(_transfer(rq))
-        response_transfer_ms.append(_transfer(rs))
-        network, broker, basis = _split(ep, rq, rs)
-        resent = _resent(ep, rq, rs)
-        if broker is not None and resent:  # the loss's recovery would count as the broker's time
-            broker = None
-            why = f"broker_ms not timed: {resent} segment{'s' * (resent != 1)} of this exchange sent again (loss)"
-            detail = why if detail is None else f"{detail}; {why}"
-        network_ms.append(network)
-        broker_ms.append(broker)
-        network_basis.append(basis)
-        retransmissions.append(resent)
+        request_transfer_ms.append(transfer_ms(rq))
+        response_transfer_ms.append(transfer_ms(rs))
+        split = Split(ep, rq, rs)
+        if split.why is not None:  # (a loss's recovery would count as the broker's time)
+            detail = split.why if detail is None else f"{detail}; {split.why}"
+        network_ms.append(split.network_ms)
+        broker_ms.append(split.broker_ms)
+        network_basis.append(split.basis)
+        retransmissions.append(split.resent)
         request_header_version.append(h.header_version if h else None)
         response_header_version.append(resp.header_version if resp else None)
         status_col.append(status)
@@ -434,7 +377,8 @@ class ConnectionRows(RowBuilder):
                           a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
             for name, v in zip(self._count_cols[side], values):
                 c[name].append(v)
-            ooo, lost, lost_bytes, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
+            segments, ooo, lost, lost_bytes, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
+            c[segments].append(sent.data_segments)
             c[ooo].append(sent.out_of_order)
             c[lost].append(sent.lost)
             c[lost_bytes].append(sent.lost_bytes)
@@ -477,19 +421,6 @@ def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Colu
         time.append(None)
         size.append(None)
         packet.append(None)
-
-
-def _transfer(frame: Frame | None) -> float | None:
-    """How long a whole frame took to cross the capture point: its first byte's packet to its last's."""
-    if frame is None or frame.last_ts is None:
-        return None
-    return elapsed_ms(frame.ts_ns, frame.last_ts)
-
-
-def elapsed_ms(start: int, end: int) -> float | None:
-    """Milliseconds from ``start`` to ``end`` (ns); None where the capture's times run backwards
-    between them (no duration is negative, and the true one is not known)."""
-    return (end - start) / 1e6 if end >= start else None
 
 
 def _side(near: str | None, syn_sender_is_client: bool) -> str | None:

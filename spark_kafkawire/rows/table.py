@@ -62,7 +62,8 @@ _NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
 #: per-direction TCP health of connections rows (wire/health.py): segments out of order, segments lost
 #: on the path (and their bytes), zero windows
 #: advertised and the time at zero window, round trips from the direction's data to the other's ACK
-_DIRECTION_HEALTH: Final = [("out_of_order", "bigint"), ("lost_segments", "bigint"), ("lost_bytes", "bigint"),
+_DIRECTION_HEALTH: Final = [("data_segments", "bigint"), ("out_of_order", "bigint"), ("lost_segments", "bigint"),
+                            ("lost_bytes", "bigint"),
                             ("zero_windows", "bigint"), ("zero_window_ms", "double"),
                             ("rtt_min_ms", "double"), ("rtt_p50_ms", "double")]
 #: a TLS connection's bytes per direction (see tls/__init__.py): every captured byte in one of the first three

@@ -39,7 +39,7 @@
 
 #define ADDRS 8
 #define BATCH 64      /* packets handed to the reassembler at a time */
-#define ROW_FIELDS 9  /* a packet's row of int64 in the batch's table (lane.py: ROW_FIELDS) */
+#define ROW_FIELDS 11  /* a packet's row of int64 in the batch's table (lane.py: ROW_FIELDS) */
 
 /* where the records after a batch's packet start, for starting again after it */
 typedef struct {
@@ -164,7 +164,7 @@ static void put_le64(unsigned char *p, long long v) {
 static int add_segment(Lane *self, long long number, long long ts_ns, const unsigned char *src,
                        const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
                        unsigned long ack, unsigned flags, const unsigned char *payload, Py_ssize_t caplen,
-                       Py_ssize_t wire_len, unsigned win) {
+                       Py_ssize_t wire_len, unsigned win, long long ip_id, long long dsack) {
     int i = self->n;
     if (i == 0 && Py_REFCNT(self->table) != 1) { /* the last batch's table is still held: a new one */
         PyObject *t = PyBytes_FromStringAndSize(NULL, BATCH * ROW_FIELDS * 8);
@@ -185,7 +185,7 @@ static int add_segment(Lane *self, long long number, long long ts_ns, const unsi
     PyList_SetItem(self->addrs, 2 * i + 1, b);
     unsigned char *row = (unsigned char *)PyBytes_AS_STRING(self->table) + (Py_ssize_t)i * ROW_FIELDS * 8;
     long long fields[ROW_FIELDS] = {number, ts_ns, sport, dport, (long long)seq, (long long)ack, flags,
-                                    (long long)wire_len, win};
+                                    (long long)wire_len, win, ip_id, dsack};
     for (int f = 0; f < ROW_FIELDS; f++) put_le64(row + 8 * f, fields[f]);
     self->n = i + 1;
     return TAKEN;
@@ -216,6 +216,35 @@ static int hand_on(Lane *self, int *due) {
         return -1;
     }
     return (int)k;
+}
+
+/* the D-SACK block among a segment's TCP options t[20:doff] (packets._dsack): (length << 32) | left
+   of a first SACK block the cumulative ACK covers, or that the second block holds; -1 for none */
+static long long dsack_of(const unsigned char *t, Py_ssize_t doff, unsigned long ack) {
+    Py_ssize_t pos = 20;
+    while (pos < doff) {
+        unsigned kind = t[pos];
+        if (kind == 0) return -1;
+        if (kind == 1) {
+            pos++;
+            continue;
+        }
+        if (pos + 1 >= doff) return -1;
+        unsigned len = t[pos + 1];
+        if (len < 2) return -1;
+        if (kind == 5) {
+            if (len < 10 || pos + 10 > doff) return -1;
+            unsigned long left = u32be(t + pos + 2), right = u32be(t + pos + 6);
+            int dup = ((ack - right) & 0xFFFFFFFFUL) < 0x80000000UL;
+            if (!dup && len >= 18 && pos + 18 <= doff) {
+                unsigned long l2 = u32be(t + pos + 10), r2 = u32be(t + pos + 14);
+                dup = ((left - l2) & 0xFFFFFFFFUL) < 0x80000000UL && ((r2 - right) & 0xFFFFFFFFUL) < 0x80000000UL;
+            }
+            return dup ? (long long)((((right - left) & 0x7FFFFFFFUL) << 32) | left) : -1;
+        }
+        pos += len;
+    }
+    return -1;
 }
 
 /* one packet's captured bytes d[0:dl], as packets.decode reads them, into the batch: TAKEN, STOP
@@ -250,6 +279,7 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
     const unsigned char *src, *dst;
     int alen;
     Py_ssize_t tcp, end, ipw;
+    long long ip_id = -1; /* IPv4's identification field; IPv6 has none */
     if (et == 0x0800) {
         if (dl < off + 20 || d[off] >> 4 != 4) return STOP;
         Py_ssize_t ihl = (d[off] & 0x0F) * 4;
@@ -257,6 +287,7 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
         if (u16be(d + off + 6) & 0x3FFF) return STOP; /* a fragment */
         unsigned total = u16be(d + off + 2);
         if (total == 0) return STOP; /* segmentation offload: the Python stages decide */
+        ip_id = u16be(d + off + 4);
         src = d + off + 12;
         dst = d + off + 16;
         alen = 4;
@@ -287,11 +318,14 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
     Py_ssize_t start = tcp + doff;
     Py_ssize_t wire_len = ipw - doff;
     if (wire_len < 0 || start > dl) return STOP;
+    long long dsack = -1; /* (the common options, timestamps alone, hold none) */
+    if (doff > 20 && !(doff == 32 && t[20] == 1 && t[21] == 1 && t[22] == 8 && t[23] == 10) && start <= dl)
+        dsack = dsack_of(t, doff, ack);
     Py_ssize_t stop = end < dl ? end : dl;
     if (start + wire_len < stop) stop = start + wire_len;
     Py_ssize_t caplen = stop > start ? stop - start : 0;
     return add_segment(self, number, ts_ns, src, dst, alen, sport, dport, seq, ack, flags, d + start, caplen,
-                       wire_len, win);
+                       wire_len, win, ip_id, dsack);
 }
 
 /* where a file's records are and what they hold: classic pcap, or a pcapng section's interfaces */

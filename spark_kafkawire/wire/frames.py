@@ -78,7 +78,9 @@ class Frame:
         self.size = size  # the int32 size field
         self.data = data  # header + body (shorter than size when incomplete)
         self.complete = complete
-        self.last_ts = last_ts  # time of the packet that carried its last byte (a whole frame's)
+        # a whole frame's: when the last of its bytes arrived (the frame was whole from then: a hole
+        # filled late makes it the filler's time, not that of the packet that carried the last byte)
+        self.last_ts = last_ts
 
     def fields(self) -> tuple[int, int, int, int, bytes, bool, int | None]:
         """Every field, in the order above."""
@@ -119,8 +121,8 @@ class Resync(Sink):
     (counted as skipped). A Framer is a Resync with the frame cutting and the sink interface."""
 
     __slots__ = ("pos", "target", "rest_to", "max_frame", "on_frame", "acct", "buf", "synced", "first", "disabled",
-                 "f_ts", "f_num", "f_off", "plausible", "at_start", "resyncs", "scan", "scan_base", "scan_marks",
-                 "scan_from")
+                 "f_ts", "f_num", "f_off", "f_last", "plausible", "at_start", "resyncs", "scan", "scan_base",
+                 "scan_marks", "scan_from")
     # the framing state (set by the Framer; the scan reads and moves max_frame, synced, disabled,
     # target and acct)
     pos: int  # stream offset of the next byte to arrive
@@ -134,6 +136,7 @@ class Resync(Sink):
     first: bool  # no byte seen yet
     disabled: bool  # not Kafka: every byte is skipped
     f_ts: int  # time of the frame in progress
+    f_last: int  # the latest arrival among its bytes so far
     f_num: int  # packet number of the frame in progress
     f_off: int  # stream offset of the frame in progress
     # the scan's own
@@ -285,7 +288,7 @@ class Framer(Resync):
         self.pos = 0  # stream offset of the next byte to arrive
         self.buf = bytearray()  # the frame in progress, size field included
         self.target = 4  # bytes the frame in progress needs in all (4 until its size is known)
-        self.f_ts = self.f_num = self.f_off = 0
+        self.f_ts = self.f_num = self.f_off = self.f_last = 0
         self.scan = bytearray()  # bytes held while looking for a frame boundary
         self.scan_base = 0  # stream offset of scan[0]
         self.scan_marks = []  # (index in scan, ts, packet number) per chunk
@@ -320,6 +323,8 @@ class Framer(Resync):
             n -= take
         buf = self.buf
         if buf and n < self.target - len(buf) and self.target > 4:  # inside a large frame: keep it
+            if ts > self.f_last:
+                self.f_last = ts
             _append(buf, chunk, 0, n, self.target)
             self.pos += n
             return
@@ -411,9 +416,12 @@ class Framer(Resync):
                 else:
                     self.target = 4
                 self.f_ts, self.f_num, self.f_off = ts, number, base + pos
+                self.f_last = ts
                 _append(buf, chunk, pos, n - pos, self.target)
                 return
             # continue the frame in progress
+            if ts > self.f_last:
+                self.f_last = ts
             take = min(self.target - len(buf), n - pos)
             _append(buf, chunk, pos, take, self.target)
             pos += take
@@ -435,7 +443,7 @@ class Framer(Resync):
             data = bytes(memoryview(buf)[4:])
             self.buf = buf = bytearray()
             self.target = 4
-            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True, ts))
+            self.on_frame(Frame(self.f_ts, self.f_num, self.f_off, len(data), data, True, self.f_last))
 
     def _flush_partial(self) -> None:
         if self.buf:

@@ -30,11 +30,26 @@ Rules, per segment of direction d (the other direction is r):
   spread evenly through the connection.
 * a **duplicate ACK** (for fast retransmissions): no payload, the same window (not 0), sequence and
   acknowledgement numbers as d's last, none of SYN, FIN, RST.
+* **lost on the path**: a segment of d's is known lost *beyond* the capture point when the capture
+  shows its bytes twice and the receiver had not acknowledged them (the first copy never arrived),
+  and lost *before* it when a segment fills a hole after later data (as above), or from the IPv4
+  identification field: most stacks (Linux, the BSDs) number each connection's packets one by one,
+  so a number skipped (by at most MAX_ID_GAP) is a packet that never reached the capture point.
+  Those numbers are trusted once d's packets have stepped by exactly one at least 80% of the time
+  over MIN_ID_STEPS steps (a host-wide or random numbering never does); a step after a packet
+  larger than an Ethernet frame's payload (segmentation offload) is not counted, and a packet that
+  comes late with a lower number fills a gap it opened. Where trusted, the numbers count the losses
+  before the capture point (hole fillers among them; a response lost whole, which shows no hole, too);
+  else the hole fillers do. A packet the capture itself dropped is a skipped number too: what the
+  capture lost is told apart by its bytes (``gap_bytes``), not here. A copy counted lost is taken
+  back when the receiver reports its bytes received twice (a D-SACK block, RFC 2883): the ACK was
+  lost, not the data.
 
 Memory is bounded per connection: MAX_UNACKED data segments waiting for their ACK, MAX_SAMPLES round
 trips, MAX_RESENT segments sent again (for the exchange rows) and MAX_HOLES holes per direction. (Each direction's
-state is a plain class of integers, its lists made at first use: compiled by mypyc, an event reads
-and moves native integers, and a connection of one segment costs three small objects.)
+state is a plain class of integers, with its holes and its IPv4 numbering in two more, their lists
+made at first use: compiled by mypyc, an event reads and moves native integers, and a connection of
+one segment costs seven small objects.)
 """
 
 from __future__ import annotations
@@ -47,6 +62,12 @@ MAX_UNACKED: Final = 4096
 MAX_SAMPLES: Final = 1 << 16
 MAX_RESENT: Final = 256
 MAX_HOLES: Final = 256
+#: IPv4 identification: the largest skip read as packets lost, the steps and share of steps by one
+#: after which a direction's numbers are trusted, and the largest payload of one Ethernet frame (a
+#: larger packet was cut by segmentation offload, which numbers each piece)
+MAX_ID_GAP: Final[i64] = 8
+MIN_ID_STEPS: Final[i64] = 8
+FRAME_PAYLOAD: Final[i64] = 1460
 #: the window of the least round trip from data to ACK (TCP's own min-RTT filter keeps 10 s): the
 #: least of the current window and the one before
 RTT_WINDOW_NS: Final[i64] = 10_000_000_000
@@ -78,13 +99,132 @@ def _before(a: i64, b: i64) -> bool:
     return ((a - b) & _MASK) >= _HALF
 
 
+class Numbering:
+    """One direction's IPv4 identification numbers (see the module: lost on the path)."""
+
+    __slots__ = ("last", "free", "steps", "ones", "far", "gaps", "suspects", "at")
+
+    def __init__(self) -> None:
+        # IPv4 identification: the last number (-1: none yet), whether the next step is not counted,
+        # steps counted, steps by exactly one, numbers skipped; packets lost that no hole explains yet,
+        # and the (sequence number, length) of the last segments of new data that may be their copies
+        # sent again (a skip where no hole opens: a tail lost, or a packet of new data the sender sent
+        # again before anything after it reached the capture point)
+        self.last: i64 = -1
+        self.free = False
+        self.steps: i64 = 0
+        self.ones: i64 = 0
+        self.far: i64 = 0  # steps past MAX_ID_GAP, either way
+        self.gaps: i64 = 0
+        self.suspects: i64 = 0
+        self.at: list[tuple[int, int]] | None = None
+
+    def numbered(self, ip_id: i64, length: i64) -> i64:
+        """A packet's IPv4 identification (see the module): how many numbers it skipped (packets
+        that never reached the capture point), counted."""
+        last = self.last
+        free = self.free
+        if last < 0 or free:
+            self.last = ip_id
+            self.free = length > FRAME_PAYLOAD
+            return 0
+        step = (ip_id - last) & 0xFFFF
+        if step == 0:  # the same packet captured twice
+            return 0
+        if step > 0x10000 - MAX_ID_GAP:  # a little lower than the last: it came late, and fills the skip it opened
+            if self.gaps > 0:
+                self.gaps -= 1
+            return 0
+        self.steps += 1
+        skipped: i64 = 0
+        if step == 1:
+            self.ones += 1
+        elif step > MAX_ID_GAP:
+            self.far += 1
+        else:
+            skipped = step - 1
+            self.gaps += skipped
+        self.last = ip_id
+        self.free = length > FRAME_PAYLOAD
+        return skipped
+
+    def suspect(self, seq: i64, length: i64) -> None:
+        """New data that may be a copy sent again of a packet lost before the capture point."""
+        self.suspects -= 1
+        at = self.at
+        if at is None:
+            self.at = [(seq, length)]
+            return
+        at.append((seq, length))
+        if len(at) > MAX_RESENT:
+            del at[0]
+
+    def trusted(self) -> bool:
+        """Whether this direction's IPv4 identification numbers its packets one by one (see the module)."""
+        return self.steps >= MIN_ID_STEPS and 10 * self.ones >= 8 * self.steps
+
+    def plausible(self) -> bool:
+        """Trusted, or too few steps yet to tell and none past MAX_ID_GAP but one (a SYN-ACK's number
+        is often 0, the connection's own count starting after it): a skip then is read as a loss for
+        the exchange it comes before (its broker_ms left untimed), not yet counted."""
+        return self.trusted() or (self.steps < MIN_ID_STEPS and self.far <= 1)
+
+
+class Holes:
+    """Byte ranges of one direction skipped by a segment that came ahead of them, not filled yet."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self) -> None:
+        self.ranges: list[int] | None = None  # start, end, start, end, ...
+
+    def hole(self, start: i64, end: i64) -> None:
+        """Bytes [start, end) skipped: a later segment came first (the oldest holes dropped past MAX_HOLES)."""
+        holes = self.ranges
+        if holes is None:
+            self.ranges = [start, end]
+            return
+        holes.append(start)
+        holes.append(end)
+        if len(holes) > 2 * MAX_HOLES:
+            del holes[0:2]
+
+    def fill(self, start: i64, end: i64) -> bool:
+        """Bytes [start, end) came below the highest sequence number: whether any of them was in a
+        hole (those bytes are no longer one); none: the segment is a whole copy of bytes seen."""
+        holes = self.ranges
+        if not holes:
+            return False
+        kept: list[int] = []
+        hit = False
+        i = 0
+        while i < len(holes):
+            a: i64 = holes[i]
+            b: i64 = holes[i + 1]
+            if _before(start, b) and _before(a, end):
+                hit = True
+                if _before(a, start):
+                    kept.append(a)
+                    kept.append(start)
+                if _before(end, b):
+                    kept.append(end)
+                    kept.append(b)
+            else:
+                kept.append(a)
+                kept.append(b)
+            i += 2
+        if hit:
+            self.ranges = kept
+        return hit
+
+
 class Side:
     """What one direction sent and acknowledged so far."""
 
     __slots__ = ("nextseq", "nextseq_ts", "seen", "lastack", "lastack_ts", "acked", "window", "dupacks",
                  "zero_since", "zero_ns", "zero_windows", "ends", "sent", "samples", "stride", "skip",
                  "resent", "resent_bytes", "out_of_order", "resent_at", "holes", "win_min", "win_start",
-                 "prev_min", "win_n", "prev_n", "lost", "lost_bytes")
+                 "prev_min", "win_n", "prev_n", "lost_after", "lost_before", "lost_bytes", "ids", "data_segments")
 
     def __init__(self) -> None:
         self.nextseq: i64 = 0  # the highest sequence number sent, plus one (seq + length)
@@ -107,12 +247,17 @@ class Side:
         self.resent: i64 = 0
         self.resent_bytes: i64 = 0
         self.out_of_order: i64 = 0
-        # segments the capture shows were lost on the path, on either side of the capture point
-        self.lost: i64 = 0
+        # segments the capture shows were lost on the path: beyond the capture point (seen twice), before
+        # it (filling a hole after later data), and the bytes of both
+        self.lost_after: i64 = 0
+        self.lost_before: i64 = 0
         self.lost_bytes: i64 = 0
-        self.resent_at: list[tuple[int, int]] | None = None  # (sequence number, length), the last ones
-        # byte ranges skipped by a segment that came ahead of them, not filled yet: start, end, ...
-        self.holes: list[int] | None = None
+        self.data_segments: i64 = 0  # segments with payload (keep-alives aside), copies included
+        self.ids = Numbering()  # its IPv4 identification
+        # (sequence number, length, when sent if its first copy was lost else -1, 0 / 1 / 2: not lost,
+        # lost beyond the capture point, before it), the last ones
+        self.resent_at: list[tuple[int, int, int, int]] | None = None
+        self.holes = Holes()
         # the least round trip in the current window (from win_start) and in the window before; -1: none
         self.win_min: i64 = -1
         self.win_start: i64 = 0
@@ -136,49 +281,11 @@ class Side:
 
     def ahead(self, seq: i64, length: i64) -> int:
         """A segment that does not start below the highest sequence number: new data, and the bytes
-        it skipped (starting past that number) a hole until they come."""
-        if length and self.seen and _before(self.nextseq, seq):
-            self.hole(self.nextseq, seq)
+        it skipped (starting past that number) a hole until they come. (A pure ACK past it, too:
+        the sender sent bytes the capture has not seen.)"""
+        if self.seen and _before(self.nextseq, seq):
+            self.holes.hole(self.nextseq, seq)
         return NEW
-
-    def hole(self, start: i64, end: i64) -> None:
-        """Bytes [start, end) skipped: a later segment came first (the oldest holes dropped past MAX_HOLES)."""
-        holes = self.holes
-        if holes is None:
-            self.holes = [start, end]
-            return
-        holes.append(start)
-        holes.append(end)
-        if len(holes) > 2 * MAX_HOLES:
-            del holes[0:2]
-
-    def fill(self, start: i64, end: i64) -> bool:
-        """Bytes [start, end) came below the highest sequence number: whether any of them was in a
-        hole (those bytes are no longer one); none: the segment is a whole copy of bytes seen."""
-        holes = self.holes
-        if not holes:
-            return False
-        kept: list[int] = []
-        hit = False
-        i = 0
-        while i < len(holes):
-            a: i64 = holes[i]
-            b: i64 = holes[i + 1]
-            if _before(start, b) and _before(a, end):
-                hit = True
-                if _before(a, start):
-                    kept.append(a)
-                    kept.append(start)
-                if _before(end, b):
-                    kept.append(end)
-                    kept.append(b)
-            else:
-                kept.append(a)
-                kept.append(b)
-            i += 2
-        if hit:
-            self.holes = kept
-        return hit
 
     def wait(self, end: i64, ts: i64, new: bool) -> None:
         """A data segment waits for its ACK, unless a copy of it already does (the first copy is
@@ -251,20 +358,62 @@ class Side:
             self.samples = samples[::2]
             self.stride *= 2
 
-    def lose(self, length: i64) -> None:
-        self.lost += 1
-        self.lost_bytes += length
-
-    def again(self, seq: i64, length: i64) -> None:
+    def again(self, seq: i64, length: i64, ts: i64, lost: bool, before: bool) -> None:
+        """A segment sent again; ``lost``: its first copy was lost on the path (``before`` the capture
+        point, or beyond it), not a spurious copy of bytes the receiver had."""
         self.resent += 1
         self.resent_bytes += length
+        if lost:
+            if before:
+                self.lost_before += 1
+            else:
+                self.lost_after += 1
+            self.lost_bytes += length
         at = self.resent_at
+        entry = (seq, length, ts if lost else -1, (2 if before else 1) if lost else 0)
         if at is None:
-            self.resent_at = [(seq, length)]
+            self.resent_at = [entry]
             return
-        at.append((seq, length))
+        at.append(entry)
         if len(at) > MAX_RESENT:
             del at[0]
+
+    def advertise(self, win: i64, ts: i64) -> None:
+        """The window field of a segment of this direction (none of SYN, FIN, RST): zero windows."""
+        since = self.zero_since
+        if win == 0:
+            self.zero_windows += 1
+            if since < 0:
+                self.zero_since = ts
+        elif since >= 0:
+            if ts > since:  # (times that run backwards add nothing: no duration is negative)
+                self.zero_ns += ts - since
+            self.zero_since = -1
+
+    def spurious(self, left: i64, right: i64) -> None:
+        """The receiver reported bytes [left, right) received twice (a D-SACK block): the last copy
+        sent again over them whose first copy was counted lost was not lost after all (its ACK was)."""
+        at = self.resent_at
+        if at is None:
+            return
+        i = len(at) - 1
+        while i >= 0:
+            seq, length, ts, kind = at[i]
+            if kind and _before(seq, right) and _before(left, (seq + length) & _MASK):
+                if kind == 2:
+                    self.lost_before -= 1
+                else:
+                    self.lost_after -= 1
+                self.lost_bytes -= length
+                at[i] = (seq, length, -1, 0)
+                return
+            i -= 1
+
+    @property
+    def lost(self) -> i64:
+        """Segments the capture shows were lost on the path, on either side of the capture point."""
+        before = self.ids.gaps if self.ids.trusted() else self.lost_before
+        return self.lost_after + before
 
 
 class Health:
@@ -280,14 +429,18 @@ class Health:
         self.first_rtt: i64 = -1  # its first ACK after it (ns): the out-of-order threshold
         self.last_ts: i64 = 0
 
-    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int) -> None:
-        """One segment, in capture order."""
-        self.event(d, _bounded(ts), seq, ack, flags, win, length)
+    def segment(self, d: int, ts: int, seq: int, ack: int, flags: int, win: int, length: int, ip_id: int = -1,
+                dsack: int = -1) -> None:
+        """One segment, in capture order (``ip_id``: IPv4's identification, -1 where there is none;
+        ``dsack``: a D-SACK block it carries, packets.Segment's, or -1)."""
+        self.event(d, _bounded(ts), seq, ack, flags, win, length, ip_id, dsack)
 
-    def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64) -> None:
+    def event(self, d: i64, ts: i64, seq: i64, ack: i64, flags: i64, win: i64, length: i64, ip_id: i64,
+              dsack: i64) -> None:
         me = self.a if d == 0 else self.b
         other = self.b if d == 0 else self.a
         self.last_ts = ts
+        skipped: i64 = me.ids.numbered(ip_id, length) if ip_id >= 0 else 0
         special = flags & (_SYN | _FIN | _RST)
         if flags & _SYN:
             if not flags & _ACK:
@@ -300,22 +453,20 @@ class Health:
         alive = below and length <= 1 and not special and seq == (nextseq - 1) & _MASK  # a keep-alive
         kind = self._again(me, other, ts, seq, length, nextseq) if below and not alive else me.ahead(seq, length)
         advanced = not me.seen or _before(nextseq, end)
+        if skipped and not (length and me.seen and _before(nextseq, seq)):  # (a hole opened explains them)
+            me.ids.suspects = min(MAX_ID_GAP, me.ids.suspects + skipped)
         if length and not alive:
+            me.data_segments += 1
             me.wait(end, ts, advanced and kind == NEW)
+            if me.ids.suspects > 0 and kind == NEW:
+                me.ids.suspect(seq, length)
         if advanced:
             me.nextseq = end
-            me.nextseq_ts = ts
+            if length or special or not me.seen:  # (a pure ACK past what was seen times no data)
+                me.nextseq_ts = ts
             me.seen = True
         if not special:
-            since = me.zero_since
-            if win == 0:
-                me.zero_windows += 1
-                if since < 0:
-                    me.zero_since = ts
-            elif since >= 0:
-                if ts > since:  # (times that run backwards add nothing: no duration is negative)
-                    me.zero_ns += ts - since
-                me.zero_since = -1
+            me.advertise(win, ts)
         if flags & _ACK:
             if length == 0 and win and win == me.window and seq == me.nextseq and not special and me.acked and \
                     ack == me.lastack:
@@ -323,6 +474,8 @@ class Health:
             elif ack != me.lastack:  # (as tshark 4: a window update with the same ack keeps the count)
                 me.dupacks = 0
             other.acknowledged(ack, ts)
+            if dsack >= 0:  # ((length << 32) | left edge)
+                other.spurious(dsack & _MASK, (dsack + (dsack >> 32)) & _MASK)
             me.lastack = ack
             me.lastack_ts = ts
             me.acked = True
@@ -338,18 +491,15 @@ class Health:
         the capture saw it after the receiver had it) it is only out of order."""
         end: i64 = (seq + length) & _MASK
         acked = other.acked and not _before(other.lastack, end)
-        if not me.fill(seq, end if _before(end, nextseq) else nextseq):
-            me.again(seq, length)
-            if not acked:
-                me.lose(length)
+        if not me.holes.fill(seq, end if _before(end, nextseq) else nextseq):
+            me.again(seq, length, ts, not acked, False)
             return SENT_AGAIN
         threshold = self.first_rtt if self.first_rtt > 0 else DEFAULT_OOO_NS
         fast = other.dupacks >= 2 and other.lastack == seq and ts - other.lastack_ts < FAST_WINDOW_NS
         if not fast and (acked or ts - me.nextseq_ts < threshold):
             me.out_of_order += 1
             return OUT_OF_ORDER
-        me.again(seq, length)
-        me.lose(length)
+        me.again(seq, length, ts, True, True)
         return SENT_AGAIN
 
     # -- what the rows read ---------------------------------------------------------------------------
@@ -372,19 +522,37 @@ class Health:
         ordered = sorted(samples)
         return ordered[0] / 1e6, ordered[(len(ordered) - 1) // 2] / 1e6
 
-    def resent_between(self, d: int, base: int | None, start: int, end: int) -> int:
-        """Segments of direction d sent again that carried any of its stream bytes [start, end)
-        (stream offsets from sequence number ``base``), among the last MAX_RESENT."""
+    def resent_between(self, d: int, base: int | None, start: int, end: int) -> tuple[int, int]:
+        """(segments of direction d sent again that carried any of its stream bytes [start, end)
+        (stream offsets from sequence number ``base``), among the last MAX_RESENT; the time the last
+        of those whose first copy was lost was sent, or -1)."""
         at = self.side(d).resent_at
         if base is None or end <= start or at is None:
-            return 0
+            return 0, -1
         n = 0
+        last = -1
         span = end - start
         first = (base + start) & _MASK
-        for seq, length in at:
+        for seq, length, ts, _kind in at:
             rel = (seq - first) & _MASK
             if rel >= _HALF:
                 rel -= 1 << 32
             if rel < span and rel + length > 0:
                 n += 1
-        return n
+                if ts > last:
+                    last = ts
+        return n, last
+
+    def skipped_before(self, d: int, base: int | None, start: int) -> bool:
+        """Whether the segment that carried direction d's byte at stream offset ``start`` may be a
+        copy sent again of a packet lost before the capture point (a skip of its IPv4 numbers that
+        no hole explains came before it: see ``Side.suspect``)."""
+        ids = self.side(d).ids
+        at = ids.at
+        if base is None or at is None or not ids.plausible():
+            return False
+        first = (base + start) & _MASK
+        for seq, length in at:
+            if ((first - seq) & _MASK) < length:
+                return True
+        return False

@@ -35,8 +35,9 @@ from ..compiled import lane_module as _lane
 CHECK_EVERY = 512
 #: a batch's table: a row of ROW_FIELDS little-endian int64 per packet (number, time in ns, source
 #: port, destination port, sequence number, acknowledgment number, flags, TCP payload length on the
-#: wire, window), and beside it a list of the payloads and one of the addresses (source, destination)
-ROW_FIELDS: Final = 9
+#: wire, window, IPv4 identification or -1, D-SACK block or -1: see packets.Segment), and beside it
+#: a list of the payloads and one of the addresses (source, destination)
+ROW_FIELDS: Final = 11
 ROW: Final = 8 * ROW_FIELDS
 
 
@@ -65,7 +66,8 @@ class Batch:
             reasm.segment(read_i64_le(table, o), read_i64_le(table, o + 8), addrs[2 * i], read_i64_le(table, o + 16),
                           addrs[2 * i + 1], read_i64_le(table, o + 24), read_i64_le(table, o + 32),
                           read_i64_le(table, o + 40), read_i64_le(table, o + 48), payloads[i],
-                          read_i64_le(table, o + 56), read_i64_le(table, o + 64))
+                          read_i64_le(table, o + 56), read_i64_le(table, o + 64), read_i64_le(table, o + 72),
+                          read_i64_le(table, o + 80))
             o += ROW
             if rows.count >= limit or rows.backlog:
                 return -(i + 1)

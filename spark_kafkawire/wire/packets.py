@@ -41,6 +41,7 @@ TCP_ACK: Final = 0x10
 _U16 = Struct("!H")
 _U32_LE = Struct("<I")
 _U32_BE = Struct("!I")
+_U32_PAIR = Struct("!II")
 _TCP = Struct("!HHIIBBH")
 _NULL_IPV6 = (24, 28, 30)
 
@@ -58,6 +59,8 @@ class Segment(NamedTuple):
     payload: bytes  # captured TCP payload
     wire_len: int  # TCP payload length on the wire (>= len(payload))
     win: int  # the window field (unscaled)
+    ip_id: int = -1  # IPv4's identification field (-1: IPv6, which has none)
+    dsack: int = -1  # a D-SACK block (RFC 2883: bytes the receiver got twice), (length << 32) | left; -1: none
 
 
 def _network(linktype: int, d: bytes) -> tuple[int, int]:
@@ -101,12 +104,13 @@ def _network(linktype: int, d: bytes) -> tuple[int, int]:
 _IPV6_EXT = (0, 43, 60)  # hop-by-hop, routing, destination options
 
 
-_ETH_IPV4_TCP = Struct("!12xH2xH2xHxB2x4s4sHHIIBBH")  # Ethernet, IPv4 (20 bytes), TCP: the common case
+_ETH_IPV4_TCP = Struct("!12xH2xHHHxB2x4s4sHHIIBBH")  # Ethernet, IPv4 (20 bytes), TCP: the common case
 
 
-def _ipv4(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
+def _ipv4(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int, int] | None:
     """An IPv4 header at ``off`` carrying TCP: (source, destination, TCP header offset, end of the
-    IP packet in ``d``, IP payload length on the wire); None for another protocol or a fragment."""
+    IP packet in ``d``, IP payload length on the wire, identification); None for another protocol
+    or a fragment."""
     if len(d) < off + 20 or d[off] >> 4 != 4:
         return None
     ihl = (d[off] & 0x0F) * 4
@@ -119,11 +123,13 @@ def _ipv4(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
     tcp = off + ihl
     # total == 0 happens with TCP segmentation offload: trust the captured length
     end = off + total if total else len(d)
-    return d[off + 12 : off + 16], d[off + 16 : off + 20], tcp, end, (total - ihl) if total else len(d) - tcp
+    return (d[off + 12 : off + 16], d[off + 16 : off + 20], tcp, end, (total - ihl) if total else len(d) - tcp,
+            _U16.unpack_from(d, off + 4)[0])
 
 
-def _ipv6(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
-    """An IPv6 header at ``off`` (extension headers skipped) carrying TCP, as :func:`_ipv4`."""
+def _ipv6(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int, int] | None:
+    """An IPv6 header at ``off`` (extension headers skipped) carrying TCP, as :func:`_ipv4` (no
+    identification: -1)."""
     if len(d) < off + 40 or d[off] >> 4 != 6:
         return None
     plen = _U16.unpack_from(d, off + 4)[0]
@@ -138,7 +144,40 @@ def _ipv6(d: bytes, off: int) -> tuple[bytes, bytes, int, int, int] | None:
         ip_payload_wire -= hl
     if nxt != 6:  # not TCP, or a fragment (44): not reassembled
         return None
-    return d[off + 8 : off + 24], d[off + 24 : off + 40], tcp, end, ip_payload_wire
+    return d[off + 8 : off + 24], d[off + 24 : off + 40], tcp, end, ip_payload_wire, -1
+
+
+_MASK32: Final = 0xFFFFFFFF
+_TIMESTAMPS_ONLY: Final = b"\x01\x01\x08\x0a"  # NOP, NOP, timestamps: the common options, no SACK
+
+
+def _dsack(d: bytes, pos: int, end: int, ack: int) -> int:
+    """The D-SACK block among the TCP options d[pos:end] (RFC 2883: the first SACK block, where the
+    cumulative ACK covers it or the second block holds it, reports bytes received twice), as
+    (length << 32) | left edge, the length at most 2**31 - 1; -1 for none."""
+    while pos < end:
+        kind = d[pos]
+        if kind == 0:
+            return -1
+        if kind == 1:
+            pos += 1
+            continue
+        if pos + 1 >= end:
+            return -1
+        length = d[pos + 1]
+        if length < 2:
+            return -1
+        if kind == 5:
+            if length < 10 or pos + 10 > end:
+                return -1
+            left, right = _U32_PAIR.unpack_from(d, pos + 2)
+            dup = (ack - right) & _MASK32 < 0x80000000
+            if not dup and length >= 18 and pos + 18 <= end:
+                l2, r2 = _U32_PAIR.unpack_from(d, pos + 10)
+                dup = (left - l2) & _MASK32 < 0x80000000 and (r2 - right) & _MASK32 < 0x80000000
+            return (((right - left) & 0x7FFFFFFF) << 32) | left if dup else -1
+        pos += length
+    return -1
 
 
 def decode(pkt: Packet) -> Segment | None:
@@ -146,10 +185,13 @@ def decode(pkt: Packet) -> Segment | None:
     d = pkt.data
     if pkt.linktype == LINKTYPE_ETHERNET and len(d) >= 54 and d[14] == 0x45:
         # untagged Ethernet, IPv4 without options: one unpack for both headers
-        et, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags, win = _ETH_IPV4_TCP.unpack_from(d)
+        et, total, ip_id, frag, proto, src, dst, sport, dport, seq, ack, doff, flags, win = \
+            _ETH_IPV4_TCP.unpack_from(d)
         if et == ETH_IPV4 and proto == 6 and not frag & 0x3FFF and doff >= 0x50:
             doff = (doff >> 4) * 4
             start = 34 + doff
+            dsack = -1 if doff == 20 or (doff == 32 and d[54:58] == _TIMESTAMPS_ONLY) or start > len(d) else \
+                _dsack(d, 54, start, ack)
             if total:
                 wire_len = total - 20 - doff
                 if wire_len < 0:
@@ -159,12 +201,13 @@ def decode(pkt: Packet) -> Segment | None:
             else:  # TCP segmentation offload: trust the captured length
                 payload = d[start:]
                 wire_len = len(payload)
-            return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win)
+            return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win,
+                           ip_id, dsack)
     et, off = _network(pkt.linktype, d)
     ip = _ipv4(d, off) if et == ETH_IPV4 else _ipv6(d, off) if et == ETH_IPV6 else None
     if ip is None:
         return None
-    src, dst, tcp, end, ip_payload_wire = ip
+    src, dst, tcp, end, ip_payload_wire, ip_id = ip
     if len(d) < tcp + 20:
         return None
     sport, dport, seq, ack, doff, flags, win = _TCP.unpack_from(d, tcp)
@@ -176,7 +219,9 @@ def decode(pkt: Packet) -> Segment | None:
     if wire_len < 0:
         return None
     payload = d[start : min(end, len(d), start + wire_len)]
-    return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win)
+    dsack = _dsack(d, tcp + 20, start, ack) if doff > 20 and start <= len(d) else -1
+    return Segment(pkt.number, pkt.ts_ns, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win, ip_id,
+                   dsack)
 
 
 def ip_text(addr: bytes) -> str:

@@ -466,6 +466,10 @@ class Found:
             r.hit = None
 
 
+#: a connection and the direction of a segment on it (0: endpoint a sent it), where one was found
+Hit = tuple[Connection, int] | None
+
+
 class Reassembler:
     """Feed segments in capture order; the listener gets each connection's two byte streams."""
 
@@ -487,7 +491,7 @@ class Reassembler:
         self.segment(*seg)
 
     def segment(self, number: int, ts: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
-                flags: int, payload: bytes, wire_len: int, win: int) -> None:
+                flags: int, payload: bytes, wire_len: int, win: int, ip_id: int = -1, dsack: int = -1) -> None:
         """``feed`` of a segment given by its fields, in a Segment's order (the fast lane's batches)."""
         if ts > self.forget_at and self.ended:
             self._forget(self.ended.popleft())
@@ -502,13 +506,13 @@ class Reassembler:
                 if self.newest is not conn:
                     self.live.move_to_end(conn)
                     self.newest = conn
-                conn.health.segment(d, ts, seq, ack, flags, win, wire_len)
+                conn.health.segment(d, ts, seq, ack, flags, win, wire_len, ip_id, dsack)
                 if not conn.opened:
                     conn.handshake(d, flags, ts)
                 if wire_len:
                     self._data(conn, d, seq, ack, flags, payload, wire_len, ts, number)
                 return
-        self._segment(number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win, hit)
+        self._segment(number, ts, src, sport, dst, dport, seq, ack, flags, payload, wire_len, win, hit, ip_id, dsack)
 
     def _ended_changed(self) -> None:
         """forget_at, the linger rule: when (ns) the oldest ended connection is forgotten: LINGER_NS
@@ -533,14 +537,14 @@ class Reassembler:
         halves[d].feed(seq, payload, wire_len, ts, number)
 
     def _segment(self, number: int, ts: int, src: bytes, sport: int, dst: bytes, dport: int, seq: int, ack: int,
-                 flags: int, payload: bytes, wire_len: int, win: int, hit: tuple[Connection, int] | None) -> None:
+                 flags: int, payload: bytes, wire_len: int, win: int, hit: Hit, ip_id: int, dsack: int) -> None:
         """Any segment but the common one: a SYN, FIN or RST, a new or ended connection, a self-connection."""
         found = self._connection(number, ts, (src, sport, dst, dport), flags, seq, payload, hit, ack)
         if found is None:
             return
         conn, d = found
         conn.last_ts = ts
-        conn.health.segment(d, ts, seq, ack, flags, win, wire_len)
+        conn.health.segment(d, ts, seq, ack, flags, win, wire_len, ip_id, dsack)
         half = conn.halves[d]
         if not conn.opened:
             conn.handshake(d, flags, ts)

@@ -1,0 +1,113 @@
+"""Where an exchange's time went: the network's round trip and the broker's hold, from one capture
+point (the exchange rows' ``latency_ms``, ``request_transfer_ms``, ``response_transfer_ms``,
+``network_ms``, ``broker_ms``, ``network_basis`` and ``retransmissions``).
+
+``broker_ms`` is timed from the last transmission of the request's bytes to the first arrival of the
+response's, less the part of the round trip between the capture point and the broker. Loss it cannot
+time leaves it null, with the reason in ``detail``: a segment of the response sent again (its first
+copy lost, so its first arrival is late), or a skip in the broker's IPv4 numbering just before the
+response (a packet of the broker's lost before the capture point: the response seen may be a copy
+sent again, wire/health.py). A request segment sent again because its first copy was lost moves the
+start to that copy.
+"""
+
+from __future__ import annotations
+
+from ..decode.connstate import Endpoints
+from ..wire.frames import Frame
+
+
+def round_trip(ep: Endpoints | None) -> tuple[int, int, str] | None:
+    """(round trip, its part between the capture point and the broker, basis) of an exchange's
+    connection (ns): from the TCP handshake where the capture shows it (``handshake``), else from the
+    connection's own data-to-ACK round trips (``ack``: the least of each direction's over the last 10
+    to 20 s, as TCP's min-RTT filter keeps it; the client's data to the broker's ACK is the part
+    beyond the capture point, the broker's data to the client's ACK the part before). None where
+    neither tells it (a TLS connection without its handshake, no ACK of data yet)."""
+    if ep is None:
+        return None
+    if ep.rtt_ns is not None and ep.broker_rtt_ns is not None:
+        return ep.rtt_ns, ep.broker_rtt_ns, "handshake"
+    conn = ep.tcp
+    if conn is None:
+        return None
+    health = conn.health
+    near: int = health.side(ep.client_dir).least_rtt()
+    far: int = health.side(1 - ep.client_dir).least_rtt()
+    if near < 0 or far < 0:
+        return None
+    return near + far, near, "ack"
+
+
+class Split:
+    """An exchange's network_ms, broker_ms, network_basis, retransmissions, and why broker_ms is not
+    timed (or None)."""
+
+    __slots__ = ("network_ms", "broker_ms", "basis", "resent", "why")
+
+    def __init__(self, ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> None:
+        self.network_ms: float | None = None
+        self.broker_ms: float | None = None
+        self.basis: str | None = None
+        self.why: str | None = None
+        resent = 0
+        request_last = -1  # when the last copy of the request's bytes whose first copy was lost was sent
+        response_resent = 0
+        tcp = ep.tcp if ep is not None else None
+        health = tcp.health if tcp is not None else None
+        if ep is None or tcp is None or health is None:
+            self.resent: int | None = None  # (the frames are not the TCP stream's bytes: TLS plaintext)
+        elif health.a.resent or health.b.resent:  # (the common case: nothing sent again on the connection)
+            halves = tcp.halves
+            if rq is not None:
+                d = ep.client_dir
+                n, request_last = health.resent_between(d, halves[d].base, rq.offset, rq.offset + 4 + len(rq.data))
+                resent += n
+            if rs is not None:
+                d = 1 - ep.client_dir
+                n, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 4 + len(rs.data))
+                resent += n
+                if n:  # (only a copy of its first byte makes its first arrival late)
+                    response_resent, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 1)
+            self.resent = resent
+        else:
+            self.resent = 0
+        trip = round_trip(ep)
+        if trip is None:
+            return
+        rtt, broker_rtt, basis = trip
+        self.network_ms = rtt / 1e6
+        self.basis = basis
+        if rq is None or rs is None or rq.last_ts is None:
+            return
+        if response_resent:
+            self.why = "broker_ms not timed: the response's first segment was sent again (loss)"
+            return
+        if ep is not None and tcp is not None and health is not None:
+            d = 1 - ep.client_dir
+            if health.skipped_before(d, tcp.halves[d].base, rs.offset):
+                self.why = ("broker_ms not timed: a packet the broker sent just before the response never reached "
+                            "the capture point (a skip in its IPv4 numbering): the response seen may be a copy sent "
+                            "again after a loss")
+                return
+        start = rq.last_ts
+        if request_last > start:
+            if request_last > rs.ts_ns:
+                self.why = "broker_ms not timed: the request's bytes were sent again after the response began"
+                return
+            start = request_last
+        # (at least 0: a round trip near the request shorter than the one measured)
+        self.broker_ms = max(0, rs.ts_ns - start - broker_rtt) / 1e6
+
+
+def transfer_ms(frame: Frame | None) -> float | None:
+    """How long a whole frame took to cross the capture point: its first byte's packet to its last's."""
+    if frame is None or frame.last_ts is None:
+        return None
+    return elapsed_ms(frame.ts_ns, frame.last_ts)
+
+
+def elapsed_ms(start: int, end: int) -> float | None:
+    """Milliseconds from ``start`` to ``end`` (ns); None where the capture's times run backwards
+    between them (no duration is negative, and the true one is not known)."""
+    return (end - start) / 1e6 if end >= start else None
