@@ -327,6 +327,12 @@ def test_the_network_audit_counts_what_tshark_marks(spark, lossy, tmp_path):
     assert slow["client_zero_windows"] == sum(n for n, _ms in zeros.values()) >= 2
     assert abs(slow["client_zero_window_ms"] - sum(ms for _n, ms in zeros.values())) < 0.01
     assert slow["broker_zero_windows"] == 0 and slow["client_data_rtt_p50_ms"] is not None
+    # the loss rate: the forwarder's own count of frames dropped, as a share of the segments with payload
+    by_listener = {r["listener"]: r for r in got["network_by_listener"]}
+    conns = [c for c in read_capture(path, rows="connections").to_pylist() if c["protocol"] == "kafka"]
+    segments = sum(c["client_data_segments"] + c["broker_data_segments"] for c in conns)
+    rate = by_listener[lossy_client["listener"]]["loss_rate"]
+    assert 0.8 * sum(lossy[3]) / segments <= rate <= 1.1 * sum(lossy[3]) / segments, (rate, lossy[3], segments)
     minutes = [r for r in got["retransmissions_by_minute"] if r["listener"].endswith(":" + port)]
     assert sum(r["retransmissions"] for r in minutes) == sum(v[0] for v in resent.values())
     drawn = plots(got, 10)

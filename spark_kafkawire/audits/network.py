@@ -28,13 +28,14 @@ def _links(conns: DataFrame, *keys: str) -> DataFrame:
                  F.sum("client_out_of_order").alias("client_out_of_order"),
                  F.sum("broker_out_of_order").alias("broker_out_of_order"),
                  F.sum("client_lost_segments").alias("client_lost"), F.sum("broker_lost_segments").alias("broker_lost"),
-                 F.sum(F.col("client_lost_bytes") + F.col("broker_lost_bytes")).alias("lost"),
+                 F.sum(F.col("client_data_segments") + F.col("broker_data_segments")).alias("segments"),
                  *[agg for side in ("client", "broker") for agg in _health(side)],
                  F.sum(F.col("client_retransmitted_bytes") + F.col("broker_retransmitted_bytes")).alias("resent"),
                  F.sum(F.col("client_bytes") + F.col("broker_bytes")).alias("bytes"))
             .withColumn("retransmission_rate", F.when(F.col("bytes") > 0, F.round(F.col("resent") / F.col("bytes"), 6)))
-            .withColumn("loss_rate", F.when(F.col("bytes") > 0, F.round(F.col("lost") / F.col("bytes"), 6)))
-            .drop("resent", "lost")
+            .withColumn("loss_rate", F.when(F.col("segments") > 0,
+                                            F.round((F.col("client_lost") + F.col("broker_lost")) / F.col("segments"), 6)))
+            .drop("resent", "segments")
             .orderBy(*keys))
 
 
@@ -60,8 +61,8 @@ def _resent_by_minute(exchanges: DataFrame) -> DataFrame:
 
 def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
     """p50/p99 of latency, network and broker time per keys over the exchanges whose broker time
-    was timed (``n``, where n >= min_n); ``broker_untimed``: those left out, whose bytes were sent
-    again (a loss's recovery is not the broker's time)."""
+    was timed (``n``, where n >= min_n); ``broker_untimed``: those left out, where the capture shows
+    a loss delayed the response's first arrival (a loss's recovery is not the broker's time)."""
     parts = (("lat", "latency"), ("net", "network"), ("brk", "broker"))
     timed = F.col("broker_ms").isNotNull()
     return (ex.groupBy("capture_date", *keys)
@@ -119,7 +120,7 @@ def _broker_bound(results: Results, policy: Policy) -> list[Verdict]:
                                     "shows (min_latency_n; network_ms needs the connection's handshake or ACKs of "
                                     "its data)")]
     over = [f"{r['api_name']} on {r['listener']}: broker p99 {r['broker_p99_ms']} ms (network p99 "
-            f"{r['network_p99_ms']} ms, n {r['n']}" + (f", {r['broker_untimed']} left out: their bytes were sent again"
+            f"{r['network_p99_ms']} ms, n {r['n']}" + (f", {r['broker_untimed']} left out: a loss delayed the response"
                                                        if r["broker_untimed"] else "") + ")"
             for r in seen if r["broker_p99_ms"] > bound]
     return [Verdict(name, not over, found(over))]
@@ -145,13 +146,14 @@ AUDIT = Audit(
     name="network", order=55, run=network,
     intro=("The network or the broker? Per listener and client: connections, the round trip of their TCP "
            "handshakes (min, median, max), where the capture point sat, resets by each side, and the segments "
-           "each side sent again (retransmission_rate: their bytes' share of all) or that came out of order, "
+           "each side sent again (retransmission_rate: their bytes' share of all), lost on the path (loss_rate: "
+           "their share of the segments with payload) or that came out of order, "
            "zero windows each side advertised (a consumer that cannot keep up, a broker overloaded) and the time "
            "at them, and each side's round trips from its data to the other's ACK; per listener and minute, the "
            "segments of exchanges sent again (plotted); per API and "
            "listener (and client): latency, the network's round trip (network_ms) and the broker's hold "
            "(broker_ms) at p50 and p99, over the exchanges whose connection's round trip the capture shows "
-           "(its handshake, or the ACKs of its data) and whose bytes were not sent again (those are counted "
-           "apart: a loss's recovery is not the broker's time)."),
+           "(its handshake, or the ACKs of its data) and whose response was not delayed by a loss the capture "
+           "shows (those are counted apart: a loss's recovery is not the broker's time)."),
     verdicts=verdicts,
     plots=plots)
