@@ -33,8 +33,8 @@ def _links(conns: DataFrame, *keys: str) -> DataFrame:
                  F.sum(F.col("client_retransmitted_bytes") + F.col("broker_retransmitted_bytes")).alias("resent"),
                  F.sum(F.col("client_bytes") + F.col("broker_bytes")).alias("bytes"))
             .withColumn("retransmission_rate", F.when(F.col("bytes") > 0, F.round(F.col("resent") / F.col("bytes"), 6)))
-            .withColumn("loss_rate", F.when(F.col("segments") > 0,
-                                            F.round((F.col("client_lost") + F.col("broker_lost")) / F.col("segments"), 6)))
+            .withColumn("loss_rate", F.when(F.col("segments") > 0, F.round(
+                (F.col("client_lost") + F.col("broker_lost")) / F.col("segments"), 6)))
             .drop("resent", "segments")
             .orderBy(*keys))
 
