@@ -78,7 +78,7 @@ def test_the_collector_visits_each_field_of_the_stage_objects_once():
     from test_lane import declared_slots
     from spark_kafkawire.wire import frames, tcp
 
-    slots = {**declared_slots("tcp"), **declared_slots("frames")}
+    slots = {**declared_slots("tcp"), **declared_slots("halfstream"), **declared_slots("frames")}
     made = [tcp.Connection((b"\x01" * 4, 1), (b"\x02" * 4, 2), 0, 1), tcp.HalfStream(None, 1 << 20),
             frames.Framer(print), frames.Accounting()]
     for obj in made:

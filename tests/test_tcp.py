@@ -6,7 +6,7 @@ from collections import Counter
 import dpkt
 
 from pcapgen import BROKER, CLIENT, Conversation, decoded_rows, produce_request, request, response, tcp_packet
-from spark_kafkawire.wire.tcp import HalfStream, Sink
+from spark_kafkawire.wire.halfstream import HalfStream, Sink
 from stages import flush, stages
 
 

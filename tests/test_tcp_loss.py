@@ -16,7 +16,8 @@ import pytest
 from pcapgen import write_pcap
 
 from spark_kafkawire.wire.capture import CaptureReader
-from spark_kafkawire.wire.health import FRAME_PAYLOAD, MAX_ID_GAP, MIN_ID_STEPS, Health
+from spark_kafkawire.wire.health import Health
+from spark_kafkawire.wire.loss import FRAME_PAYLOAD, MAX_ID_GAP, MIN_ID_STEPS
 from spark_kafkawire.wire.packets import decode
 
 ACK = 0x10

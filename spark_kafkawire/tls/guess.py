@@ -15,7 +15,7 @@ import re
 from struct import Struct
 from typing import Callable
 
-from ..wire.tcp import Sink
+from ..wire.halfstream import Sink
 
 CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
                  0x17: "TLS application data"}

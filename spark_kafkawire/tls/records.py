@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..wire.tcp import Sink
+from ..wire.halfstream import Sink
 from .guess import (APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE, MAX_RECORD, header_prefix, next_header,
                     record_length)
 from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO

@@ -10,7 +10,7 @@ frame, in a frame cut short by a gap or the end of the capture (``partial``), or
 could not be framed (``skipped``: the start of a stream whose beginning was not captured, data
 after a gap until the next plausible frame start, or late copies of bytes the stream had already
 passed). Bytes the capture lost are ``gap``. The reassembler counts the captured bytes on its own
-(:attr:`spark_kafkawire.wire.tcp.HalfStream.captured`), and the two must agree.
+(:attr:`spark_kafkawire.wire.halfstream.HalfStream.captured`), and the two must agree.
 
 Frame headers are read by :mod:`spark_kafkawire.kafka.headers`.
 """
@@ -24,7 +24,7 @@ from typing import Callable, Final
 from librt.strings import read_i32_be
 
 from ..compiled import lane_module
-from .tcp import Sink
+from .halfstream import Sink
 
 
 def _keep_heap_top() -> None:
