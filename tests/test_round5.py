@@ -240,13 +240,20 @@ _DURATIONS = {"exchanges": ("latency_ms", "request_transfer_ms", "response_trans
                               "client_rtt_p50_ms", "broker_rtt_min_ms", "broker_rtt_p50_ms")}
 
 
-def _no_negative_duration(path) -> int:
+def _no_negative_duration(path, backwards: list | None = None) -> int:
+    """Durations of every row null or at least 0; an exchange whose response is timed before its
+    request says why its latency is null (counted in ``backwards``)."""
     seen = 0
     for shape, names in _DURATIONS.items():
         for r in _read(path, rows=shape):
             for name in names:
                 assert r[name] is None or r[name] >= 0, (path, shape, name, r[name])
                 seen += r[name] is not None
+            if shape == "exchanges" and r["request_time"] and r["response_time"] and \
+                    r["response_time"] < r["request_time"]:
+                assert r["latency_ms"] is None and "packet times run backwards" in r["detail"], r
+                if backwards is not None:
+                    backwards.append(r)
     return seen
 
 
@@ -262,6 +269,7 @@ def test_no_duration_is_negative_whatever_the_packet_times(tmp_path):
     anywhere): every duration of every row is null or at least 0."""
     rng = random.Random(20261127)
     seen = 0
+    backwards: list = []
     for pcap in sorted(SAMPLES.glob("*.pcap"))[:8]:
         packets, lt = damage.read(pcap)
         for _ in range(3):
@@ -271,8 +279,8 @@ def test_no_duration_is_negative_whatever_the_packet_times(tmp_path):
                 j = min(len(times) - 1, i + rng.randrange(1, 4))
                 times[i], times[j] = times[j], times[i]
             path = damage.write(tmp_path / f"t-{pcap.stem}.pcap", [(t, b) for t, (_, b) in zip(times, packets)], lt)
-            seen += _no_negative_duration(path)
-    assert seen > 100
+            seen += _no_negative_duration(path, backwards)
+    assert seen > 100 and len(backwards) >= 5, len(backwards)
 
 
 # -- 5. files that are not regular files ------------------------------------------------------------------

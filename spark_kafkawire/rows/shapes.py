@@ -30,7 +30,7 @@ from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .timing import Split, elapsed_ms, transfer_ms
+from .timing import Split, backwards, elapsed_ms, transfer_ms
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
                     frame_status, message_json)
 
@@ -86,8 +86,9 @@ class ExchangeRows(RowBuilder):
         request_transfer_ms.append(transfer_ms(rq))
         response_transfer_ms.append(transfer_ms(rs))
         split = Split(ep, rq, rs)
-        if split.why is not None:  # (a loss's recovery would count as the broker's time)
-            detail = split.why if detail is None else f"{detail}; {split.why}"
+        for why in (split.why, backwards(rq, rs)):  # (a loss's recovery would count as the broker's time)
+            if why is not None:
+                detail = why if detail is None else f"{detail}; {why}"
         network_ms.append(split.network_ms)
         broker_ms.append(split.broker_ms)
         network_basis.append(split.basis)

@@ -111,3 +111,15 @@ def elapsed_ms(start: int, end: int) -> float | None:
     """Milliseconds from ``start`` to ``end`` (ns); None where the capture's times run backwards
     between them (no duration is negative, and the true one is not known)."""
     return (end - start) / 1e6 if end >= start else None
+
+
+def backwards(rq: Frame | None, rs: Frame | None) -> str | None:
+    """Why an exchange's durations are null where the capture's packet times run backwards between
+    its packets (elapsed_ms gives no negative duration), or None."""
+    if rq is not None and rs is not None and rs.ts_ns < rq.ts_ns:
+        return "latency_ms not known: the response's packet is timed before the request's (packet times run backwards)"
+    for name, f in (("request", rq), ("response", rs)):
+        if f is not None and f.last_ts is not None and f.last_ts < f.ts_ns:
+            return (f"{name}_transfer_ms not known: the {name}'s last bytes are timed before its first "
+                    "(packet times run backwards)")
+    return None
