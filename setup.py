@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 #: the modules compiled by mypyc: the per-connection and per-exchange work (reassembly, framing,
 #: roles, body decoding, facts, pairing, rows). Not predicate.py: its filters are pickled to Spark's
 #: workers, which a compiled class is not
-NATIVE = ["wire.loss", "wire.health", "wire.flow", "wire.halfstream", "wire.tcp", "wire.frames", "wire.lane",
-          "decode.roles", "kafka.headers", "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body",
+NATIVE = ["wire.loss", "wire.health", "wire.flow", "wire.halfstream", "wire.tcp", "wire.boundary", "wire.frames",
+          "wire.lane", "decode.roles", "kafka.headers", "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body",
           "kafka.sasl", "kafka.records", "kafka.headline", "kafka.partitions", "kafka.topicids", "decode.connstate",
           "decode.exchanges", "decode.modes", "arrays", "rows.table", "rows.timing", "rows.shapes", "rows.tee",
           "tls.guess", "tls.keys", "tls.records"]

@@ -237,7 +237,7 @@ def test_find_boundary_is_a_function_of_the_held_bytes():
     """The frame-boundary search alone: garbage, then two frames (sizes from the bytes built here).
     The first frame is found where it starts, chained to the second; a candidate whose next frame
     is not there yet is waited for, unless no more bytes will come."""
-    from spark_kafkawire.wire.frames import find_boundary
+    from spark_kafkawire.wire.boundary import find_boundary
 
     def plausible(head: bytes, strict: bool) -> int:  # a header of api key 18 (ApiVersions), version 3
         return int(head[:4] == b"\x00\x12\x00\x03")

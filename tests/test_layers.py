@@ -26,7 +26,7 @@ LAYERS = [
 #: within a layer, the order of its modules' steps (a module may import its own step and earlier
 #: ones); a layer not listed here has no order within it
 STEPS = {
-    "wire": [{"fs", "flow", "loss", "halfstream"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
+    "wire": [{"fs", "flow", "loss", "halfstream", "boundary"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"trial"}, {"session"}],
     "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
               {"headline", "partitions", "topicids"}],

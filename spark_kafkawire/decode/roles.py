@@ -14,7 +14,8 @@ from typing import Final
 from librt.strings import read_i32_be
 
 from .connstate import ConnState, Endpoints
-from ..wire.frames import ALIGNED_ONLY, Frame
+from ..wire.boundary import ALIGNED_ONLY
+from ..wire.frames import Frame
 from ..kafka.headers import looks_like_request, plausible_request
 from ..wire.flow import community_id
 from ..wire.packets import ip_text
@@ -114,7 +115,7 @@ class Roles:
 
     def plausible(self, st: ConnState, d: int, data: bytes, strict: bool) -> int:
         """Could a frame with this header start here? 0 (False): no; 1 (True): yes; ALIGNED_ONLY:
-        only where a captured segment starts (see frames.ALIGNED_ONLY).
+        only where a captured segment starts (see boundary.ALIGNED_ONLY).
 
         A request: a header of a known api key and version (``strict``), or at a stream's start any
         well-formed request header. A response: its correlation id matches a request waiting on
