@@ -192,8 +192,10 @@ def load_rows(spark, args, output, options: dict[str, str], small: bool = False)
     _say(args, "reading the captures")
     if args.incremental:
         for shape in SHAPES:
+            # (stateLocation: a rotation series that grows between runs is stitched across them)
             reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
-                .option("completeAfterSeconds", str(args.complete_after_seconds))
+                .option("completeAfterSeconds", str(args.complete_after_seconds)) \
+                .option("stateLocation", f"{args.checkpoint}/series/{shape}")
             if args.max_files_per_trigger:
                 reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
             q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", f"{out}/rows/{shape}")

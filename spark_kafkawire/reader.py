@@ -15,6 +15,7 @@ from typing import Generator, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
+from .carry import Carried, Carry, CarryError, _warn, prepare
 from .wire import lane
 from .kafka.body import RecordOptions
 from .wire.capture import CaptureError, CaptureReader, RowsDue
@@ -37,9 +38,14 @@ __all__ = ["CaptureError", "Options", "build_stages", "iter_batches", "iter_shap
 
 
 def iter_batches(path: str | Sequence[str], options: Options | Mapping[str, object] | None = None,
-                 predicate: Predicate | None = None, share: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+                 predicate: Predicate | None = None, share: tuple[int, int] | None = None,
+                 carry: Carry | None = None) -> Iterator[pa.RecordBatch]:
     """Decode one capture file, yielding record batches as they fill. A list of files: the files of
     a rotation series (see wire/series.py), in time order, read as one capture.
+
+    ``carry`` (see carry.py): the read goes on from the state an earlier read of the series left
+    (``carry.take``), and leaves its own for a later one (``carry.leave``) instead of ending its open
+    connections at its last file. No files and a state to take: that state's connections end.
 
     ``predicate`` (see :mod:`spark_kafkawire.decode.predicate`): only rows it accepts are yielded, and
     requests it rules out by their headers are not body-decoded.
@@ -50,7 +56,7 @@ def iter_batches(path: str | Sequence[str], options: Options | Mapping[str, obje
     if share is not None and not (isinstance(share[1], int) and share[1] >= 1 and 0 <= share[0] < share[1]):
         raise ValueError(f"share {share!r}: want (k, n) with 0 <= k < n")
     opts = options if isinstance(options, Options) else Options.parse(options)
-    steps = _stepped(_iter_batches(path, opts, predicate, share, (opts.rows,)))
+    steps = _stepped(_iter_batches(path, opts, predicate, share, (opts.rows,), carry))
     try:
         for _shape, batch in steps:
             yield batch
@@ -135,7 +141,8 @@ def iter_shapes(path: str | Sequence[str], options: Options | Mapping[str, objec
 
 def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, object] | None,
                   predicate: Predicate | None, share: tuple[int, int] | None,
-                  shapes: tuple[str, ...]) -> Generator[tuple[str, pa.RecordBatch], None, None]:
+                  shapes: tuple[str, ...], carry: Carry | None = None
+                  ) -> Generator[tuple[str, pa.RecordBatch], None, None]:
     opts = options if isinstance(options, Options) else Options.parse(options)
     files = [paths] if isinstance(paths, str) else list(paths)
     if predicate:  # (a series is read up to the last file the filters keep: the ones before carry its state)
@@ -143,15 +150,23 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
         if not wanted:
             return
         files = files[: wanted[-1] + 1]
-    read = _Read(files[0], opts, predicate, share, shapes)
-    began = None  # the time of the first packet of the file read last (a series: see _next_file)
+    carried = carry.load(shapes) if carry is not None else None
+    if not files and carried is None:
+        return
+    read = _Read(files[0] if carried is None else carried.files[0], opts, predicate, share, shapes, carried)
+    # the files of the series so far (a carried state's first), and the time of the first packet of
+    # the file read last (see next_file)
+    series = list(carried.files) if carried is not None else []
+    began = carried.began if carried is not None else None
     damage = None
-    for index, path in enumerate(files):
+    for path in files:
+        index = len(series)
+        series.append(path)
         if index:  # the next file of a rotation series
             if damage is not None:
                 read.decoder.damaged(damage)
             began = yield from read.next_file(path, began)
-        elif len(files) > 1:
+        elif len(files) > 1 or carry is not None:
             began = first_time(path, opts.endpoint_url)
         reader = CaptureReader(path, opts.endpoint_url, lane=read.lane,
                                on_secrets=lambda text: _secrets(read.decoder, text), first_number=file_number(index, 0))
@@ -159,6 +174,11 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
         damage = None if reader.damage is None else str(reader.damage)
         if settled:
             break
+    if carry is not None and carry.leave is not None and series:
+        if damage is not None:
+            read.decoder.damaged(damage)
+        yield from read.leave(carry, series, began)
+        return
     read.decoder.ending = True
     yield from read.closing()
     if damage is not None:  # (the last file's: after its connections' rows)
@@ -170,16 +190,24 @@ class _Read:
     """One read's stages, row builders and batching, over the file or the files of a series."""
 
     def __init__(self, first_file: str, opts: Options, predicate: Predicate | None, share: tuple[int, int] | None,
-                 shapes: tuple[str, ...]):
+                 shapes: tuple[str, ...], carried: Carried | None = None):
         self.opts = opts
-        topics = TopicIds()
+        self.shapes = shapes
+        topics = carried.decoder.topics if carried is not None else TopicIds()
         self.builders = [row_builder(shape, first_file, opts.max_decompressed_bytes, opts.mode,
                                      opts.max_records_per_batch, topic_ids=topics.names,
                                      payload=opts.include_records and shape == "records")
                          for shape in shapes]
         self.tee = Tee(self.builders) if len(self.builders) > 1 else None
         self.sink: Rows = self.tee if self.tee is not None else self.builders[0]
-        self.decoder, self.reasm = build_stages(self.sink, opts, predicate, share, topics, shapes)
+        if carried is None:
+            self.decoder, self.reasm = build_stages(self.sink, opts, predicate, share, topics, shapes)
+        else:  # a read that goes on from an earlier read of the series (carry.py)
+            for b in self.builders:
+                for path in carried.files[1:]:
+                    b.add_file(path)
+            carried.attach(self.sink, _key_log(opts))
+            self.decoder, self.reasm = carried.decoder, carried.reasm
         self.limit = opts.batch_size
         self.keep = predicate.filter if predicate else None
         # a bound on request_time: past it (and a margin for packets a little out of time order),
@@ -228,6 +256,35 @@ class _Read:
         yield from self.closing()
         self.decoder.ending = False
         return first
+
+    def leave(self, carry: Carry, series: list[str], began: int | None
+              ) -> Generator[tuple[str, pa.RecordBatch], None, None]:
+        """The read's end where its series may go on in a later read (carry.py): the open connections
+        that may be carried give a row for their part so far (Decoder.part_row), are held, as at a
+        file boundary, and written with the stages' state to ``carry.leave``; the others end here,
+        as at a capture's end. Where the state cannot be written (said on stderr), every connection
+        ends here."""
+        decoder, reasm = self.decoder, self.reasm
+        newest = last_seen(reasm)
+        decoder.ending = True
+        for conn in prepare(decoder, reasm, newest):
+            reasm.held.end(reasm, conn)
+            if self.sink.count >= self.limit or self.sink.backlog:
+                yield from self.due(False)
+        decoder.ending = False
+        for conn in list(reasm.live):  # each carried connection's row for this read's part of it
+            decoder.part_row(conn)
+            if self.sink.count >= self.limit or self.sink.backlog:
+                yield from self.due(False)
+        reasm.held.hold(reasm)
+        yield from self.due(True)
+        try:
+            carry.save(Carried(series, began, self.shapes, decoder, reasm), newest)
+        except (CarryError, OSError) as e:
+            _warn(f"{series[-1]}: {e}; its open connections end here")
+            decoder.ending = True
+            yield from self.closing()
+            yield from self.due(True)
 
     def closing(self) -> Iterator[tuple[str, pa.RecordBatch]]:
         """Every open connection ended (the capture's end), batches handed on as they fill."""

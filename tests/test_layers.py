@@ -18,7 +18,8 @@ LAYERS = [
     ("kafka", "kafka"),  # frames -> headers, bodies, records, facts
     ("decode", "decode"),  # connections: roles, state, pairing into exchanges, damage modes
     ("rows", "rows"),  # exchanges -> rows, Arrow tables
-    ("read", {"options", "listing", "reader"}),  # the read over all of the above: options, files, wiring
+    # the read over all of the above: options, files, wiring, a series carried from one read to the next
+    ("read", {"options", "listing", "reader", "carry"}),
     # the thin layers over read_capture: Spark, the command line, the audits
     ("thin", {"spark", "cli", "figures", "audits", "__init__", "__main__", "_autoload"}),
 ]

@@ -219,3 +219,49 @@ def test_a_rotation_series_on_object_storage_reads_as_the_whole(s3, tmp_path):
     keep = ("client_port", "correlation_id", "api_key", "status", "request_time", "response_time")
     got = sorted(tuple(r[k] for k in keep) for r in read_capture("s3://caps/rotated/").to_pylist())
     assert got == sorted(tuple(r[k] for k in keep) for r in read_capture(str(whole)).to_pylist())
+
+
+def test_a_stream_carries_a_series_across_triggers_on_object_storage(s3, tmp_path):
+    """The stream over a bucket prefix that a rotated capture is uploaded to one object per trigger,
+    with its state on the bucket too (stateLocation s3://...): the rows are the whole capture's, the
+    states are objects, and each is let go once a later batch went on from it."""
+    import subprocess
+
+    import boto3
+    import pyarrow as pa
+
+    from spark_kafkawire import carry
+    from spark_kafkawire.spark.stream import KafkaWireStreamReader
+
+    whole = SAMPLES / "mock-confluent-group.pcapng"
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    subprocess.run(["editcap", "-c", "30", str(whole), str(parts / "rot.pcapng")], check=True)
+    client = boto3.client("s3", endpoint_url=s3)
+    reader = KafkaWireStreamReader({"path": "s3://caps/growing/", "completeAfterSeconds": "0",
+                                    "stateLocation": "s3://caps/state/exchanges"})
+    offset, batches = reader.initialOffset(), []
+    names = sorted(p.name for p in parts.iterdir())
+    for n in names:
+        client.put_object(Bucket="caps", Key=f"growing/{n}", Body=(parts / n).read_bytes())
+        end = reader.latestOffset(offset, reader.getDefaultReadLimit())
+        batches += [b for p in reader.partitions(offset, end) for b in reader.read(p)]
+        reader.commit(end)
+        offset = end
+        kept = [o["Key"] for o in client.list_objects_v2(Bucket="caps", Prefix="state/exchanges/").get("Contents", [])
+                if not o["Key"].endswith("/")]  # (a folder's marker)
+        assert len(kept) == 2, kept  # one state and its index entry: the one before let go
+    (key, entry), = carry.entries("s3://caps/state/exchanges").items()
+    assert entry["last_file"] == f"s3://caps/growing/{names[-1]}"
+    batches += list(carry_end(f"s3://caps/state/exchanges/{key}.carry"))
+    keep = ("client_port", "correlation_id", "api_key", "status", "request_time", "response_time", "client_software_name")
+    got = sorted(tuple(r[k] for k in keep) for r in pa.Table.from_batches(batches).to_pylist())
+    assert got == sorted(tuple(r[k] for k in keep) for r in read_capture(str(whole)).to_pylist())
+
+
+def carry_end(state: str):
+    """The rows of a state's connections ended (as the stream ends a forgotten series')."""
+    from spark_kafkawire import carry
+    from spark_kafkawire.reader import iter_batches
+
+    return iter_batches([], {}, carry=carry.Carry(state, None))

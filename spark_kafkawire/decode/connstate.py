@@ -4,7 +4,7 @@ requests state (client software, SASL mechanism and user, whether it carries TLS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import protocol
 from ..kafka.clients import library as client_library
@@ -91,7 +91,7 @@ class ConnState:
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
                  "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
-                 "tls_guess", "tested", "spoken", "first_client_id", "api_versions", "named")
+                 "tls_guess", "tested", "spoken", "first_client_id", "api_versions", "named", "reported")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -117,6 +117,9 @@ class ConnState:
         self.first_client_id: str | None = None
         self.api_versions: int | None = None
         self.named: tuple[str | None] | None = None  # the client library, while spoken says nothing new
+        #: carried across reads (carry.py): the counts the connection's rows of earlier reads gave (its
+        #: next row gives what came after); None: no row given yet
+        self.reported: dict[str, Any] | None = None
 
     def library(self) -> tuple[str | None]:
         """The connection's client library as far as it has shown (kafka/clients.py), as a 1-tuple."""
@@ -124,6 +127,36 @@ class ConnState:
         if named is None:
             named = self.named = (client_library(self.software[0], self.first_client_id, self.spoken),)
         return named
+
+    def uncarried(self) -> str | None:
+        """Why the connection's state may not be written for a later read of its rotation series
+        (carry.py), or None: it may. Secrets never leave the decoder, so no bytes in flight that may
+        belong to a message with a secret field (SASL tokens, delegation-token HMACs, SCRAM
+        credentials: see kafka/secrets) are written: a connection mid-authentication, with such a
+        request unanswered or part-read, with bytes not yet framed (out of order, searched for a frame
+        boundary, a TLS guess or trial not settled) ends at the cut instead."""
+        from ..kafka.layouts import schemas
+
+        secret = schemas().secret_apis
+        if self.sasl_raw:
+            return "raw SASL tokens expected"
+        if self.tls_guess is not None and self.tls_guess.decided is None:
+            return "the TLS guess is not settled"
+        if any(int.from_bytes(f.data[:2], "big") in secret for _d, f in self.queue):
+            return "a frame that waits for the roles may hold a secret"
+        if any(r.header is not None and r.header.api_key in secret and r.header.api_key != protocol.SASL_HANDSHAKE_KEY
+               for r in self.pending.values()):  # (a SaslHandshake holds a mechanism's name; raw tokens follow it)
+            return "a request with a secret field is unanswered"
+        for d, f in enumerate(self.framers):
+            if f.scan or (d == self.client_dir or self.client_dir is None) and len(f.buf) >= 6 and \
+                    int.from_bytes(f.buf[4:6], "big") in secret:
+                return "a frame in progress may hold a secret"
+        if any(h.pending_bytes for h in self.conn.halves):
+            return "bytes out of order wait for a hole"
+        tls = self.tls_session
+        if tls is not None and tls.unconfirmed:
+            return "a TLS trial is not confirmed"
+        return None
 
     def header(self, data: bytes) -> RequestHeader:
         """The request header a frame's data starts with: the one its plausibility test read where

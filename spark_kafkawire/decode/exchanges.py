@@ -36,6 +36,7 @@ sasl_token         a raw SASL token: after a SaslHandshake v0 the client and bro
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Protocol
 
 from librt.strings import read_i32_be
@@ -393,7 +394,7 @@ class Decoder(Pairing):
             return False
         guess = st.tls_guess
         if guess is None:
-            guess = st.tls_guess = TlsGuess(lambda tls: self._settle(st, tls))
+            guess = st.tls_guess = TlsGuess(partial(self._settle, st))  # (a partial: carried, see carry.py)
         elif guess.decided is not None:
             return False
         side = guess.side(d)
@@ -424,7 +425,7 @@ class Decoder(Pairing):
         st.framers = self._framers(st)
         from ..tls.session import TlsSession  # (imported when a capture first shows TLS)
 
-        session = TlsSession(self.keylog, st.framers, self.roles.known(st), lambda client: self._tls_client(st, client),
+        session = TlsSession(self.keylog, st.framers, self.roles.known(st), partial(self._tls_client, st),
                              start_captured=st.conn.client is not None, budget=self.trial_budget)
         st.tls_session = session
         st.queue = []
@@ -461,11 +462,8 @@ class Decoder(Pairing):
             # one row for a connection whose TLS was not (all) decrypted, saying what it shows
             if mine and (tls.undecrypted or not tls.decrypted):
                 self.sink.exchange(st.endpoints, None, None, TLS, tls.describe(), None)
-        connection = self.connection_row
-        if connection is not None and mine:
-            client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
-            connection(conn, st.endpoints, client_dir,
-                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, tls)
+        if mine:
+            self._connection_row(conn, st)
         why = "capture ended before a response" if self.ending else "connection closed without a response"
         if st.pending and st.framers and st.client_dir is not None:
             lost = st.framers[1 - st.client_dir].acct.gap_bytes
@@ -481,6 +479,24 @@ class Decoder(Pairing):
         if tls is not None:
             tls.release()
             st.tls_session = None
+
+    def _connection_row(self, conn: Connection, st: ConnState) -> None:
+        connection = self.connection_row
+        if connection is not None:
+            client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
+            connection(conn, st.endpoints, client_dir,
+                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, st.tls_session)
+
+    def part_row(self, conn: Connection) -> None:
+        """The row of a connection carried into a later read (carry.py) for what this read saw of it:
+        its counts so far less those of its rows before (ConnState.reported); it goes on. Not while
+        its roles are undecided (a row would name a guessed client): its next row counts it all."""
+        st: ConnState | None = conn.state  # type: ignore[assignment]
+        if st is None or st.client_dir is None or not self._mine():
+            return
+        if st.reported is None:
+            st.reported = {}
+        self._connection_row(conn, st)
 
     def settled(self, conns: Iterable[Connection], t_ns: int) -> bool:
         """Is everything that started at or before ``t_ns`` decided? No request of that time waits

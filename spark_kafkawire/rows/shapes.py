@@ -14,7 +14,7 @@ exactly those rows: PERMISSIVE shows them, DROPMALFORMED drops them, FAILFAST fa
 
 from __future__ import annotations
 
-from typing import Final, Iterator
+from typing import Any, Final, Iterator
 
 import pyarrow as pa
 
@@ -367,6 +367,10 @@ class ConnectionRows(RowBuilder):
         c["client_library"].append(st.library()[0] if st is not None else None)
         halves = conn.halves
         health = conn.health
+        # a connection carried across reads (carry.py): each of its rows counts what came after the
+        # counts of its rows before (reported), so that its rows' counts add up to the connection's
+        reported = st.reported if st is not None else None
+        part = _Part(reported) if reported is not None else None
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
             sent = health.side(d)
             if framers is None:  # the connection never carried payload
@@ -376,15 +380,12 @@ class ConnectionRows(RowBuilder):
                 a = f.acct
                 values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
                           a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
-            for name, v in zip(self._count_cols[side], values):
-                c[name].append(v)
             segments, ooo, lost, lost_bytes, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
-            c[segments].append(sent.data_segments)
-            c[ooo].append(sent.out_of_order)
-            c[lost].append(sent.lost)
-            c[lost_bytes].append(sent.lost_bytes)
-            c[zeros].append(sent.zero_windows)
-            c[zero_ms].append(health.zero_window_ms(d))
+            names = self._count_cols[side] + [segments, ooo, lost, lost_bytes, zeros, zero_ms]
+            counts: tuple[Any, ...] = values + (sent.data_segments, sent.out_of_order, sent.lost, sent.lost_bytes,
+                                                sent.zero_windows, health.zero_window_ms(d))
+            for name, v in zip(names, counts):
+                c[name].append(v if part is None else part.since(name, v))
             rtt = health.round_trip_ms(d)
             c[rtt_min].append(rtt[0])
             c[rtt_p50].append(rtt[1])
@@ -398,14 +399,32 @@ class ConnectionRows(RowBuilder):
         c["tls_cert_subject"].append(cert[0] if cert else None)
         c["tls_cert_issuer"].append(cert[1] if cert else None)
         c["tls_cert_not_after"].append(cert[2] if cert else None)
-        c["tls_decrypted_bytes"].append(tls.decrypted if tls else None)
-        c["tls_undecrypted_bytes"].append(tls.undecrypted if tls else None)
+        tls_counts: list[tuple[str, Any]] = [("tls_decrypted_bytes", tls.decrypted if tls else None),
+                                             ("tls_undecrypted_bytes", tls.undecrypted if tls else None)]
         for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
-            counts: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
-            for name, count in zip(self._tls_cols[side], counts):
-                c[name].append(count)
+            of_side: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
+            tls_counts.extend(zip(self._tls_cols[side], of_side))
+        for name, count in tls_counts:
+            c[name].append(count if part is None else part.since(name, count))
         c["status"].append("connection")
+        if part is not None and st is not None:
+            st.reported = part.now
         self.count += 1
+
+
+class _Part:
+    """The counts of a connection's row where its rows before counted part of it (carry.py): each
+    count less what they counted (``before``); ``now``: the counts so far, for its next row."""
+
+    def __init__(self, before: dict[str, Any]):
+        self.before = before
+        self.now: dict[str, Any] = {}
+
+    def since(self, name: str, total: Any) -> Any:  # (Any: whole counts stay int, times float)
+        if total is None:
+            return None
+        self.now[name] = total
+        return total - self.before.get(name, 0)
 
 
 _NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)

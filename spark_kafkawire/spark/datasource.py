@@ -35,7 +35,7 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        stream_only = ("completeafterseconds", "maxfilespertrigger", "maxfileage")
+        stream_only = ("completeafterseconds", "maxfilespertrigger", "maxfileage", "statelocation")
         o = {k: v for k, v in self.options.items() if k.lower() not in stream_only}
         return ddl(Options.parse(o).rows)
 

@@ -25,6 +25,11 @@ several capture hosts, copied with ``cp -p`` or ``rsync -t``, moved in after a r
   thousands of small files is a few tasks, not thousands. The directory is listed once per trigger
   and each file is opened once to check it is a capture, the first time it is seen.
 
+* With option ``stateLocation`` (a directory beside the checkpoint), a rotation series that grows
+  between triggers is stitched across them: a trigger's read of a series leaves its open
+  connections' state there (carry.py), the trigger that reads the series' next file goes on from it,
+  and a batch's commit lets go of the states it went on from.
+
 Admission control (Spark 4.2+): option ``maxFilesPerTrigger`` caps the files of one micro-batch;
 ``trigger(availableNow=True)`` reads every file completed when the query starts, in batches of that
 size, then stops. An empty directory is "nothing new".
@@ -46,7 +51,9 @@ from ..escape import printable
 from ..listing import list_files, pack
 from ..options import Options, _paths_option
 from ..reader import iter_batches
-from ..wire.series import find_series
+from ..wire.series import find_series, first_time, overlaps, template
+from .. import carry
+from ..carry import Carry
 from ..rows.shapes import status_batch
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow
@@ -148,12 +155,16 @@ def _changed(was: tuple[int, int], now: tuple[int, int]) -> str:
 
 
 class CaptureFiles(InputPartition):
-    """Files of one micro-batch read by one task, and the files it reports as changed."""
+    """Files of one micro-batch read by one task, and the files it reports as changed; with option
+    stateLocation, where each run of files takes and leaves its series' state (carry.Carry; an empty
+    run: a state whose connections end)."""
 
-    def __init__(self, paths: list[str | tuple[str, ...]], changed: Sequence[tuple[str, str]] = ()):
+    def __init__(self, paths: list[str | tuple[str, ...]], changed: Sequence[tuple[str, str]] = (),
+                 carries: Sequence[Carry | None] = ()):
         super().__init__((tuple(paths), tuple(changed)))
         self.paths = list(paths)
         self.changed = list(changed)  # (path, detail)
+        self.carries = list(carries) or [None] * len(self.paths)
 
     @property
     def path(self) -> str:  # one file's partition, as before
@@ -167,6 +178,7 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         settle = o.pop("completeafterseconds", "60")
         max_files = o.pop("maxfilespertrigger", None)
         self.max_age_ns = int(parse_duration("maxFileAge", o.pop("maxfileage", DEFAULT_MAX_FILE_AGE)) * 1e9)
+        state = o.pop("statelocation", None)
         try:
             self.settle_s = float(settle)
             if self.settle_s < 0:
@@ -189,6 +201,9 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             local = local_path(p)
             if local is not None and not os.path.exists(local):
                 raise FileNotFoundError(f"kafkawire: {p}: no such file or directory")
+        #: option stateLocation: where each rotation series' open connections wait between triggers
+        #: for the series' next file (carry.py); without it, each trigger's files are read apart
+        self.state: str | None = str(state) if state else None
         self.target: set[str] | None = None  # Trigger.AvailableNow: the files completed when it started
         self.checked: set[str] = set()  # files known to be captures: each is opened to check once
 
@@ -245,22 +260,66 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         sizes = {p: n for _m, p, n in new}
         runs = find_series([p for _m, p, _n in new], self.opts.endpoint_url) if self.opts.stitch and len(new) > 1 \
             else [[p] for _m, p, _n in new]
-        groups = pack([(run[0] if len(run) == 1 else tuple(run), sum(sizes[p] for p in run)) for run in runs],
-                      self.opts.max_partition_bytes)
-        if changed:  # their rows ride with the first group
+        carries, flush = self._carries(runs, before, after)
+        groups = pack([(i, sum(sizes[p] for p in run)) for i, run in enumerate(runs)], self.opts.max_partition_bytes)
+        if changed or flush:  # their rows ride with the first group
             groups = groups or [[]]
-        return [CaptureFiles(g, changed if i == 0 else ()) for i, g in enumerate(groups)]
+        units: list[str | tuple[str, ...]] = [run[0] if len(run) == 1 else tuple(run) for run in runs]
+        return [CaptureFiles([units[i] for i in g] + ([()] * len(flush) if k == 0 else []),
+                             changed if k == 0 else (), [carries[i] for i in g] + (flush if k == 0 else []))
+                for k, g in enumerate(groups)]
+
+    def _carries(self, runs: list[list[str]], before: dict, after: dict
+                 ) -> tuple[list[Carry | None], list[Carry | None]]:
+        """With option stateLocation: for each run of new files, the state it goes on from (the state
+        an earlier trigger left at the end of a file of its series read before, the latest that it
+        does not overlap in time: series.overlaps) and where it leaves its own; and the states whose
+        series has no file remembered any more (maxFileAge): their connections end in this batch."""
+        if self.state is None or not self.opts.stitch:
+            return [None] * len(runs), []
+        endpoint = self.opts.endpoint_url
+        found = carry.entries(self.state, endpoint)
+        used: set[str] = set()
+        out: list[Carry | None] = []
+        for run in runs:
+            shape, first = template(run[0]), first_time(run[0], endpoint)
+            best: tuple[str, dict] | None = None
+            for key, e in found.items():
+                began, last = e.get("began"), e.get("last")
+                if key in used or e.get("template") != list(shape) or e.get("last_file") not in before or \
+                        first is None or began is None or last is None or overlaps(began, last, first):
+                    continue
+                if best is None or last > best[1]["last"]:
+                    best = (key, e)
+            if best is not None:
+                used.add(best[0])
+            out.append(carry.Carry(None if best is None else carry.state_path(self.state, best[0]),
+                                   carry.state_path(self.state, carry.key_of(run[-1])), endpoint,
+                                   continues=None if best is None else best[0], template=shape))
+        flush: list[Carry | None] = [carry.Carry(carry.state_path(self.state, key), None, endpoint)
+                                     for key, e in sorted(found.items())
+                                     if key not in used and e.get("last_file") not in after]
+        return out, flush
 
     def read(self, partition: CaptureFiles) -> Iterator:  # type: ignore[override]  # partitions are ours
         for path, detail in partition.changed:
             yield status_batch(self.opts.rows, path, CAPTURE_CHANGED, detail)
-        for run in partition.paths:
+        for run, held in zip(partition.paths, partition.carries):
             try:
-                yield from iter_batches(run, self.opts)
+                yield from iter_batches(run, self.opts, carry=held)
             except FileNotFoundError as e:  # gone between the listing and its task
                 gone = run if isinstance(run, str) else str(e.filename or run[0])
                 yield status_batch(self.opts.rows, gone, CAPTURE_CHANGED,
                                    "removed before it was read: its rows are not in the stream")
 
     def commit(self, end: dict) -> None:
-        pass
+        """A batch is done: the states it went on from, and those whose connections it ended, are
+        let go (a batch run again before its commit finds them still there)."""
+        if self.state is None:
+            return
+        done = _files(end)
+        found = carry.entries(self.state, self.opts.endpoint_url)
+        continued = {e.get("continues") for e in found.values() if e.get("last_file") in done}
+        for key, e in found.items():
+            if e.get("last_file") not in done or key in continued:
+                carry.delete(self.state, key, self.opts.endpoint_url)

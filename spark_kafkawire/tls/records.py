@@ -91,7 +91,7 @@ class RecordStream(Sink):
 
     __slots__ = ("session", "d", "buf", "rec_ts", "rec_num", "keys", "secret", "encrypted", "hs", "phase", "lost",
                  "scan_from", "missing", "tried", "suspect", "dead", "after_gap", "read", "undecrypted", "other",
-                 "gap_bytes", "choice", "verified", "held")
+                 "gap_bytes", "choice", "verified", "held", "key_updates", "carried_seq")
 
     def __init__(self, session: Session, d: int):
         self.session = session
@@ -117,6 +117,8 @@ class RecordStream(Sink):
         self.gap_bytes = 0  # bytes the capture lost
         self.choice = 0  # the session's choice of secrets the keys were made from (TlsSession.other_secrets)
         self.verified = False  # a record verified under the keys since they were made from the secrets
+        self.key_updates = 0  # TLS 1.3 KeyUpdates since the traffic secret (see rekey)
+        self.carried_seq = -1  # the record sequence number its keys were at when stashed (-1: none)
         #: the plaintext of the record a trial verified, until a second record confirms the session:
         #: (content type, plaintext, time, packet number, record size)
         self.held: tuple[int, bytes, int, int, int] | None = None
@@ -447,6 +449,7 @@ class Records(RecordStream):
             return
         self.secret = next_secret(self.secret, s.suite)
         self.keys = tls13_keys(self.secret, s.suite)
+        self.key_updates += 1
 
 
 class TlsDirection(Records):
@@ -540,3 +543,32 @@ class TlsDirection(Records):
                 s.refute()
             else:
                 s.confirm()
+
+    # -- carried to a later read (carry.py) -------------------------------------------------------
+    def stash(self) -> None:
+        """Before the connection's state is written for a later read: the keys and the secret are
+        dropped (key material never leaves the decoder); what it takes to make them again from the key
+        log is kept: the sequence number, and the KeyUpdates since the traffic secret."""
+        keys = self.keys
+        self.carried_seq = keys.seq if keys is not None else -1
+        self.keys = None
+        self.secret = None
+
+    def rekey(self) -> None:
+        """After a later read took the state: the keys made again from the key log, as they were."""
+        seq, self.carried_seq = self.carried_seq, -1
+        if seq < 0:
+            return
+        verified, s = self.verified, self.session
+        if s.version == TLS13:
+            self._traffic_keys()
+            for _ in range(self.key_updates):
+                if self.secret is None or s.suite is None:
+                    break
+                self.secret = next_secret(self.secret, s.suite)
+                self.keys = tls13_keys(self.secret, s.suite)
+        else:
+            self._tls12_keys()
+        if self.keys is not None:
+            self.keys.seq = seq
+        self.verified = verified

@@ -57,6 +57,20 @@ class TlsSession(Handshake, Trial):
         self.outputs = []
         self.on_client = None
 
+    def stash(self) -> None:
+        """Before the connection's state is written for a later read (carry.py): the key log and the
+        directions' keys are let go; :meth:`rekey` makes them again from the later read's key log."""
+        self.keylog = None
+        for x in self.dirs:
+            x.stash()
+
+    def rekey(self, keylog) -> None:
+        self.keylog = keylog
+        if keylog is not None and self.trialled and self.client_random is not None:
+            keylog.claim(self.client_random)  # (no other connection's trial takes its session)
+        for x in self.dirs:
+            x.rekey()
+
     def direction_counts(self, d: int) -> tuple[int, int, int, int]:
         """(read, undecrypted, other, gap) bytes of direction d."""
         return self.counts[d] if self.counts is not None else self.dirs[d].counts()

@@ -430,6 +430,12 @@ class Held:
                     self.entries[key] = hit
         reasm.found.forget()
 
+    def end(self, reasm: "Reassembler", conn: Connection) -> None:
+        """A connection ends here, as at a capture's end, held or not (carry.py: one not carried)."""
+        for key in conn.keys:
+            self.entries.pop(key, None)
+        reasm._finish(conn)
+
     def take(self, reasm: "Reassembler", key: tuple, flags: int, seq: int, ack: int) -> tuple[Connection, int] | None:
         """The first segment after the boundary of a held connection: its entries back in the
         table (and its connection and direction) where the segment continues it; where it does not,
