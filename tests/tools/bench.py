@@ -206,6 +206,20 @@ for _ in range(runs):
     best = min(best, time.perf_counter() - t)
 print(best)
 """
+# The files of a folder read one at a time, as a stream's triggers read them: with "carry", each
+# read leaves its open connections' state in a file for the next (carry.py); with "apart", none.
+BY_TRIGGER = """
+import os, sys, tempfile
+from spark_kafkawire.carry import Carry
+from spark_kafkawire.reader import iter_batches
+files = sorted(os.path.join(sys.argv[1], n) for n in os.listdir(sys.argv[1]))
+state, before = tempfile.mkdtemp(), None
+for f in files:
+    leave = os.path.join(state, os.path.basename(f) + ".carry") if sys.argv[2] == "carry" else None
+    for _ in iter_batches([f], {}, carry=Carry(before, leave) if leave else None):
+        pass
+    before = leave
+"""
 # A child's peak memory: the high-water mark of its own address space (VmHWM). Not ru_maxrss:
 # Linux carries the spawning process's peak over into a child started by vfork and exec, so a
 # child of this (large) bench process would report at least the bench's own size.
@@ -532,6 +546,13 @@ def main() -> None:
     stitched, apart = interleaved([(ours(rotated), None), (ours(rotated, stitch="false"), None)])
     print(f"rotation series (the capture as 10 files, editcap -c): read as one {stitched:.2f} s, each file by itself "
           f"{apart:.2f} s: stitching costs {stitched / apart - 1:+.1%}", flush=True)
+
+    # the same 10 files as a stream with stateLocation reads them, one file per trigger: each read
+    # leaves its open connections' state for the next (carry.py), against each file read apart
+    carried, alone = interleaved([([sys.executable, "-c", BY_TRIGGER, str(rotated), "carry"], None),
+                                  ([sys.executable, "-c", BY_TRIGGER, str(rotated), "apart"], None)])
+    print(f"rotation series one file per trigger (stateLocation): {carried:.2f} s carrying the open connections "
+          f"from file to file, {alone:.2f} s each file by itself: carrying costs {carried / alone - 1:+.1%}", flush=True)
 
     full = best_of(ours(path))
     selective = best_of(ours(path, filters=[("api_key", "=", 3)]))
