@@ -364,7 +364,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     from spark_kafkawire.audits import AUDITS, Rows, exit_status, policies
     from spark_kafkawire.audits.report import render
-    from spark_kafkawire.decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
+    from spark_kafkawire.decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from spark_kafkawire.escape import printable
     from spark_kafkawire.spark.scan import time_left
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 from .wire.capture import CaptureError
 from .escape import csv_cell, printable
 from . import figures
-from .decode.exchanges import CAPTURE_DAMAGED
+from .decode.status import CAPTURE_DAMAGED
 from .wire.fs import StorageError
 from .reader import Options, iter_batches, list_files
 from .rows.table import COLUMNS, arrow_schema

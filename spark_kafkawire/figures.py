@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .decode.exchanges import CAPTURE_DAMAGED, DAMAGE
+from .decode.status import CAPTURE_DAMAGED, DAMAGE, NO_RESPONSE
+from .decode.status import REQUEST_MISSING as MISSING
 from .protocol import NEGOTIATION
 
 Condition = tuple[Any, ...]
@@ -29,13 +30,13 @@ NEGOTIATED: Condition = ("or", *[("and", ("eq", "api_key", key), ("eq", "error_c
 #: an errored exchange: an error code other than 0 that is not negotiation
 ERRORED: Condition = ("and", ("notnull", "error_code"), ("ne", "error_code", 0), ("not", NEGOTIATED))
 #: a request the capture shows unanswered
-UNANSWERED: Condition = ("eq", "status", "no_response")
+UNANSWERED: Condition = ("eq", "status", NO_RESPONSE)
 #: an exchange with its response time
 TIMED: Condition = ("notnull", "latency_ms")
 #: an exchange the damage of the capture cut, garbled or left undecoded (not the file's own damage)
 DAMAGED: Condition = ("in", "status", tuple(sorted(DAMAGE - {CAPTURE_DAMAGED})))
 #: a response whose request was not captured
-REQUEST_MISSING: Condition = ("eq", "status", "request_missing")
+REQUEST_MISSING: Condition = ("eq", "status", MISSING)
 #: the exchanges a summary counts: those with an api, and responses whose request is missing (under
 #: NOT_CAPTURED where the response does not show its api)
 SUMMARISED: Condition = ("or", ("notnull", "api_name"), REQUEST_MISSING)

@@ -10,7 +10,8 @@ from typing import Iterable, Mapping
 
 from .wire.frames import DEFAULT_MAX_FRAME
 from .decode.modes import MODES
-from .kafka.records import DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RECORDS
+from .kafka.codecs import DEFAULT_MAX_DECOMPRESSED
+from .kafka.records import DEFAULT_MAX_RECORDS
 from .rows.table import ROW_SHAPES
 from .wire.tcp import DEFAULT_MAX_CONNECTIONS
 from .tls.budget import TRIAL_BUDGET, TRIAL_TASK_BUDGET

@@ -251,16 +251,16 @@ def test_leading_fields_read_by_themselves():
     and acks: also the second time, when it comes from the values remembered by their bytes, and
     never another message's value when only their lengths agree. The remembered values stay
     bounded."""
-    from spark_kafkawire.kafka import body
+    from spark_kafkawire.kafka import message
 
     for ver in sorted(schema_name_map[api_key_map[0]]):
         for obj, data in kio_messages(0, ver, "request", 40, f"acks/{ver}"):
             for _ in range(2):
-                assert body.leading_field(0, ver, True, data, 0, "Acks") == obj.acks, (ver, obj)
-    for i in range(body.LEADING_KEPT * 2):  # as many transactional ids as a hostile capture likes
+                assert message.leading_field(0, ver, True, data, 0, "Acks") == obj.acks, (ver, obj)
+    for i in range(message.LEADING_KEPT * 2):  # as many transactional ids as a hostile capture likes
         data = struct.pack("!h", 6) + b"tx%04d" % i + struct.pack("!hi", i % 3 - 1, 0)
-        assert body.leading_field(0, 3, True, data, 0, "Acks") == i % 3 - 1
-    assert sum(len(v) for seen in body._LEADING.values() for v in seen.values()) <= body.LEADING_KEPT
+        assert message.leading_field(0, 3, True, data, 0, "Acks") == i % 3 - 1
+    assert sum(len(v) for seen in message._LEADING.values() for v in seen.values()) <= message.LEADING_KEPT
 
 
 def test_uuid_text_is_the_uuid_modules_text():

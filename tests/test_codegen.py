@@ -8,7 +8,7 @@ import random
 import pytest
 
 from pcapgen import kio_body
-from spark_kafkawire.kafka import body
+from spark_kafkawire.kafka import body, message
 from test_bodies import TRIPLES, _sample_frames
 
 
@@ -17,16 +17,16 @@ FACT_FIELDS = ("error", "error_level", "topics", "partitions", "records", "recor
 
 
 def _run(generated, key, ver, is_req, data, pos):
-    saved = body.GENERATED
-    body.GENERATED = generated
+    saved = message.GENERATED
+    message.GENERATED = generated
     try:
-        value, used, facts = body.decode_with_facts(key, ver, is_req, data, pos)
+        value, used, facts = message.decode_with_facts(key, ver, is_req, data, pos)
         f = {k: getattr(facts, k) for k in FACT_FIELDS}
         return json.dumps(value, sort_keys=True, default=list), used, f
     except (body.BodyError, KeyError) as e:
         return type(e).__name__, str(e)
     finally:
-        body.GENERATED = saved
+        message.GENERATED = saved
 
 
 def _same(key, ver, is_req, data, pos=0):
@@ -59,13 +59,13 @@ def _text(key, ver, is_req, data, pos):
     scalars, as the dict mode has them."""
     import orjson
 
-    saved = body.GENERATED
-    body.GENERATED = False
+    saved = message.GENERATED
+    message.GENERATED = False
     try:
         out = []
         for text in (True, False):
             try:
-                value, used, facts = body.decode_with_facts(key, ver, is_req, data, pos, body.RecordOptions(text=text))
+                value, used, facts = message.decode_with_facts(key, ver, is_req, data, pos, body.RecordOptions(text=text))
             except (body.BodyError, KeyError) as e:
                 out.append(((type(e).__name__, str(e)), None))
                 continue
@@ -80,7 +80,7 @@ def _text(key, ver, is_req, data, pos):
                 (key, ver, is_req)
         return a, b
     finally:
-        body.GENERATED = saved
+        message.GENERATED = saved
 
 
 def _same_text(key, ver, is_req, data, pos=0):

@@ -18,6 +18,7 @@ from conftest import FINDINGS
 from pcapgen import Conversation, request, response, tcp_packet, write_pcap
 from test_records import _record, batch
 from spark_kafkawire import read_capture
+from spark_kafkawire.kafka import codecs
 from spark_kafkawire.kafka import records as rec
 from spark_kafkawire.reader import iter_batches
 
@@ -197,20 +198,20 @@ def _wrapper(n_inner: int, inner_size: int, bad_crc: bool = False) -> bytes:
 
 @pytest.fixture
 def produced(monkeypatch) -> list[int]:
-    """Bytes each decompression made (counted through records.decompress)."""
+    """Bytes each decompression made (counted through codecs.decompress)."""
     made: list[int] = []
-    real = rec.decompress
+    real = codecs.decompress
 
-    def counting(codec, data, cap=rec.DEFAULT_MAX_DECOMPRESSED):
+    def counting(codec, data, cap=codecs.DEFAULT_MAX_DECOMPRESSED):
         try:
             out = real(codec, data, cap)
-        except rec.RecordError:
+        except codecs.RecordError:
             made.append(cap + 1)  # at most cap + 1 bytes were made before it stopped
             raise
         made.append(len(out))
         return out
 
-    monkeypatch.setattr(rec, "decompress", counting)
+    monkeypatch.setattr(codecs, "decompress", counting)
     return made
 
 
@@ -226,7 +227,7 @@ def test_wrappers_of_one_message_share_one_budget(produced):
     assert sum(produced) <= 2 * cap + 2
     # records rows draw on one budget per message too
     produced.clear()
-    got = list(rec.iter_records(b"".join(wrappers), rec.Budget(cap)))
+    got = list(rec.iter_records(b"".join(wrappers), codecs.Budget(cap)))
     assert sum(produced) <= 2 * cap + 2
     assert sum(r.status == "ok" for r in got) < 20 * 64 and got[-1].status == "over_cap"
 
@@ -234,7 +235,7 @@ def test_wrappers_of_one_message_share_one_budget(produced):
 @pytest.mark.spies
 def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
     calls = []
-    monkeypatch.setattr(rec, "decompress", lambda *a, **k: calls.append(a) or b"")
+    monkeypatch.setattr(codecs, "decompress", lambda *a, **k: calls.append(a) or b"")
     (s,) = rec.summarize(_wrapper(4, 10, bad_crc=True))
     assert s["CrcValid"] is False and s["RecordCount"] is None and calls == []
 
@@ -242,7 +243,7 @@ def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
 @pytest.mark.spies
 def test_wrapper_bomb_reproducer_decompresses_within_budget(produced):
     (row,) = read_capture(FINDINGS / "magic1-wrapper-bombs.pcap").to_pylist()
-    assert sum(produced) <= 2 * rec.DEFAULT_MAX_DECOMPRESSED + 2
+    assert sum(produced) <= 2 * codecs.DEFAULT_MAX_DECOMPRESSED + 2
     assert row["request"] is not None
 
 

@@ -28,10 +28,10 @@ LAYERS = [
 #: ones); a layer not listed here has no order within it
 STEPS = {
     "wire": [{"fs", "flow", "loss", "halfstream", "boundary"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
-    "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"records"}, {"trial"}, {"session"}],
-    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"},
+    "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"recordstream"}, {"records"}, {"trial"}, {"session"}],
+    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"batchheader", "codecs"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"}, {"message"},
               {"headline", "partitions", "topicids"}],
-    "decode": [{"predicate", "roles", "connstate", "modes"}, {"exchanges"}],
+    "decode": [{"status", "predicate", "roles", "connstate", "modes"}, {"pairing"}, {"exchanges"}],
     "rows": [{"table", "timing"}, {"shapes", "tee"}],
 }
 
@@ -139,6 +139,7 @@ def test_each_subpackage_says_its_stage_and_what_it_imports():
 def test_the_check_sees_imports():
     """The check itself: it finds relative imports across subpackages and within one."""
     assert "wire.frames" in _imports(PACKAGE / "decode" / "exchanges.py", "decode.exchanges")
+    assert "decode.pairing" in _imports(PACKAGE / "decode" / "exchanges.py", "decode.exchanges")
     assert "wire.capture" in _imports(PACKAGE / "reader.py", "reader")
     assert "reader" in _imports(PACKAGE / "spark" / "datasource.py", "spark.datasource")
     assert "tls.keys" in _imports(PACKAGE / "tls" / "session.py", "tls.session")

@@ -237,10 +237,10 @@ def test_apis_tsv_version_ranges_and_flexible_versions_agree_with_messages_json(
 
 def test_header_versions_remembered_per_request_are_the_protocols():
     """The decoder remembers, per (api key, version), a request's header version (kafka/headers.py)
-    and how its response is read (decode/exchanges.py: header version, decoded whatever the filter);
+    and how its response is read (decode/pairing.py: header version, decoded whatever the filter);
     asked twice, each equals the protocol's own answer, for known, unknown and negative numbers,
     and what is remembered stays bounded."""
-    from spark_kafkawire.decode.exchanges import RESPONSE_READS_KEPT, _RESPONSE_READS, response_read
+    from spark_kafkawire.decode.pairing import RESPONSE_READS_KEPT, _RESPONSE_READS, response_read
     from spark_kafkawire.decode.predicate import always_decode
     from spark_kafkawire.kafka import headers
 

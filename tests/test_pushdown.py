@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import PUBLIC, SAMPLES
-from spark_kafkawire.kafka import body
+from spark_kafkawire.kafka import message
 from spark_kafkawire import read_capture
 from spark_kafkawire.decode.predicate import Predicate
 
@@ -64,13 +64,13 @@ def test_capture_file_filter_skips_files():
 @pytest.mark.spies
 def test_excluded_frames_are_not_body_decoded(monkeypatch):
     calls = []
-    real = body.decode_with_facts
+    real = message.decode_with_facts
 
     def counting(api_key, version, request, *a, **k):
         calls.append((api_key, request))
         return real(api_key, version, request, *a, **k)
 
-    monkeypatch.setattr("spark_kafkawire.decode.exchanges.decode_with_facts", counting)
+    monkeypatch.setattr("spark_kafkawire.decode.pairing.decode_with_facts", counting)
     path = SAMPLES / "tansu-confluent-codecs.pcap"
     read_capture(path)
     everything = len(calls)
@@ -93,7 +93,7 @@ def test_connections_rows_decode_no_body_but_the_connections_own_facts(monkeypat
         calls.append((api_key, request))
         return {}, 0, None
 
-    monkeypatch.setattr("spark_kafkawire.decode.exchanges.decode_with_facts", decode)
+    monkeypatch.setattr("spark_kafkawire.decode.pairing.decode_with_facts", decode)
     assert read_capture(SAMPLES / "mock-kcat.pcap", rows="connections").num_rows
     assert calls and set(calls) <= {(18, True), (17, True), (36, True)}
 

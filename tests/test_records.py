@@ -14,6 +14,7 @@ from librt.strings import BytesWriter
 
 from conftest import SAMPLES
 from spark_kafkawire import read_capture
+from spark_kafkawire.kafka import codecs
 from spark_kafkawire.kafka import records as rec
 
 sys.path.insert(0, str(SAMPLES))
@@ -75,7 +76,7 @@ def test_old_lz4_framing_has_the_wrong_header_checksum():
     from spark_kafkawire.wire.capture import CaptureReader
 
     data = b"".join(bytes(p.data) for p in CaptureReader(str(SAMPLES / "mock-kafka-python-codecs.pcap")))
-    at = data.find(rec.LZ4_MAGIC)
+    at = data.find(codecs.LZ4_MAGIC)
     assert at > 0
     desc = data[at + 4 : at + 6]
     correct = (xxhash.xxh32(desc).intdigest() >> 8) & 0xFF
@@ -287,7 +288,7 @@ def test_a_missing_compiled_dependency_fails_naming_it(module, package):
 # ---- the batch summary against kafka-python's own batch parser ---------------------------------
 def _raw_records_fields():
     """Every records field of the sample captures' frames (their bytes, as the client sent them)."""
-    from spark_kafkawire.kafka import body
+    from spark_kafkawire.kafka import body, message
     from test_bodies import _sample_frames
 
     found = []
@@ -305,7 +306,7 @@ def _raw_records_fields():
     for _name, key, ver, is_req, data, pos in _sample_frames():
         if key in (0, 1):  # Produce, Fetch
             try:
-                value, _used, _facts = body.decode_with_facts(key, ver, is_req, data, pos,
+                value, _used, _facts = message.decode_with_facts(key, ver, is_req, data, pos,
                                                                body.RecordOptions(keep_raw=True))
             except (body.BodyError, KeyError):
                 continue
@@ -352,7 +353,7 @@ def _compare(data: bytes) -> None:
     for a, b in zip(whole, theirs):
         assert {k: a.get(k) for k in b} == b
     out = BytesWriter()
-    count, size = rec.summary_into(b"pad" + data, 3, 3 + len(data), rec.Budget(), out)  # (where it lies)
+    count, size = rec.summary_into(b"pad" + data, 3, 3 + len(data), codecs.Budget(), out)  # (where it lies)
     assert out.getvalue() == orjson.dumps(ours)
     assert (count, size) == rec.totals(ours)
     assert size == sum(b["Length"] for b in theirs)
@@ -377,21 +378,23 @@ def test_batch_summary_is_what_kafka_python_reads():
 
 
 def test_the_batch_header_layout_is_kafka_pythons():
-    """The one statement of the batch headers (records._V2_HEADER, _V01_HEADER), from which the
+    """The one statement of the batch headers (batchheader._V2_HEADER, _V01_HEADER), from which the
     Structs and every offset read in place are made, against kafka-python's own constants and
     header Structs."""
     from kafka.record.default_records import DefaultRecordBase as D
     from kafka.record.legacy_records import LegacyRecordBase as L
 
-    assert rec._V2.format.lstrip("!>") == D.HEADER_STRUCT.format.lstrip("!>")
-    assert rec._V2.size == D.HEADER_STRUCT.size == rec.V2_SIZE == 61
-    assert (rec.V2_CRC, rec.V2_ATTRIBUTES, rec.LOG_OVERHEAD) == (D.CRC_OFFSET, D.ATTRIBUTES_OFFSET, D.AFTER_LEN_OFFSET)
-    assert (rec.AT_MAGIC, rec.LOG_OVERHEAD) == (L.MAGIC_OFFSET, L.LOG_OVERHEAD)
-    assert rec._V01.format.lstrip("!>") == L.HEADER_STRUCT_V0.format.lstrip("!>")
-    assert "".join(t for _, t in rec._V01_HEADER) == L.HEADER_STRUCT_V1.format.lstrip("!>")
+    from spark_kafkawire.kafka import batchheader as bh
+
+    assert bh._V2.format.lstrip("!>") == D.HEADER_STRUCT.format.lstrip("!>")
+    assert bh._V2.size == D.HEADER_STRUCT.size == bh.V2_SIZE == 61
+    assert (bh.V2_CRC, bh.V2_ATTRIBUTES, bh.LOG_OVERHEAD) == (D.CRC_OFFSET, D.ATTRIBUTES_OFFSET, D.AFTER_LEN_OFFSET)
+    assert (bh.AT_MAGIC, bh.LOG_OVERHEAD) == (L.MAGIC_OFFSET, L.LOG_OVERHEAD)
+    assert bh._V01.format.lstrip("!>") == L.HEADER_STRUCT_V0.format.lstrip("!>")
+    assert "".join(t for _, t in bh._V01_HEADER) == L.HEADER_STRUCT_V1.format.lstrip("!>")
     # magic 0: the key's length where magic 1's timestamp starts; magic 1: after the timestamp
-    assert (rec.V01_TIMESTAMP, rec.V01_TIMESTAMP + 8) == (L.KEY_OFFSET_V0, L.KEY_OFFSET_V1)
+    assert (bh.V01_TIMESTAMP, bh.V01_TIMESTAMP + 8) == (L.KEY_OFFSET_V0, L.KEY_OFFSET_V1)
     # each field where DefaultRecordBatch's header Struct puts it
     fields = D.HEADER_STRUCT.unpack(bytes(range(61)))
-    own = rec._V2.unpack(bytes(range(61)))
+    own = bh._V2.unpack(bytes(range(61)))
     assert own == fields

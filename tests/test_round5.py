@@ -35,7 +35,7 @@ from test_records import _record, batch
 from test_tls_attack import finishes_within
 from spark_kafkawire import cli, read_capture
 from spark_kafkawire.escape import UNSAFE_CATEGORIES, printable
-from spark_kafkawire.kafka import records as rec
+from spark_kafkawire.kafka import codecs
 from spark_kafkawire.kafka.carried import MAX_JSON_LOOK, json_bounded, trace_context, wire_format
 from spark_kafkawire.listing import SkippedFileWarning, list_files
 from spark_kafkawire.rows.shapes import RecordRows
@@ -107,7 +107,7 @@ RECORDS_BOUND = 4  # times maxDecompressedBytes
 @pytest.mark.slow
 @pytest.mark.parametrize("include", [False, True])
 def test_the_amplified_json_value_is_read_in_bounded_memory(include):
-    cap = rec.DEFAULT_MAX_DECOMPRESSED >> 20
+    cap = codecs.DEFAULT_MAX_DECOMPRESSED >> 20
     code = ("from spark_kafkawire import read_capture\n"
             f"rows = read_capture({str(ROUND5 / 'json-value-amplification.pcap')!r}, rows='records', "
             f"includeRecords={include}).select(['status', 'value_format']).to_pylist()\n"
@@ -120,10 +120,10 @@ def _largest_value_capture(path: Path, codec: int) -> None:
     """One Produce request whose batch holds one record of JSON ``[{},{},...]`` as large as the
     decompression cap allows (maxDecompressedBytes), compressed with ``codec`` (1 gzip, 2 snappy in
     Kafka's xerial framing, 3 lz4 frame, 4 zstd)."""
-    n = (rec.DEFAULT_MAX_DECOMPRESSED - 64) // 3
+    n = (codecs.DEFAULT_MAX_DECOMPRESSED - 64) // 3
     value = b"[" + b"{}," * (n - 1) + b"{}]"
     plain = _record(0, None, value)
-    assert len(plain) <= rec.DEFAULT_MAX_DECOMPRESSED
+    assert len(plain) <= codecs.DEFAULT_MAX_DECOMPRESSED
     if codec == 1:
         import gzip
 
@@ -154,7 +154,7 @@ def test_records_take_bounded_memory_with_the_largest_value_each_codec_allows(tm
     codec inflate: the row is read (its format told), with and without the payload."""
     path = tmp_path / "largest.pcap"
     _largest_value_capture(path, codec)
-    cap = rec.DEFAULT_MAX_DECOMPRESSED >> 20
+    cap = codecs.DEFAULT_MAX_DECOMPRESSED >> 20
     code = ("from spark_kafkawire import read_capture\n"
             f"t = read_capture({str(path)!r}, rows='records', includeRecords=True)\n"
             "rows = t.select(['status', 'value_format', 'codec']).to_pylist()\n"

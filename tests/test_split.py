@@ -13,7 +13,7 @@ import pytest
 
 import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES, shared_files
-from spark_kafkawire.decode import exchanges as exchanges_module
+from spark_kafkawire.decode import pairing as pairing_module
 from spark_kafkawire.reader import Options, iter_batches, plan
 from spark_kafkawire.rows.table import ROW_SHAPES
 
@@ -92,13 +92,13 @@ def test_a_share_decodes_only_its_bodies(large, monkeypatch):
     """The point of a share: the bodies of the other shares' rows are not decoded (only those whose
     state every share needs: ApiVersions, SASL, topic ids)."""
     calls = [0]
-    real = exchanges_module.decode_with_facts
+    real = pairing_module.decode_with_facts
 
     def counting(api_key, version, request, *a, **k):
         calls[0] += not always_decode(api_key, version, request)
         return real(api_key, version, request, *a, **k)
 
-    monkeypatch.setattr(exchanges_module, "decode_with_facts", counting)
+    monkeypatch.setattr(pairing_module, "decode_with_facts", counting)
     from spark_kafkawire.decode.predicate import always_decode
 
     rows(large, "exchanges")
@@ -113,13 +113,13 @@ def test_a_share_decodes_a_repeated_metadata_answer_once(large, monkeypatch):
     bytes: a share decodes the repeated answers that are not its rows once, not each time (the
     capture holds 12 copies of each sample, so each answer comes a dozen times)."""
     calls = [0]
-    real = exchanges_module.decode_with_facts
+    real = pairing_module.decode_with_facts
 
     def counting(api_key, version, request, *a, **k):
         calls[0] += api_key == 3 and not request
         return real(api_key, version, request, *a, **k)
 
-    monkeypatch.setattr(exchanges_module, "decode_with_facts", counting)
+    monkeypatch.setattr(pairing_module, "decode_with_facts", counting)
     rows(large, "exchanges")
     whole, calls[0] = calls[0], 0
     rows(large, "exchanges", (0, 2))

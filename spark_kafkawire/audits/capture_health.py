@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import figures
+from ..decode.status import CAPTURE_DAMAGED
 from .base import SKIPPED_FILES, Audit, Policy, Results, Rows, Verdict, condition, count_of, ex_time, listener
 
 
@@ -30,7 +31,7 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                    .agg(count_of(figures.UNANSWERED).alias("unanswered"),
                         count_of(figures.REQUEST_MISSING).alias("request_missing"),
                         count_of(figures.DAMAGED).alias("damaged_exchanges"),
-                        F.max(F.when(F.col("status") == "capture_damaged", F.col("detail"))).alias("file_damage"),
+                        F.max(F.when(F.col("status") == CAPTURE_DAMAGED, F.col("detail"))).alias("file_damage"),
                         F.count("*").alias("exchanges")))
     files = (conn.where(condition(figures.CONNECTION)).groupBy("capture_file")
              .agg(F.min("capture_date").alias("capture_date"), F.count("*").alias("connections"),

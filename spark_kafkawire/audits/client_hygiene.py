@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..decode.status import COMPLETE
 from ..protocol import API_VERSIONS_KEY, KEY, PRODUCE_KEY
 from .base import CLIENT, CONN, Audit, Policy, Results, Rows, Verdict, client_software, ex_time, found, refused
 from .plots import bars
@@ -111,7 +112,7 @@ def client_hygiene(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                         "per_minute", "total", F.col("av") / F.col("total"))))
     # empty fetches with a short wait
     wait = F.get_json_object("request", "$.MaxWaitMs").cast("double")
-    f = (ex.where((F.col("api_key") == KEY["Fetch"]) & (F.col("status") == "complete")).groupBy("capture_date", *CLIENT)
+    f = (ex.where((F.col("api_key") == KEY["Fetch"]) & (F.col("status") == COMPLETE)).groupBy("capture_date", *CLIENT)
          .agg(F.count("*").alias("fetches"),
               F.sum(F.when(F.coalesce("record_count", F.lit(0)) == 0, 1).otherwise(0)).alias("empty"),
               F.percentile(wait, 0.5).alias("wait")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..decode.status import COMPLETE
 from .base import Audit, Policy, Results, Rows, Verdict, ex_time, listener
 from .plots import bars
 
@@ -14,7 +15,7 @@ HIST_EDGES_MS = [0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000, 10000]  # histogr
 def latency(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """p50/p95/p99/max per api, per api and broker, per api and client, where n >= min_latency_n
     (n shown); a histogram per api; the slowest exchanges."""
-    ex = ex_time(rows.exchanges).where((F.col("status") == "complete") & F.col("latency_ms").isNotNull())
+    ex = ex_time(rows.exchanges).where((F.col("status") == COMPLETE) & F.col("latency_ms").isNotNull())
     ex = ex.withColumn("broker", listener())
     q = F.percentile("latency_ms", [0.5, 0.95, 0.99])
 

@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .. import protocol
+from ..decode.status import SASL_TOKEN
 from ..protocol import SASL_APIS as SASL
 from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
 
@@ -14,11 +15,11 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     """SASL mechanisms per listener; SASL PLAIN on connections that are not TLS (credentials
     readable on the wire: flagged, never stored); clients that never authenticate on a listener
     where others do."""
-    ex = (ex_time(rows.exchanges).where(F.col("api_key").isNotNull() | (F.col("status") == "sasl_token"))
+    ex = (ex_time(rows.exchanges).where(F.col("api_key").isNotNull() | (F.col("status") == SASL_TOKEN))
           .withColumn("listener", listener()))
     conn_keys = ["capture_file", "client_ip", "client_port", "listener"]
     # credentials on the wire: a SaslAuthenticate request, or a raw token after SaslHandshake v0
-    sent = (F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) | (F.col("status") == "sasl_token")
+    sent = (F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) | (F.col("status") == SASL_TOKEN)
     per_conn = (ex.groupBy("capture_date", *conn_keys)
                 .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
                      F.max("client_id").alias("client_id"),
@@ -32,7 +33,7 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                      F.max(F.coalesce((F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) & (F.col("error_code") == 0),
                                       F.lit(False)))
                      .alias("login_answered"),
-                     F.max(F.col("status") == "sasl_token").alias("raw_tokens"),
+                     F.max(F.col("status") == SASL_TOKEN).alias("raw_tokens"),
                      F.max(F.coalesce(~F.col("api_key").isin(*SASL, protocol.API_VERSIONS_KEY), F.lit(False)))
                      .alias("other_requests")))
     succeeded = ~F.col("login_failed") & (F.col("login_answered") | (F.col("raw_tokens") & F.col("other_requests")))

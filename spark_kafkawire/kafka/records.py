@@ -7,12 +7,10 @@ the type of a control batch's marker (COMMIT/ABORT, ...), and a CRC check (CRC-3
 never fatal. Payload bytes never leave this function; only a magic 0/1 wrapper message whose
 CRC holds is decompressed, to count the messages inside it.
 
-``iter_records(data)`` yields every record with its key, value and headers, decompressing
-batches (gzip, snappy raw or xerial-framed, lz4 frames, zstd). Decompressed bytes are capped
-(``max_decompressed``, default 64 MiB) by a :class:`Budget` that every batch of one request or
-response draws on, so many batches under the cap cannot add up past it; records read from one
-batch are capped too (``max_records``). A batch past a cap, or one that does not decompress or
-parse, yields one :class:`Record` whose ``status`` says so, never an exception.
+``iter_records(data)`` yields every record with its key, value and headers, batches decompressed
+within a budget (codecs.py); records read from one batch are capped (``max_records``). A batch
+past a cap, or one that does not decompress or parse, yields one :class:`Record` whose ``status``
+says so, never an exception.
 
 A Fetch response may end with a partial batch (the broker cuts at the fetch size): it is reported
 with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
@@ -21,7 +19,7 @@ with ``"Truncated": true`` (``status`` 'truncated' from ``iter_records``).
 from __future__ import annotations
 
 import zlib
-from struct import Struct, calcsize
+from struct import Struct
 from typing import Final, Iterator, NamedTuple
 
 from librt.strings import BytesWriter, read_i16_be, read_i32_be, read_i64_be
@@ -29,6 +27,10 @@ from librt.strings import BytesWriter, read_i16_be, read_i32_be, read_i64_be
 from ..compiled import native, require, require_extension
 from .jsontext import int_text
 from .wiretypes import View
+from .batchheader import (AT_LENGTH, AT_MAGIC, LOG_OVERHEAD, V01_TIMESTAMP, V2_ATTRIBUTES, V2_BASE_SEQUENCE,
+                          V2_BASE_TIMESTAMP, V2_CRC, V2_EPOCH, V2_LAST_OFFSET_DELTA, V2_MAX_TIMESTAMP,
+                          V2_PRODUCER_EPOCH, V2_PRODUCER_ID, V2_RECORD_COUNT, V2_SIZE, _V01, _V2)
+from .codecs import CODECS, DEFAULT_MAX_DECOMPRESSED, Budget, RecordError, _budget, _codec
 
 _crc32c: Final = require_extension("crc32c", "_crc32c").crc32c
 _COMPILED: Final[bool] = native  # (a name of its own: compiled, an imported one is looked up at each use)
@@ -37,68 +39,16 @@ SMALL_COPY: Final = 2048
 _orjson = require("orjson", "orjson")
 _dumps: Final = _orjson.dumps
 _loads: Final = _orjson.loads
-cramjam: Final = require("cramjam", "cramjam")
-zstandard: Final = require("zstandard", "zstandard")
-lz4_frame: Final = require("lz4.frame", "lz4")
 
-CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
 #: control record types (key: version int16, type int16), as Kafka's ControlRecordType names them
 CONTROL_TYPES: Final = ("ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
                         "KRAFT_VERSION", "KRAFT_VOTERS")
-DEFAULT_MAX_DECOMPRESSED: Final = 64 << 20
 DEFAULT_MAX_RECORDS: Final = 1_000_000  # records read from one batch; the rest become one status row
 MAX_NESTING: Final = 2  # a magic 0/1 wrapper holds plain messages; deeper nesting is not Kafka
 
-#: the magic 2 batch header (Kafka's DefaultRecordBatch), field by field: the one statement of its
-#: layout; its Struct and the offsets read in place below are made from it
-_V2_HEADER: Final = (("BaseOffset", "q"), ("Length", "i"), ("PartitionLeaderEpoch", "i"), ("Magic", "b"),
-                     ("Crc", "I"), ("Attributes", "h"), ("LastOffsetDelta", "i"), ("BaseTimestamp", "q"),
-                     ("MaxTimestamp", "q"), ("ProducerId", "q"), ("ProducerEpoch", "h"), ("BaseSequence", "i"),
-                     ("RecordCount", "i"))
-#: a magic 0/1 message's header (LegacyRecord), the same way (its timestamp is there in magic 1 only)
-_V01_HEADER: Final = (("Offset", "q"), ("Length", "i"), ("Crc", "I"), ("Magic", "b"), ("Attributes", "b"),
-                      ("Timestamp", "q"))
-
-
-def _at(header: tuple[tuple[str, str], ...], name: str) -> int:
-    """Where a header's field starts."""
-    names = [n for n, _ in header]
-    return calcsize("!" + "".join(t for _, t in header[: names.index(name)]))
-
-
-_V2: Final = Struct("!" + "".join(t for _, t in _V2_HEADER))  # 61 bytes
-_V01: Final = Struct("!" + "".join(t for _, t in _V01_HEADER[:5]))  # offset .. attributes
-#: where fields lie (both magics: the length at 8, the magic at 16; the size counts from 12)
-AT_LENGTH: Final = _at(_V2_HEADER, "Length")
-AT_MAGIC: Final = _at(_V2_HEADER, "Magic")
-LOG_OVERHEAD: Final = _at(_V2_HEADER, "PartitionLeaderEpoch")
-V2_EPOCH: Final = LOG_OVERHEAD
-V2_CRC: Final = _at(_V2_HEADER, "Crc")
-V2_ATTRIBUTES: Final = _at(_V2_HEADER, "Attributes")  # the CRC-32C covers the batch from here
-V2_LAST_OFFSET_DELTA: Final = _at(_V2_HEADER, "LastOffsetDelta")
-V2_BASE_TIMESTAMP: Final = _at(_V2_HEADER, "BaseTimestamp")
-V2_MAX_TIMESTAMP: Final = _at(_V2_HEADER, "MaxTimestamp")
-V2_PRODUCER_ID: Final = _at(_V2_HEADER, "ProducerId")
-V2_PRODUCER_EPOCH: Final = _at(_V2_HEADER, "ProducerEpoch")
-V2_BASE_SEQUENCE: Final = _at(_V2_HEADER, "BaseSequence")
-V2_RECORD_COUNT: Final = _at(_V2_HEADER, "RecordCount")
-V2_SIZE: Final = _V2.size
-V01_TIMESTAMP: Final = _at(_V01_HEADER, "Timestamp")
 _I64: Final = Struct("!q")
 _I32: Final = Struct("!i")
-_U32LE: Final = Struct("<I")
 _H2: Final = Struct("!hh")
-XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
-LZ4_MAGIC: Final = b"\x04\x22\x4d\x18"
-LZ4_BLOCK_SIZES: Final = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
-
-
-class RecordError(ValueError):
-    """Record data that cannot be decompressed or parsed (or would exceed the size cap)."""
-
-    def __init__(self, message: str, status: str = "corrupt"):
-        super().__init__(message)
-        self.status = status
 
 
 class Record(NamedTuple):
@@ -268,11 +218,6 @@ def _v01_summary(data: View, pos: int, n: int, magic: int, budget: Budget) -> di
     return batch
 
 
-def _codec(attrs: int) -> str:
-    c = attrs & 7
-    return CODECS[c] if c < len(CODECS) else f"codec{c}"
-
-
 def _control_type(data: View, pos: int, end: int) -> str | None:
     """The type of a control batch's first record (its key: version int16, type int16)."""
     try:
@@ -300,159 +245,6 @@ def totals(batches: list[dict] | None) -> tuple[int, int]:
         count += b.get("RecordCount") or 0
         size += b["Length"]
     return count, size
-
-
-# -- decompression -------------------------------------------------------------------------------
-def decompress(codec: int, data: View, cap: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
-    """Decompress one batch's payload, never producing more than ``cap`` bytes."""
-    try:
-        if codec == 1:
-            return _gzip(data, cap)
-        if codec == 2:
-            return _snappy(data, cap)
-        if codec == 3:
-            return _lz4(data, cap)
-        if codec == 4:
-            return _zstd(data, cap)
-    except RecordError:
-        raise
-    except Exception as e:  # the libraries' own errors: corrupt input
-        raise RecordError(f"{CODECS[codec]}: {e}") from None
-    raise RecordError(f"unknown codec {codec}")
-
-
-class Budget:
-    """What decompression may still produce for one request or response: every batch in it draws
-    on the same ``cap`` bytes (option maxDecompressedBytes)."""
-
-    __slots__ = ("cap", "left")
-
-    def __init__(self, cap: int = DEFAULT_MAX_DECOMPRESSED):
-        self.cap = self.left = cap
-
-    def decompress(self, codec: int, data: View) -> bytes:
-        if not self.left:
-            raise RecordError(f"{_codec(codec)}: not decompressed, the message's batches already took "
-                              f"maxDecompressedBytes ({self.cap})", "over_cap")
-        try:
-            out = decompress(codec, data, self.left)
-        except RecordError as e:
-            if e.status == "over_cap":
-                whole = self.left == self.cap
-                self.left = 0
-                if not whole:
-                    raise RecordError(f"{_codec(codec)}: the message's batches decompress to more than "
-                                      f"maxDecompressedBytes ({self.cap})", "over_cap") from None
-            raise
-        self.left -= len(out)
-        return out
-
-
-def _budget(b: Budget | int) -> Budget:
-    return b if isinstance(b, Budget) else Budget(b)
-
-
-def _over(cap: int, codec: str) -> RecordError:
-    return RecordError(f"{codec}: decompressed size exceeds maxDecompressedBytes ({cap})", "over_cap")
-
-
-def _bounded(d, data: View, cap: int, codec: str) -> bytes:
-    """Run a decompressor object that takes a maximum output length (zlib's, lz4.frame's)."""
-    out = d.decompress(bytes(data), cap + 1)
-    if len(out) > cap:
-        raise _over(cap, codec)
-    if not d.eof:
-        raise RecordError(f"{codec}: stream ends early")
-    return out
-
-
-def _gzip(data: View, cap: int) -> bytes:
-    return _bounded(zlib.decompressobj(wbits=47), data, cap, "gzip")  # gzip or zlib header
-
-
-def _snappy(data: View, cap: int) -> bytes:
-    raw = cramjam.snappy
-    if bytes(data[:8]) != XERIAL_MAGIC:
-        if raw.decompress_raw_len(bytes(data)) > cap:
-            raise _over(cap, "snappy")
-        return bytes(raw.decompress_raw(bytes(data)))
-    # xerial framing (Java clients): 16-byte header, then [int32 length][raw snappy block]...
-    parts: list[bytes] = []
-    total, pos, n = 0, 16, len(data)
-    while pos < n:
-        if pos + 4 > n:
-            raise RecordError("snappy: xerial block length cut short")
-        size = _I32.unpack_from(data, pos)[0]
-        pos += 4
-        if size < 0 or pos + size > n:
-            raise RecordError("snappy: xerial block runs past the end")
-        block = bytes(data[pos : pos + size])
-        total += raw.decompress_raw_len(block)
-        if total > cap:
-            raise _over(cap, "snappy")
-        parts.append(bytes(raw.decompress_raw(block)))
-        pos += size
-    return b"".join(parts)
-
-
-def _lz4(data: View, cap: int) -> bytes:
-    """An LZ4 frame, read block by block. The header checksum is not checked: Kafka clients before
-    0.10 (magic 0) computed it over the wrong bytes (KAFKA-3160)."""
-    n = len(data)
-    if n < 7 or bytes(data[:4]) != LZ4_MAGIC:
-        raise RecordError("lz4: not an LZ4 frame")
-    flg, bd = data[4], data[5]
-    block_max = LZ4_BLOCK_SIZES.get((bd >> 4) & 7)
-    if block_max is None:
-        raise RecordError("lz4: bad block size in the frame descriptor")
-    if not flg & 0x20:  # linked blocks: the lz4 library's frame decoder, in bounded steps
-        return _lz4_linked(data, cap)
-    pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1  # + header checksum
-    checksummed = bool(flg & 0x10)
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        if pos + 4 > n:
-            raise RecordError("lz4: frame cut short")
-        word = _U32LE.unpack_from(data, pos)[0]
-        pos += 4
-        if word == 0:
-            break
-        size = word & 0x7FFFFFFF
-        if pos + size > n:
-            raise RecordError("lz4: block runs past the end")
-        block = bytes(data[pos : pos + size])
-        if word & 0x80000000:
-            out = block
-        else:
-            out = bytes(cramjam.lz4.decompress_block(block, output_len=block_max))
-        total += len(out)
-        if total > cap:
-            raise _over(cap, "lz4")
-        parts.append(out)
-        pos += size + (4 if checksummed else 0)
-    return b"".join(parts)
-
-
-def _lz4_linked(data: View, cap: int) -> bytes:
-    return _bounded(lz4_frame.LZ4FrameDecompressor(), data, cap, "lz4")
-
-
-def _zstd(data: View, cap: int) -> bytes:
-    import io
-
-    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)), read_across_frames=True)
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        chunk = reader.read(min(1 << 20, cap + 1 - total))
-        if not chunk:
-            break
-        parts.append(chunk)
-        total += len(chunk)
-        if total > cap:
-            raise _over(cap, "zstd")
-    return b"".join(parts)
 
 
 # -- records (rows=records) ----------------------------------------------------------------------

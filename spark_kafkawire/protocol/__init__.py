@@ -116,7 +116,7 @@ def request_header_version(key: int, version: int) -> int | None:
 
 def response_header_version(key: int, version: int) -> int | None:
     """Header version of the response to a request of (key, version), or None if unknown. (The
-    decoder remembers the answers itself: decode/exchanges.py, response_read.)"""
+    decoder remembers the answers itself: decode/pairing.py, response_read.)"""
     a = api(key)
     if a is None or not a.has_version(version):
         return None

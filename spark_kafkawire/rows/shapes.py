@@ -19,18 +19,18 @@ from typing import Any, Final, Iterator
 import pyarrow as pa
 
 from ..arrays import Column
+from ..kafka import codecs
 from ..kafka import records as rec
 from ..kafka.carried import json_bounded, trace_context, wire_format
 from ..kafka.values import RawRecords
 from ..decode.connstate import ConnState, Endpoints, Request, Response
-from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE
+from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, DAMAGE, TRUNCATED
 from ..wire.frames import Frame
 from ..wire.series import FILE_SHIFT, LOCAL_MASK
-from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .timing import Split, backwards, elapsed_ms, transfer_ms
+from .timing import Split, backwards, capture_side, elapsed_ms, transfer_ms
 from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
                     frame_status, message_json)
 
@@ -233,7 +233,7 @@ class RecordRows(RowBuilder):
     def _record_rows(self, ep: Endpoints | None, req: Request | None, resp: Response | None, direction: str,
                      msg: Request | Response, parts: list) -> Iterator[None]:
         """One row per record of the message's record fields, one per step."""
-        budget = rec.Budget(self.max_decompressed)  # one for all the batches of the message
+        budget = codecs.Budget(self.max_decompressed)  # one for all the batches of the message
         appended = _appended(resp, self.topic_ids) if direction == "request" else None
         for topic, index, raw in parts:
             # a Produce request's records are appended at the response's BaseOffset, one offset each in turn
@@ -244,7 +244,7 @@ class RecordRows(RowBuilder):
                 if r.status != "ok":
                     base = None  # how many records a batch not read whole held is not known: later offsets neither
                     # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
-                    if r.status != "truncated" and \
+                    if r.status != TRUNCATED and \
                             not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
                         continue
                 self._identity(ep, req, resp)
@@ -330,7 +330,7 @@ class ConnectionRows(RowBuilder):
 
     shape = "connections"
 
-    def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+    def __init__(self, capture_file: str, max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED,
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
                  topic_ids: dict[str, str] | None = None):
         super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
@@ -356,8 +356,7 @@ class ConnectionRows(RowBuilder):
         c["end_captured"].append(_end(conn))
         rtt, near = conn.round_trip()
         c["handshake_rtt_ms"].append(rtt / 1e6 if rtt is not None else None)
-        c["capture_side"].append(_side(near, conn.client == client_dir) if rtt is not None else
-                                 _side_from_acks(conn.health, client_dir))
+        c["capture_side"].append(capture_side(conn, client_dir, rtt, near))
         c["client_resets"].append(int(conn.reset_by == client_dir))
         c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
         c["protocol"].append(protocol_name)
@@ -443,31 +442,6 @@ def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Colu
         packet.append(None)
 
 
-def _side(near: str | None, syn_sender_is_client: bool) -> str | None:
-    """Where the capture point sits, in the row's terms (client: the Kafka client's end)."""
-    if near is None or near == "middle":
-        return near
-    return "client" if (near == "near_syn_sender") == syn_sender_is_client else "broker"
-
-
-#: under this round trip (ns) the ACKs' round trips tell no side (20 times the handshake's MIN_SIDE_RTT_NS)
-ACK_SIDE_RTT_NS: Final = 20 * MIN_SIDE_RTT_NS
-
-
-def _side_from_acks(health, client_dir: int) -> str | None:
-    """Where the capture point sits where the handshake was not captured, from the connection's own
-    round trips: the client's data to the broker's ACK is the part beyond the capture point, the
-    broker's data to the client's ACK the part before; the shorter under SIDE_SHARE of their sum
-    is the near end (the handshake's rule). None without both, or under ACK_SIDE_RTT_NS together: an
-    ACK may wait for its receiver some tens of microseconds, as much as a loopback round trip."""
-    beyond = health.side(client_dir).least_rtt()
-    before = health.side(1 - client_dir).least_rtt()
-    if beyond < 0 or before < 0 or beyond + before < ACK_SIDE_RTT_NS:
-        return None
-    share = before / (beyond + before)
-    return "client" if share < SIDE_SHARE else "broker" if share > 1 - SIDE_SHARE else "middle"
-
-
 def _end(conn) -> str:
     """How much of a connection's end the capture holds (column end_captured)."""
     halves = conn.halves
@@ -486,7 +460,7 @@ BUILDERS: dict[str, type[RowBuilder]] = {b.shape: b for b in (ExchangeRows, Mess
                                                               ConnectionRows)}
 
 
-def row_builder(shape: str, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+def row_builder(shape: str, capture_file: str, max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED,
                 mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
                 topic_ids: dict[str, str] | None = None, payload: bool = False) -> RowBuilder:
     """The row sink of a shape; ``payload``: rows=records shows keys, values and headers."""

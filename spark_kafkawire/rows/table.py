@@ -15,10 +15,11 @@ import pyarrow as pa
 from mypy_extensions import mypyc_attr
 
 from .. import arrays, protocol
+from ..kafka import codecs
 from ..kafka import records as rec
 from ..compiled import native, require
 from ..decode.connstate import Endpoints, Request, Response
-from ..decode.exchanges import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
+from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
 from ..wire.lane import Rows
@@ -242,10 +243,10 @@ class RowBuilder(Rows):
     builder (see shapes.py) is the decoder's row sink: its ``exchange`` appends that shape's rows."""
 
     shape: ClassVar[str] = ""  # the row shape, set by each shape's builder
-    #: the row of each TCP connection, for shapes that have one (see exchanges.RowSink)
+    #: the row of each TCP connection, for shapes that have one (see pairing.RowSink)
     connection: Callable[..., None] | None = None
 
-    def __init__(self, capture_file: str, max_decompressed: int = rec.DEFAULT_MAX_DECOMPRESSED,
+    def __init__(self, capture_file: str, max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED,
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
                  topic_ids: dict[str, str] | None = None):
         self.schema = arrow_schema(self.shape)

@@ -9,12 +9,18 @@ copy lost, so its first arrival is late), or a skip in the broker's IPv4 numberi
 response (a packet of the broker's lost before the capture point: the response seen may be a copy
 sent again, wire/health.py). A request segment sent again because its first copy was lost moves the
 start to that copy.
+
+And where the capture point sits (column ``capture_side`` of connection rows): from the handshake's
+round trip, or where it was not captured from the connection's own data-to-ACK round trips.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..decode.connstate import Endpoints
 from ..wire.frames import Frame
+from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 
 
 def round_trip(ep: Endpoints | None) -> tuple[int, int, str] | None:
@@ -123,3 +129,37 @@ def backwards(rq: Frame | None, rs: Frame | None) -> str | None:
             return (f"{name}_transfer_ms not known: the {name}'s last bytes are timed before its first "
                     "(packet times run backwards)")
     return None
+
+
+def capture_side(conn, client_dir: int, rtt: int | None, near: str | None) -> str | None:
+    """Where the capture point sits (column capture_side): from the handshake's round trip where it
+    was captured (``rtt``, ``near``: tcp.Connection.round_trip), else from the connection's own
+    round trips (_side_from_acks)."""
+    if rtt is not None:
+        return _side(near, conn.client == client_dir)
+    return _side_from_acks(conn.health, client_dir)
+
+
+def _side(near: str | None, syn_sender_is_client: bool) -> str | None:
+    """Where the capture point sits, in the row's terms (client: the Kafka client's end)."""
+    if near is None or near == "middle":
+        return near
+    return "client" if (near == "near_syn_sender") == syn_sender_is_client else "broker"
+
+
+#: under this round trip (ns) the ACKs' round trips tell no side (20 times the handshake's MIN_SIDE_RTT_NS)
+ACK_SIDE_RTT_NS: Final = 20 * MIN_SIDE_RTT_NS
+
+
+def _side_from_acks(health, client_dir: int) -> str | None:
+    """Where the capture point sits where the handshake was not captured, from the connection's own
+    round trips: the client's data to the broker's ACK is the part beyond the capture point, the
+    broker's data to the client's ACK the part before; the shorter under SIDE_SHARE of their sum
+    is the near end (the handshake's rule). None without both, or under ACK_SIDE_RTT_NS together: an
+    ACK may wait for its receiver some tens of microseconds, as much as a loopback round trip."""
+    beyond = health.side(client_dir).least_rtt()
+    before = health.side(1 - client_dir).least_rtt()
+    if beyond < 0 or before < 0 or beyond + before < ACK_SIDE_RTT_NS:
+        return None
+    share = before / (beyond + before)
+    return "client" if share < SIDE_SHARE else "broker" if share > 1 - SIDE_SHARE else "middle"

@@ -45,7 +45,7 @@ from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from ..decode.exchanges import CAPTURE_CHANGED
+from ..decode.status import CAPTURE_CHANGED
 from ..wire.fs import local_path
 from ..escape import printable
 from ..listing import list_files, pack

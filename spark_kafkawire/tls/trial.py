@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .keys import TLS13, Keys, Payload, tls13_keys
-from .records import TRIAL_RECORDS
+from .recordstream import TRIAL_RECORDS
 from .budget import TrialBudget
 
 NO_KEY_LOG = "no key log given (option tlsKeyLog, or a pcapng Decryption Secrets Block)"

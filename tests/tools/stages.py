@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from spark_kafkawire.kafka.body import DEFAULT_RECORD_OPTIONS, decode_with_facts
+from spark_kafkawire.kafka.body import DEFAULT_RECORD_OPTIONS
+from spark_kafkawire.kafka.message import decode_with_facts
 
 
 def decode_body(api_key: int, version: int, request: bool, data, pos: int, opts=DEFAULT_RECORD_OPTIONS):
-    """A body's decoded value and the version whose layout read it (body.decode_with_facts without
+    """A body's decoded value and the version whose layout read it (message.decode_with_facts without
     the facts)."""
     value, used, _facts = decode_with_facts(api_key, version, request, data, pos, opts)
     return value, used
