@@ -347,7 +347,7 @@ def _blanks() -> dict[str, Callable[[], object]]:
     from .kafka.headers import RequestHeader
     from .kafka.topicids import TopicIds
     from .tls.guess import TlsGuess
-    from .tls.records import TlsDirection
+    from .tls.direction import TlsDirection
     from .wire.frames import Accounting, Frame, Framer
     from .wire.halfstream import HalfStream
     from .wire.health import Health, Side

@@ -22,12 +22,12 @@ from .wire.capture import CaptureError, CaptureReader, RowsDue
 from .decode.exchanges import Decoder
 from .listing import list_files, plan
 from .options import TIME_ORDER_MARGIN_NS, Options, job_options, options_table
-from .wire.packets import decode
+from .wire.packets import dissect
 from .decode.predicate import Predicate
 from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .rows.tee import Tee
-from .wire.lane import Rows
+from .wire.lane import RowCounts
 from .wire.series import file_number, find_series, first_time, overlaps
 from .wire.tcp import Reassembler, last_seen
 from .tls.budget import TrialBudget
@@ -199,7 +199,7 @@ class _Read:
                                      payload=opts.include_records and shape == "records")
                          for shape in shapes]
         self.tee = Tee(self.builders) if len(self.builders) > 1 else None
-        self.sink: Rows = self.tee if self.tee is not None else self.builders[0]
+        self.sink: RowCounts = self.tee if self.tee is not None else self.builders[0]
         if carried is None:
             self.decoder, self.reasm = build_stages(self.sink, opts, predicate, share, topics, shapes)
         else:  # a read that goes on from an earlier read of the series (carry.py)
@@ -228,7 +228,7 @@ class _Read:
                 if sink.count >= limit or sink.backlog:
                     yield from self.due(False)
                 continue
-            seg = decode(pkt)
+            seg = dissect(pkt)
             if seg is not None:
                 segment(*seg)
                 if sink.count >= limit or sink.backlog:
@@ -310,7 +310,7 @@ def build_stages(sink, opts: Options | None = None, predicate: Predicate | None 
                  share: tuple[int, int] | None = None,
                  topics: TopicIds | None = None, shapes: tuple[str, ...] | None = None) -> tuple[Decoder, Reassembler]:
     """The decoding stages wired in order, from the row sink back: frames, exchanges and TLS
-    (Decoder) fed by the TCP reassembler. Feed the reassembler the segments ``packets.decode``
+    (Decoder) fed by the TCP reassembler. Feed the reassembler the segments ``packets.dissect``
     makes of a capture's packets, then ``closing()`` it. ``sink``: the row builder (or anything
     with its ``exchange``/``connection`` calls; a Tee for several ``shapes``, else option rows')."""
     opts = opts or Options()

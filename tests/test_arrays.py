@@ -123,7 +123,7 @@ def test_a_read_imports_the_tls_stage_only_when_it_meets_tls(tmp_path):
     """Nothing is imported until needed: a read of plaintext Kafka loads none of the TLS session,
     record layer, key schedule or key log (nor cryptography); a read of a TLS capture with its key
     log loads them all."""
-    tls_stage = ["spark_kafkawire.tls.session", "spark_kafkawire.tls.records", "spark_kafkawire.tls.keys",
+    tls_stage = ["spark_kafkawire.tls.session", "spark_kafkawire.tls.direction", "spark_kafkawire.tls.keys",
                  "spark_kafkawire.tls.keylog", "cryptography"]
     code = ("import sys, json, spark_kafkawire as k; opts = json.loads(sys.argv[2]); "
             "t = k.read_capture(sys.argv[1], **opts); assert t.num_rows; "

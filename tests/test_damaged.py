@@ -15,7 +15,7 @@ import damage
 from conftest import FINDINGS, PUBLIC, SAMPLES
 from spark_kafkawire import read_capture
 from spark_kafkawire.wire.capture import CaptureReader, MalformedCaptureError
-from spark_kafkawire.wire.packets import decode
+from spark_kafkawire.wire.packets import dissect
 from stages import flush, stages
 
 ETHERNET_SAMPLES = ["tansu-confluent-codecs.pcap", "veth-confluent-mtu.pcap", "tansu-admin-txn.pcap",
@@ -81,7 +81,7 @@ def test_one_percent_dropped_every_intact_exchange_decodes(name, seed, tmp_path)
     isn = {}
     holes = defaultdict(list)  # (sport, dport) -> stream ranges lost
     for pkt in CaptureReader(str(src)):
-        seg = decode(pkt)
+        seg = dissect(pkt)
         if seg is None:
             continue
         reasm.feed(seg)
@@ -159,7 +159,7 @@ def _captured_by_direction(path):
     ranges = defaultdict(list)
     first = {}
     for pkt in CaptureReader(str(path)):
-        seg = decode(pkt)
+        seg = dissect(pkt)
         if seg is None:
             continue
         k = (seg.src, seg.sport, seg.dst, seg.dport)

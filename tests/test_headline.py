@@ -130,7 +130,7 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
     from spark_kafkawire.wire.capture import CaptureReader
     from headline_reference import headline
     from spark_kafkawire.kafka.headline import HEADLINE_FIELDS, headline_from_facts
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
 
     class Both:
         def __init__(self):
@@ -157,7 +157,7 @@ def test_facts_gathered_while_decoding_equal_the_walk_over_the_decoded_bodies():
         # rows that show it keep the top level only, test_codegen checks that mode)
         decoder, reasm = stages(sink, rows="partitions")
         for pkt in CaptureReader(str(path)):
-            seg = decode(pkt)
+            seg = dissect(pkt)
             if seg is not None:
                 reasm.feed(seg)
         flush(reasm)

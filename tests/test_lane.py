@@ -393,16 +393,16 @@ def _fast_lane(path: Path, feed):
 
 def lane_segments(path: Path) -> tuple[list, int]:
     """The segments a read hands the reassembler with the lane (those it reads, and those
-    packets.decode makes of the packets it leaves to the reader, in capture order), and the packets
+    packets.dissect makes of the packets it leaves to the reader, in capture order), and the packets
     the lane read."""
     from spark_kafkawire.wire.capture import ROWS_DUE
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
 
     sink = _Feed()
     fast = _fast_lane(path, sink.feed)
     for pkt in CaptureReader(str(path), lane=fast):
         if pkt is not ROWS_DUE:
-            seg = decode(pkt)
+            seg = dissect(pkt)
             if seg is not None:
                 sink.segments.append(seg)
     for table, was in sink.kept:
@@ -412,15 +412,15 @@ def lane_segments(path: Path) -> tuple[list, int]:
 
 @pytest.mark.parametrize("path", SAMPLE_FILES + PUBLIC_FILES + sorted(FINDINGS.glob("*.pcap*")), ids=lambda p: p.name)
 def test_the_lane_feeds_the_segments_packets_decode_makes(path):
-    """The lane is capture.py's record walk and packets.decode in C, nothing after them: every
-    segment it feeds the reassembler is the one packets.decode makes of the same record, field for
+    """The lane is capture.py's record walk and packets.dissect in C, nothing after them: every
+    segment it feeds the reassembler is the one packets.dissect makes of the same record, field for
     field (number, time, endpoints, sequence numbers, flags, payload, length on the wire, window),
     in the same order."""
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
 
     got, taken = lane_segments(path)
     try:
-        want = [s for s in (decode(p) for p in CaptureReader(str(path))) if s is not None]
+        want = [s for s in (dissect(p) for p in CaptureReader(str(path))) if s is not None]
     except Exception:  # noqa: BLE001 (a file the reader refuses is refused both ways: the read tests say how)
         return
     assert len(got) == len(want), path.name

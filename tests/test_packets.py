@@ -8,7 +8,7 @@ import pytest
 
 from pcapgen import tcp_packet
 from spark_kafkawire.wire.capture import Packet
-from spark_kafkawire.wire.packets import decode, ip_text
+from spark_kafkawire.wire.packets import dissect, ip_text
 
 C, B = ("192.0.2.10", 51000), ("192.0.2.20", 9092)
 
@@ -25,7 +25,7 @@ def _check(seg, payload=b"hello", src="192.0.2.10"):
 
 
 def test_ethernet():
-    _check(decode(Packet(1, 0, 1, tcp_packet(C, B, 123456, b"hello"), 0)))
+    _check(dissect(Packet(1, 0, 1, tcp_packet(C, B, 123456, b"hello"), 0)))
 
 
 @pytest.mark.parametrize("tags", [[0x8100], [0x88A8, 0x8100]])
@@ -37,51 +37,51 @@ def test_vlan_and_qinq(tags):
     frame = hdr + struct.pack("!H", 0x0800) + _ip_bytes()
     parsed = dpkt.ethernet.Ethernet(frame)  # dpkt agrees that this is a tagged IPv4 frame
     assert isinstance(parsed.data, dpkt.ip.IP)
-    _check(decode(Packet(1, 0, 1, frame, 0)))
+    _check(dissect(Packet(1, 0, 1, frame, 0)))
 
 
 def test_linux_sll():
     sll = struct.pack("!HHH8sH", 0, 772, 6, b"\x00" * 8, 0x0800) + _ip_bytes()
     assert isinstance(dpkt.sll.SLL(sll).data, dpkt.ip.IP)
-    _check(decode(Packet(1, 0, 113, sll, 0)))
+    _check(dissect(Packet(1, 0, 113, sll, 0)))
 
 
 def test_linux_sll2():
     sll2 = struct.pack("!HHIHBB8s", 0x0800, 0, 1, 772, 0, 6, b"\x00" * 8) + _ip_bytes()
     assert isinstance(dpkt.sll2.SLL2(sll2).data, dpkt.ip.IP)
-    _check(decode(Packet(1, 0, 276, sll2, 0)))
+    _check(dissect(Packet(1, 0, 276, sll2, 0)))
 
 
 @pytest.mark.parametrize("linktype,fam", [(0, struct.pack("<I", 2)), (0, struct.pack(">I", 2)), (108, struct.pack(">I", 2))])
 def test_bsd_loopback(linktype, fam):
-    _check(decode(Packet(1, 0, linktype, fam + _ip_bytes(), 0)))
+    _check(dissect(Packet(1, 0, linktype, fam + _ip_bytes(), 0)))
 
 
 @pytest.mark.parametrize("linktype", [101, 228, 12])
 def test_raw_ip(linktype):
-    _check(decode(Packet(1, 0, linktype, _ip_bytes(), 0)))
+    _check(dissect(Packet(1, 0, linktype, _ip_bytes(), 0)))
 
 
 def test_ipv6():
     c6, b6 = ("2001:db8::10", 51000), ("2001:db8::20", 9092)
     frame = tcp_packet(c6, b6, 123456, b"hello", v6=True)
     assert isinstance(dpkt.ethernet.Ethernet(frame).data, dpkt.ip6.IP6)
-    _check(decode(Packet(1, 0, 1, frame, 0)), src="2001:db8::10")
+    _check(dissect(Packet(1, 0, 1, frame, 0)), src="2001:db8::10")
     raw = bytes(dpkt.ethernet.Ethernet(frame).data)
-    _check(decode(Packet(1, 0, 229, raw, 0)), src="2001:db8::10")
+    _check(dissect(Packet(1, 0, 229, raw, 0)), src="2001:db8::10")
     null6 = struct.pack("<I", 30) + raw
-    _check(decode(Packet(1, 0, 0, null6, 0)), src="2001:db8::10")
+    _check(dissect(Packet(1, 0, 0, null6, 0)), src="2001:db8::10")
 
 
 def test_snaplen_cut_keeps_wire_length():
     frame = tcp_packet(C, B, 123456, b"x" * 1000)
-    seg = decode(Packet(1, 0, 1, frame[:96], len(frame)))
+    seg = dissect(Packet(1, 0, 1, frame[:96], len(frame)))
     assert seg.wire_len == 1000 and len(seg.payload) == 96 - 14 - 20 - 20
 
 
 def test_ethernet_padding_is_not_payload():
     frame = tcp_packet(C, B, 123456, b"") + b"\x00" * 6  # padded to the 60-byte minimum
-    seg = decode(Packet(1, 0, 1, frame, len(frame)))
+    seg = dissect(Packet(1, 0, 1, frame, len(frame)))
     assert seg.payload == b"" and seg.wire_len == 0
 
 
@@ -89,8 +89,8 @@ def test_not_tcp():
     udp = dpkt.ip.IP(src=socket.inet_aton("1.2.3.4"), dst=socket.inet_aton("5.6.7.8"), p=17,
                      data=dpkt.udp.UDP(sport=1, dport=2, data=b"x"))
     frame = bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=0x0800, data=udp))
-    assert decode(Packet(1, 0, 1, frame, 0)) is None
-    assert decode(Packet(1, 0, 1, b"\x00" * 10, 0)) is None
+    assert dissect(Packet(1, 0, 1, frame, 0)) is None
+    assert dissect(Packet(1, 0, 1, b"\x00" * 10, 0)) is None
 
 
 def test_address_text_remembered_is_ipaddress_text():

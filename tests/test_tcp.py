@@ -145,7 +145,7 @@ def test_gap_in_the_middle_of_a_frame(tmp_path):
 def test_ended_connections_are_forgotten(tmp_path):
     """The connection table does not grow with the number of connections in a capture."""
     from spark_kafkawire.wire.capture import Packet
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
     from spark_kafkawire.rows.shapes import row_builder
 
     rows = row_builder("exchanges", "x")
@@ -157,7 +157,7 @@ def test_ended_connections_are_forgotten(tmp_path):
         c.send("b", response(1, 12, 4))
         for p in c.fin().packets:
             t += 100_000_000  # 0.1 s apart
-            r.feed(decode(Packet(1, t, 1, p, len(p))))
+            r.feed(dissect(Packet(1, t, 1, p, len(p))))
     assert rows.count == 3000
     assert len(r.table) < 2 * 2 * 2100  # only connections of the last few minutes remain
 
@@ -180,7 +180,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     """A port scan (SYN-only connections) and one-segment connections whose ends were not captured:
     at most maxConnections are tracked at once, the longest idle retired as if closed, its row
     saying end_captured=evicted; every connection still has exactly one row."""
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
     from spark_kafkawire.wire.capture import CaptureReader
     from spark_kafkawire.rows.shapes import row_builder
     from pcapgen import write_pcap
@@ -196,7 +196,7 @@ def test_connections_beyond_the_cap_are_retired_not_kept(tmp_path):
     _decoder, reasm = stages(rows, maxConnections=1000)
     most_live = most_table = 0
     for pkt in CaptureReader(str(path)):
-        reasm.feed(decode(pkt))
+        reasm.feed(dissect(pkt))
         most_live = max(most_live, len(reasm.live))
         most_table = max(most_table, len(reasm.table))
     flush(reasm)

@@ -1,7 +1,7 @@
 """Losses one capture point can see (wire/health.py, "lost on the path"): skips in the sender's IPv4
 numbering, D-SACK blocks that take back a copy counted lost, and a pure ACK past the bytes seen.
 Hand-built segments for the rules (one stage: wire/health.py) and hand-built packets whose options
-tshark parses too (packets.decode and the fast lane against tshark's D-SACK edges and IP IDs). The
+tshark parses too (packets.dissect and the fast lane against tshark's D-SACK edges and IP IDs). The
 whole, against a forwarder's drop log at both ends of a real client and broker, is in
 tests/test_network_split.py."""
 
@@ -18,7 +18,7 @@ from pcapgen import write_pcap
 from spark_kafkawire.wire.capture import CaptureReader
 from spark_kafkawire.wire.health import Health
 from spark_kafkawire.wire.loss import FRAME_PAYLOAD, MAX_ID_GAP, MIN_ID_STEPS
-from spark_kafkawire.wire.packets import decode
+from spark_kafkawire.wire.packets import dissect
 
 ACK = 0x10
 MSS = 1448
@@ -175,7 +175,7 @@ def test_d_sack_edges_and_ip_ids_are_what_tshark_reads(options_capture, lane):
             pytest.skip("the fast lane is not built (or KAFKAWIRE_PURE_PYTHON=1)")
         segments = _lane_segments(options_capture)
     else:
-        segments = [decode(p) for p in CaptureReader(str(options_capture))]
+        segments = [dissect(p) for p in CaptureReader(str(options_capture))]
     ours = []
     for s in segments:
         if s.dsack < 0:

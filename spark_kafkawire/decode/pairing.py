@@ -64,8 +64,8 @@ def response_read(api_key: int, version: int) -> tuple[int | None, bool]:
     return found
 
 
-def _decode(api_key: int, version: int, request: bool, frame: Frame, pos: int,
-            opts: RecordOptions, st: ConnState) -> tuple[dict | None, str | None, Facts | None]:
+def _body_of(api_key: int, version: int, request: bool, frame: Frame, pos: int,
+             opts: RecordOptions, st: ConnState) -> tuple[dict | None, str | None, Facts | None]:
     """Decode a body; returns (value, None, facts) or (None, why not, None)."""
     if not frame.complete:
         return None, None, None
@@ -170,7 +170,7 @@ class Pairing:
                 not always_decode(h.api_key, h.api_version, True):
             body, err, facts = None, None, None
         else:
-            body, err, facts = _decode(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
+            body, err, facts = _body_of(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)
         # from the body, or where it was not decoded (filtered out, another share's, not fitting its
         # layout) read by itself: every request waits for its answer as in the whole read
         acks = None
@@ -209,7 +209,7 @@ class Pairing:
         try:
             _corr, pos = parse_response_header(frame.data, hv)
             if hv is not None and self.decode_bodies and not req.skip:
-                body, err, facts = _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
+                body, err, facts = _body_of(h.api_key, h.api_version, False, frame, pos, self.record_options, st)
                 self.topics.taught(facts)
             elif learn:
                 self._learn(st, h, frame, pos)
@@ -259,7 +259,7 @@ class Pairing:
             len(frame.data) - pos <= LEARNED_BYTES
         key = frame.data[pos:] if remembered else None  # (frames are bytes: a slice is its own copy)
         self.topics.learn(h.api_key, h.api_version, key,
-                          lambda: _decode(h.api_key, h.api_version, False, frame, pos, self.record_options, st)[2])
+                          lambda: _body_of(h.api_key, h.api_version, False, frame, pos, self.record_options, st)[2])
 
     def _emit(self, st: ConnState, req: Request | None, resp: Response | None, status: str,
               detail: str | None) -> None:

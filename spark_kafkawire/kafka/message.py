@@ -49,23 +49,23 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
         # the broker does not support the requested version and answers with a v0-shaped body;
         # if even that does not fit (librdkafka's mock cluster), the error code is all there is
         try:
-            return _with_version(_decode(s, API_VERSIONS, 0, False, data, pos, opts), 0)
+            return _with_version(_read_layout(s, API_VERSIONS, 0, False, data, pos, opts), 0)
         except BodyError:
             return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
                     Facts(UNSUPPORTED_VERSION))
     layout = s.layouts.get(message_code(api_key, version, request))
     if layout is not None:  # its own version's layout (nearly every body)
-        return _with_version(_decode(s, api_key, version, request, data, pos, opts, opts.text, layout), version)
+        return _with_version(_read_layout(s, api_key, version, request, data, pos, opts, opts.text, layout), version)
     used = _layout_version(s, api_key, version, request)
     if used is None:
         raise KeyError((api_key, version, request))
     if used != version:
-        value, facts = _decode(s, api_key, used, request, data, pos, opts)
+        value, facts = _read_layout(s, api_key, used, request, data, pos, opts)
         if "_trailing_bytes" in value:
             raise BodyError(f"no schema for version {version}, and version {used}'s does not fit", pos)
         value["_decoded_as_version"] = used
         return value, used, facts
-    return _with_version(_decode(s, api_key, version, request, data, pos, opts, opts.text), version)
+    return _with_version(_read_layout(s, api_key, version, request, data, pos, opts, opts.text), version)
 
 
 #: leading fields read so far: (api_key, version, request, name) -> {length of the bytes read:
@@ -125,9 +125,9 @@ def _with_version(decoded: tuple[dict, Facts], version: int) -> tuple[dict, int,
     return decoded[0], version, decoded[1]
 
 
-def _decode(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, pos: int,
-            opts: RecordOptions = DEFAULT_RECORD_OPTIONS, text: bool = False,
-            layout: tuple[int, bool] | None = None) -> tuple[dict, Facts]:
+def _read_layout(s: Schemas, api_key: int, version: int, request: bool, data: Bytes, pos: int,
+                 opts: RecordOptions = DEFAULT_RECORD_OPTIONS, text: bool = False,
+                 layout: tuple[int, bool] | None = None) -> tuple[dict, Facts]:
     sid, flex = layout if layout is not None else s.messages[(api_key, version, request)]
     guard = api_key not in s.secret_apis
     if text and guard and not GENERATED:  # (secret bodies are sealed as values: seal())

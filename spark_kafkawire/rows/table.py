@@ -22,7 +22,7 @@ from ..decode.connstate import Endpoints, Request, Response
 from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
-from ..wire.lane import Rows
+from ..wire.lane import RowCounts
 from ..wire.series import FILE_SHIFT
 from ..kafka.headers import RequestHeader
 from ..kafka.headline import HEADLINE_FIELDS, SESSION_FIELDS
@@ -236,7 +236,7 @@ def arrow_schema(rows: str) -> pa.Schema:
     return pa.schema([pa.field(name, _ARROW[typ]) for name, typ in COLUMNS[rows]])
 
 
-class RowBuilder(Rows):
+class RowBuilder(RowCounts):
     """The columns of one row shape being filled (the part every shape's builder shares): rows are
     appended to ``cols`` and leave as record batches (:meth:`flush`); rows not made yet wait in
     ``backlog`` (rows=records, where one frame can hold millions: see :meth:`fill`). A shape's
@@ -257,7 +257,7 @@ class RowBuilder(Rows):
         self.files: list[str] = self.damage.files
         self.max_decompressed = max_decompressed
         self.max_records = max_records
-        self.backlog = deque()  # (Rows: the fast lane asks for it between packets)
+        self.backlog = deque()  # (RowCounts: the fast lane asks for it between packets)
         self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}  # topic id -> name
         self.payload = False  # rows=records: keys, values and headers shown (option includeRecords)
         self.schema_types: dict[int, str] = {}  # rows=records: schema id -> format, from a registry's records

@@ -9,11 +9,11 @@ from collections import deque
 from typing import Callable
 
 from ..decode.connstate import Endpoints, Request, Response
-from ..wire.lane import Rows
+from ..wire.lane import RowCounts
 from .table import RowBuilder
 
 
-class Tee(Rows):
+class Tee(RowCounts):
     """The row sink of several shapes' builders. ``count`` is the most rows any of them holds, and
     ``backlog`` the records builder's (rows made as batches leave), so the reader and the fast lane
     hand batches on as they do for one shape."""

@@ -3,7 +3,7 @@
 A connection whose bytes start like TLS records is recognised (guess.py); its handshake is read in
 clear (handshake.py: version, suite, server name, ALPN, certificate; fingerprints.py: JA3, JA4) and, with
 the session's secrets from a key log (keylog.py), its records are cut (recordstream.py) and
-decrypted (records.py; keys.py: key schedule and record ciphers; suites.py: the cipher suites as
+decrypted (direction.py; keys.py: key schedule and record ciphers; suites.py: the cipher suites as
 data) into the same framers a plaintext connection feeds (session.py: one connection; trial.py: where its handshake
 was not captured).
 

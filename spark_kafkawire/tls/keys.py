@@ -2,7 +2,7 @@
 PRF) and the record ciphers (AES-GCM, ChaCha20-Poly1305, AES-CBC with HMAC), from ``cryptography``;
 the suites themselves are suites.py's.
 
-Nothing here keeps or shows a secret beyond the key objects it makes: the record layer (records.py) asks
+Nothing here keeps or shows a secret beyond the key objects it makes: the record layer (direction.py) asks
 for keys and opens records with them.
 """
 

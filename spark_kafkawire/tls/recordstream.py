@@ -1,6 +1,6 @@
 """The TLS record layer of one direction, framing: bytes cut into whole records, their boundaries
 found again after a gap (by their headers, and by a record that verifies under the direction's
-keys), bytes in no record counted. Decryption is records.py's (the Records built on this)."""
+keys), bytes in no record counted. Decryption is direction.py's (the Records built on this)."""
 
 from __future__ import annotations
 

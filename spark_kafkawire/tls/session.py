@@ -8,7 +8,7 @@ from typing import Callable
 
 from .handshake import Handshake
 from .keys import Keys, suite_fits, tls12_keys, tls13_keys
-from .records import TlsDirection
+from .direction import TlsDirection
 from .suites import SUITES
 from .budget import TrialBudget
 from .trial import NO_KEY_LOG, Trial

@@ -1,9 +1,9 @@
 /* The fast lane: capture records to TCP segments, in C.
  *
  * This is capture.py's record walk (classic pcap records, pcapng Enhanced Packet Blocks) and
- * packets.decode (Ethernet with 802.1Q/QinQ tags, Linux cooked v1 and v2; IPv4 without fragments;
+ * packets.dissect (Ethernet with 802.1Q/QinQ tags, Linux cooked v1 and v2; IPv4 without fragments;
  * IPv6 without extension headers; TCP) for the packets most captures are made of. Each packet it
- * reads becomes the segment packets.decode makes of it (its fields), and the segments of up to
+ * reads becomes the segment packets.dissect makes of it (its fields), and the segments of up to
  * BATCH packets go to the reassembler at a time, as a table of their numbers with a list of their
  * payloads and one of their addresses (lane.Batch.feed, compiled, gives each to
  * Reassembler.segment): TCP reassembly, framing and everything after stay in the Python stages
@@ -159,7 +159,7 @@ static void put_le64(unsigned char *p, long long v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(u >> (8 * i));
 }
 
-/* the packet's segment (the fields packets.decode gives a Segment) joins the batch: its numbers a
+/* the packet's segment (the fields packets.dissect gives a Segment) joins the batch: its numbers a
    row of the table, its payload and addresses items of the lists. TAKEN or FAILED */
 static int add_segment(Lane *self, long long number, long long ts_ns, const unsigned char *src,
                        const unsigned char *dst, int alen, unsigned sport, unsigned dport, unsigned long seq,
@@ -247,7 +247,7 @@ static long long dsack_of(const unsigned char *t, Py_ssize_t doff, unsigned long
     return -1;
 }
 
-/* one packet's captured bytes d[0:dl], as packets.decode reads them, into the batch: TAKEN, STOP
+/* one packet's captured bytes d[0:dl], as packets.dissect reads them, into the batch: TAKEN, STOP
    or FAILED */
 static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
                 long long number) {

@@ -8,7 +8,7 @@ Ethernet, Linux cooked, IPv4 and IPv6 carrying TCP) and hands the reassembler th
 BATCH packets at a time as a table of their numbers (``Batch.feed`` below, compiled): no object per
 field, only each segment's payload and addresses. ``Batch.feed`` gives each to
 ``Reassembler.segment``, which is what ``Reassembler.feed`` does with a Segment; after each, it asks
-the row builder (``Rows``) whether batches are due, as the reader's loop does. Everything from TCP
+the row builder (``RowCounts``) whether batches are due, as the reader's loop does. Everything from TCP
 reassembly on (tcp.py, frames.py and after) is the same Python code either way, compiled by mypyc
 where it is built: the lane is only the two stages before it. A record it does not read (damaged,
 cut by the buffer's end, another layer) is left to the Python stages. The results are the same
@@ -41,7 +41,7 @@ ROW_FIELDS: Final = 11
 ROW: Final = 8 * ROW_FIELDS
 
 
-class Rows:
+class RowCounts:
     """What the row builder (rows/table.py's RowBuilder, a subclass) tells the reader between two
     packets: the rows made and not yet handed on, and the frames whose rows are still to make."""
 
@@ -54,7 +54,7 @@ class Batch:
     comment), stopping after the first packet that leaves batches due: ``feed`` returns the packets
     it handed on, negated when it stopped so (the lane starts again after that packet)."""
 
-    def __init__(self, reasm: Reassembler, rows: Rows, limit: int):
+    def __init__(self, reasm: Reassembler, rows: RowCounts, limit: int):
         self.reasm = reasm
         self.rows = rows
         self.limit = limit
@@ -96,7 +96,7 @@ class FastLane:
     whether reading can stop; ``past`` counts those packets, the lane's and the reader's, and the
     lane leaves each such packet to the reader."""
 
-    def __init__(self, reasm: Reassembler, rows: Rows, batch_limit: int, stop_from: int | None,
+    def __init__(self, reasm: Reassembler, rows: RowCounts, batch_limit: int, stop_from: int | None,
                  past: PastBound):
         assert _lane is not None  # made only where available() (see make)
         self.lane = _lane.Lane(Batch(reasm, rows, batch_limit).feed)
@@ -128,7 +128,7 @@ class FastLane:
         return pos, number, offset, flush
 
 
-def make(reasm: Reassembler, rows: Rows, batch_limit: int, stop_from: int | None,
+def make(reasm: Reassembler, rows: RowCounts, batch_limit: int, stop_from: int | None,
          past: PastBound | None = None) -> FastLane | None:
     """The lane for one file, or None when it is not available."""
     return FastLane(reasm, rows, batch_limit, stop_from, past or PastBound()) if available() else None

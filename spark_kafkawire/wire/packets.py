@@ -180,7 +180,7 @@ def _dsack(d: bytes, pos: int, end: int, ack: int) -> int:
     return -1
 
 
-def decode(pkt: Packet) -> Segment | None:
+def dissect(pkt: Packet) -> Segment | None:
     """The TCP segment a packet carries, or None if it carries none we can use."""
     d = pkt.data
     if pkt.linktype == LINKTYPE_ETHERNET and len(d) >= 54 and d[14] == 0x45:

@@ -32,11 +32,11 @@ def run(path, sink, **options):
     """Every packet of the capture at ``path`` through the stages into ``sink``, the open
     connections flushed at its end; returns (decoder, reassembler)."""
     from spark_kafkawire.wire.capture import CaptureReader
-    from spark_kafkawire.wire.packets import decode
+    from spark_kafkawire.wire.packets import dissect
 
     decoder, reasm = stages(sink, **options)
     for pkt in CaptureReader(str(path)):
-        seg = decode(pkt)
+        seg = dissect(pkt)
         if seg is not None:
             reasm.feed(seg)
     flush(reasm)
