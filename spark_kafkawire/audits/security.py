@@ -8,7 +8,12 @@ from pyspark.sql import functions as F
 from .. import protocol
 from ..decode.status import SASL_TOKEN
 from ..protocol import SASL_APIS as SASL
+from ..tls.suites import SUITES
 from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
+
+
+#: the suites whose records an AEAD cipher protects (tls/suites.py): any other is flagged weak
+AEAD_SUITES = sorted(s.name for s in SUITES.values() if s.aead)
 
 
 def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -66,9 +71,8 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                    .alias("apis"))
               .orderBy("listener", "client_ip"))
     # TLS: versions and suites per client and listener, weak ones flagged
-    weak = F.col("tls_version").isin("SSL 3.0", "TLS 1.0", "TLS 1.1") | \
-        ~(F.col("tls_cipher").contains("GCM") | F.col("tls_cipher").contains("CHACHA20") |
-          F.col("tls_cipher").contains("CCM"))
+    # (a suite not among tls/suites.py's, named by its number: not known to be AEAD, so flagged)
+    weak = F.col("tls_version").isin("SSL 3.0", "TLS 1.0", "TLS 1.1") | ~F.col("tls_cipher").isin(AEAD_SUITES)
     tls_versions = (tls_conns.groupBy("capture_date", "listener", "client_ip", "tls_version", "tls_cipher", "tls_ja3",
                                      "tls_ja4")
                     .agg(F.count("*").alias("connections"))

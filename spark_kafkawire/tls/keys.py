@@ -38,8 +38,8 @@ def _hash(name: str):
 
 
 def suite_fits(suite: int, version: int | None) -> bool:
-    """Can a session of this version use this suite? (TLS 1.3 only the three of TLS13_SUITES that
-    are decrypted; earlier versions none of them.)"""
+    """Can a session of this version use this suite? (TLS 1.3 only its own, TLS13_SUITES; earlier
+    versions none of them.)"""
     return (suite in TLS13_SUITES) == (version == TLS13)
 
 
@@ -69,16 +69,16 @@ def prf12(secret: bytes, label: bytes, seed: bytes, length: int, hash_name: str)
 def tls13_keys(secret: bytes, suite: int) -> "RecordKeys | None":
     """A TLS 1.3 traffic secret's record keys under one of TLS 1.3's suites, or None where the
     secret's length is not that suite's hash's."""
-    _name, kind, key_len, hash_name = SUITES[suite]
-    if suite not in TLS13_SUITES or len(secret) != (48 if hash_name == "sha384" else 32):
+    s = SUITES[suite]
+    if not s.tls13 or s.protection is None or len(secret) != (48 if s.hash == "sha384" else 32):
         return None
-    return RecordKeys(kind or "gcm", hkdf_expand_label(secret, b"key", key_len, hash_name),
-                      hkdf_expand_label(secret, b"iv", 12, hash_name), True)
+    return RecordKeys(s.protection, hkdf_expand_label(secret, b"key", s.key_len, s.hash),
+                      hkdf_expand_label(secret, b"iv", 12, s.hash), True)
 
 
 def next_secret(secret: bytes, suite: int) -> bytes:
     """TLS 1.3 KeyUpdate: the next traffic secret (RFC 8446 7.2)."""
-    return hkdf_expand_label(secret, b"traffic upd", len(secret), SUITES[suite][3])
+    return hkdf_expand_label(secret, b"traffic upd", len(secret), SUITES[suite].hash)
 
 
 class RecordKeys:
@@ -216,7 +216,8 @@ def tls12_keys(suite: int, version: int, master: bytes, server_random: bytes, cl
     """A TLS 1.1/1.2 direction's record keys from the master secret (RFC 5246 6.3: the key block
     holds client and server MAC keys (CBC) or keys, then client and server keys (CBC) or IVs).
     Raises ValueError where the suite is not decrypted here or does not fit the version."""
-    name, kind, key_len, hash_name = SUITES[suite]
+    s = SUITES[suite]
+    name, kind, key_len, hash_name = s.name, s.protection, s.key_len, s.hash
     if kind is None:
         raise ValueError(f"cipher suite {name} is not decrypted")
     cbc = kind.startswith("cbc")
