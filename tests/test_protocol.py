@@ -271,3 +271,30 @@ def test_message_codes_are_one_to_one():
     edge = (-32768, -2, -1, 0, 1, 2, 255, 256, 32766, 32767)
     codes = {message_code(k, v, r) for k in edge for v in edge for r in (False, True)}
     assert len(codes) == len(edge) ** 2 * 2
+
+
+def _named_releases(text: str, known: list[str]) -> set[str]:
+    """The releases a text names: each one written out, and every release of the table within a
+    range the text writes ("3.0 to 3.9", "3.0 ... 3.9", "3.0-3.9")."""
+
+
+    named = set(re.findall(r"(?<![\d.])\d\.\d+(?:\.\d+)?(?![\d.]*\d)", text))
+    for lo, hi in re.findall(r"(\d\.\d+)\s*(?:to|\.\.\.|-)\s*(\d\.\d+)", text):
+        if lo in known and hi in known:
+            named.update(known[known.index(lo): known.index(hi) + 1])
+    return named
+
+
+def test_the_docs_name_the_release_tables_releases():
+    """Where README and docs/audits.md say which releases --target-release takes, they name the
+    release table's (protocol/releases.tsv) and no other: a release added to the table fails this
+    until the docs say it (the job's --help lists them from the table itself)."""
+    known = list(protocol.releases())
+    root = Path(__file__).resolve().parents[1]
+    readme = root.joinpath("README.md").read_text()
+    part = readme[readme.index("`--target-release` takes any"):readme.index("`--help` lists them")]
+    assert _named_releases(part, known) == set(known), part
+    row = next(line for line in root.joinpath("docs", "audits.md").read_text().splitlines()
+               if line.startswith("| `target_release`"))
+    row = row[row.index("(") : row.index("the releases whose")]
+    assert _named_releases(row, known) == set(known), row
