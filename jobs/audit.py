@@ -136,9 +136,11 @@ def parse(argv: list[str]):
     ap.add_argument("--max-files-per-trigger", type=int, default=None, help="with --incremental: files per batch")
     ap.add_argument("--verbose", action="store_true",
                     help="Spark's own log (errors) on stderr (by default in a file named if the run fails)")
-    ap.add_argument("--complete-after-seconds", type=float, default=60.0,
+    from spark_kafkawire.options import STREAM_OPTIONS
+
+    ap.add_argument("--complete-after-seconds", type=float, default=float(STREAM_OPTIONS["completeafterseconds"][1]),
                     help="with --incremental: a rotation series' newest file counts as complete after this "
-                         "long unchanged")
+                         "long unchanged (default %(default)g, the stream's completeAfterSeconds)")
     return ap.parse_args(argv)
 
 

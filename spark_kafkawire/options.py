@@ -256,6 +256,40 @@ def options_table() -> str:
     return "\n".join(out)
 
 
+#: the streaming source's own options (``spark.readStream`` only: spark/stream.py checks their values):
+#: lower-case key -> (name, default, default as README shows it, meaning). The one table the stream
+#: reader takes its defaults from, the batch source leaves out, the audit job's --incremental flags
+#: default to, and README shows (stream_options_table)
+STREAM_OPTIONS: dict[str, tuple[str, str | None, str, str]] = {
+    "completeafterseconds": (
+        "completeAfterSeconds", "60", "`60`",
+        "seconds a rotation series' newest file must stay unchanged to count as complete (the file tcpdump is still "
+        "writing waits); a file that is not the newest of its series is complete at once; `0` for files copied in "
+        "whole"),
+    "maxfilespertrigger": (
+        "maxFilesPerTrigger", None, "all",
+        "at most this many files per micro-batch (Spark 4.2+ admission control; `trigger(availableNow=True)` reads "
+        "in batches of it)"),
+    "maxfileage": (
+        "maxFileAge", "7d", "`7d`",
+        "what the source remembers: files more than this older than the newest file read are forgotten, and one "
+        "that old appearing later is taken as read (`3600`, `90m`, `12h`, `2w` also work)"),
+    "statelocation": (
+        "stateLocation", None, "none",
+        "a directory (local or a URI) beside the checkpoint where a rotation series' open connections wait between "
+        "triggers for the series' next file, so that a series growing between triggers is stitched across them "
+        "(no key or secret is written there); without it each trigger's files are read apart"),
+}
+
+
+def stream_options_table() -> str:
+    """The streaming source's options as a Markdown table: README's, generated from STREAM_OPTIONS."""
+    out = ["| option | default | meaning |", "|---|---|---|"]
+    for name, _default, shown, meaning in STREAM_OPTIONS.values():
+        out.append(f"| `{name}` | {shown} | {meaning} |")
+    return "\n".join(out)
+
+
 def job_options(pairs: Iterable[str], **named: object) -> dict[str, str]:
     """Reader options from a job's command line: named flags (None: not given) and repeated
     ``--option KEY=VALUE``, checked as every option is, so that a bad one fails before Spark

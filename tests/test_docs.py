@@ -13,10 +13,9 @@ import pytest
 
 import spark_kafkawire
 from conftest import ROOT
-from spark_kafkawire.options import _RULES, Options
+from spark_kafkawire.options import _RULES, STREAM_OPTIONS, Options
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-STREAM_OPTIONS = {"completeafterseconds", "maxfilespertrigger", "maxfileage"}  # (stream.py's own)
 READERS = {"read_capture", "read_pandas", "iter_batches"}
 
 
@@ -93,7 +92,7 @@ def test_a_documented_call_binds_to_the_code(doc, node):
         key = _literal(node.args[0])
         if chain is None or not isinstance(key, str):
             return
-        known = set(_RULES) | {"path", "paths"} | (STREAM_OPTIONS if chain == "stream" else set())
+        known = set(_RULES) | {"path", "paths"} | (set(STREAM_OPTIONS) if chain == "stream" else set())
         assert key.lower() in known, f"{doc}: option {key!r} is not one the kafkawire reader takes"
         value = _literal(node.args[1]) if len(node.args) > 1 else None
         if key.lower() in _RULES and value is not None:

@@ -79,3 +79,28 @@ def test_the_options_are_documented_once_and_readme_shows_that_table():
     table = options_table()
     assert table in (ROOT / "README.md").read_text()
     assert [ln.split("`")[1] for ln in table.splitlines()[2:]] == [r[0] for r in _RULES.values()]
+
+
+def test_the_stream_options_come_from_one_table():
+    """The streaming source's own options: README's table of them is stream_options_table(); the
+    batch source leaves exactly those out, the stream reader takes exactly those (and their defaults:
+    an unchanged newest file waits completeAfterSeconds=60), and the audit job's --incremental flags
+    default to them."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from spark_kafkawire.options import STREAM_OPTIONS, Options, stream_options_table
+    from spark_kafkawire.spark.stream import KafkaWireStreamReader
+
+    assert stream_options_table() in (ROOT / "README.md").read_text()
+    reader = KafkaWireStreamReader({"path": str(ROOT / "sample_pcaps")})
+    assert reader.settle_s == float(STREAM_OPTIONS["completeafterseconds"][1]) == 60
+    assert reader.max_files is None and reader.state is None and reader.max_age_ns == 7 * 86400 * 10**9
+    for key, (name, *_rest) in STREAM_OPTIONS.items():
+        assert name.lower() == key
+        with pytest.raises(ValueError, match="unknown kafkawire option"):
+            Options.parse({name: "1"})  # (not a batch option)
+    job = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "default 60" in " ".join(job.split())

@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..decode.predicate import Predicate, from_spark
 from ..listing import Unit, list_files, plan
-from ..options import Options, _paths_option
+from ..options import STREAM_OPTIONS, Options, _paths_option
 from ..reader import iter_batches
 from ..rows.table import COLUMNS, ddl
 
@@ -35,8 +35,7 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        stream_only = ("completeafterseconds", "maxfilespertrigger", "maxfileage", "statelocation")
-        o = {k: v for k, v in self.options.items() if k.lower() not in stream_only}
+        o = {k: v for k, v in self.options.items() if k.lower() not in STREAM_OPTIONS}
         return ddl(Options.parse(o).rows)
 
     def reader(self, schema) -> "KafkaWireReader":

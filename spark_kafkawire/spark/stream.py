@@ -49,7 +49,7 @@ from ..decode.status import CAPTURE_CHANGED
 from ..wire.fs import local_path
 from ..escape import printable
 from ..listing import list_files, pack
-from ..options import Options, _paths_option
+from ..options import STREAM_OPTIONS, Options, _paths_option
 from ..reader import iter_batches
 from ..wire.series import find_series, first_time, overlaps, template
 from .. import carry
@@ -66,7 +66,6 @@ except ImportError:  # pragma: no cover - older Spark: every trigger reads all t
 
 #: the offset before anything was read: no files, nothing forgotten
 START = {"v": 2, "forgotten_before_ns": -1, "files": {}}
-DEFAULT_MAX_FILE_AGE = "7d"
 _DIGITS = re.compile(r"\d+")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -175,10 +174,9 @@ class CaptureFiles(InputPartition):
 class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict):
         o = {str(k).lower(): v for k, v in options.items()}
-        settle = o.pop("completeafterseconds", "60")
-        max_files = o.pop("maxfilespertrigger", None)
-        self.max_age_ns = int(parse_duration("maxFileAge", o.pop("maxfileage", DEFAULT_MAX_FILE_AGE)) * 1e9)
-        state = o.pop("statelocation", None)
+        given = {key: o.pop(key, default) for key, (_n, default, _s, _m) in STREAM_OPTIONS.items()}
+        settle, max_files, state = given["completeafterseconds"], given["maxfilespertrigger"], given["statelocation"]
+        self.max_age_ns = int(parse_duration("maxFileAge", given["maxfileage"]) * 1e9)
         try:
             self.settle_s = float(settle)
             if self.settle_s < 0:
