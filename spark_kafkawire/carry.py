@@ -13,7 +13,8 @@ What is written, and what is not:
 * The stages' objects as they are (pickled; compiled ones through their attribute dicts, see
   ``_Pickler``), without the row builder (the later read brings its own), the TLS key log and every
   key made from it: a TLS direction keeps only its record sequence number and the KeyUpdates since its
-  traffic secret, and the later read makes the keys again from its key log (TlsSession.rekey).
+  traffic secret, and the later read makes the keys again from its key log (TlsSession.rekey). A
+  state that would still hold a key log or record keys is refused whole (``_NEVER``).
 * No secret: a connection whose bytes in flight may belong to a message with a secret field (SASL
   tokens, delegation-token HMACs, SCRAM credentials) is not carried (ConnState.uncarried says why);
   it ends at the cut, as at a capture's end. Carried connections drop the texts of their earlier
@@ -284,6 +285,8 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj):
         cls = type(obj)
+        if _name(cls) in _NEVER:
+            raise CarryError(f"{_name(cls)} holds key material: never written")
         if hasattr(cls, "__mypyc_attrs__"):
             name = _name(cls)
             if name not in _blanks():
@@ -296,6 +299,9 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
+#: what a state may never hold: a key log, record keys (stash() lets them go first; this is the guard)
+_NEVER: Final = frozenset({"spark_kafkawire.tls.keylog.KeyLog", "spark_kafkawire.tls.keys.RecordKeys",
+                           "spark_kafkawire.tls.keys.CbcKeys"})
 _ALLOWED: Final = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
                    ("collections", "deque"), ("collections", "OrderedDict"), ("functools", "partial")}
 

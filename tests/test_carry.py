@@ -256,3 +256,23 @@ def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path)
     assert cut, "an exchange is cut between the runs"
     assert _whole_connections(pq.read_table(out / "rows" / "connections"), offsets, set()) == \
         _whole_connections(read_capture(str(capture), rows="connections"), None, set())
+
+
+def test_a_key_log_is_never_written():
+    """The guard behind the stash: a state that would hold a key log (or record keys) is refused
+    whole, whichever object holds it."""
+    from spark_kafkawire.tls.keylog import KeyLog
+
+    log = KeyLog()
+    log.add_text(b"CLIENT_RANDOM " + b"00" * 32 + b" " + b"11" * 48 + b"\n")
+    with pytest.raises(carry.CarryError, match="key material"):
+        carry.dumps(carry.Carried(["f"], None, ("exchanges",), _Holder(log), _Holder(None)))
+
+
+class _Holder:
+    """Stands for the stages (a decoder whose attributes the dump lets go of, a reassembler)."""
+
+    def __init__(self, held):
+        self.sink = self.connection_row = self.keylog = None
+        self.held = held
+        self.live: list = []
