@@ -1,0 +1,500 @@
+"""The audit job (jobs/audit.py): decode captures, run every audit, write Parquet and report.html, check policies.
+
+    python jobs/audit.py CAPTURES... [--out DIR] [--config audit.toml] [--target-release 4.0]
+    spark-submit jobs/audit.py CAPTURES... --out s3://bucket/audits
+    python jobs/audit.py DIR --incremental --checkpoint CKPT --out DIR   (only files not seen before)
+
+Writes under --out: rows/<shape>/ (the exchanges, connections and partitions rows), one directory
+per audit with one Parquet table per result (replaced whole: it describes rows/), partitioned by
+capture_date, report.html (one self-contained page) and run.json (running, complete or failed).
+One run at a time per --out, and nothing half-written looks complete (see audits/output.py).
+Prints the verdicts, the exchange summary and where the report is.
+
+Reader options (README, Options) with --option KEY=VALUE, repeated: e.g. --option minPartitions=8
+to read a few large captures in shares on a cluster's cores.
+
+Every verdict rests on the evidence it names: capture_health's coverage table (always computed)
+says per Kafka listener how much was decoded. A verdict is [ok] only when it saw enough of what it
+checks; with nothing relevant decoded, or where undecoded traffic on a Kafka listener (TLS without
+its key log, bytes the capture lost) could hide what it checks, it is [inconclusive] and says why
+in one line. --tls-keylog FILE decrypts TLS.
+
+Exit status: 0 every verdict holds; 2 a policy fails; 3 none fails but one is inconclusive (or an
+--incremental run found nothing new); 1 an error (bad path or option, an --out in use, read-only or
+full: one line).
+
+While it runs it says on stderr what it is doing (--quiet: nothing).
+
+Policies: each has a flag (--max-error-rate 0.01) and is a key of a TOML/JSON --config file (the flag's
+name with underscores); --help lists them all, made from their declaration (audits/base.py's Policy),
+and every value is checked for its type and range before Spark starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
+AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
+SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
+
+
+def _small(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
+    """Are the captures local files of ``limit`` bytes or less in all (``size``: see _input_bytes),
+    read by a job not started by spark-submit (whose cluster then decodes)?"""
+    from ..spark.session import _submitted
+    from ..wire.fs import is_uri
+
+    if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
+        return False
+    return size is not None and size <= limit
+
+
+def _input_bytes(args, options: dict) -> int | None:
+    """The captures' bytes in all, from one listing (None where they cannot be listed here)."""
+    import spark_kafkawire
+
+    stats: dict = {}
+    try:
+        spark_kafkawire.list_files(list(args.captures), spark_kafkawire.Options.parse(options).path_glob_filter,
+                                   stats=stats)
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return None
+    return sum(size for size, _mtime in stats.values())
+
+
+def _config(path: str | None) -> dict:
+    if not path:
+        return {}
+    text = Path(path).read_text()
+    if path.endswith(".json"):
+        return json.loads(text)
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def _policy_flags(ap) -> None:
+    """A flag for every policy, made from its declaration (audits.base.Policy: type, default and the
+    comment beside it): --max-error-rate 0.01, --allow-weak-tls, --hygiene-fail-on acks0,metadata_storm."""
+    from . import Policy
+    from .base import policy_help
+
+    group = ap.add_argument_group("policies (also keys of a --config file, with underscores)")
+    defaults = Policy()
+    for name, (kind, meaning) in policy_help().items():
+        flag, default = "--" + name.replace("_", "-"), getattr(defaults, name)
+        said = "not judged" if default is None else ("off" if default is False else "none" if default in ([], {})
+                                                     else default)
+        text = f"{meaning} (default: {said})" if meaning else f"(default: {said})"
+        if name == "target_release":  # the releases the release table holds, from the table itself
+            from .. import protocol
+            text += ": " + ", ".join(protocol.releases())
+        if name == "max_p99_ms":
+            group.add_argument("--max-p99", action="append", default=[], metavar="API=MS",
+                               help="p99 bound for an api, repeat: " + text)
+        elif kind == "bool":
+            group.add_argument(flag, dest=name, action="store_true", default=None, help=text)
+        elif kind.startswith(("int", "float")):
+            group.add_argument(flag, dest=name, type=float if kind.startswith("float") else int, metavar="N", help=text)
+        elif kind.startswith("list"):
+            group.add_argument(flag, dest=name, metavar="A,B", type=lambda v: [x for x in v.split(",") if x], help=text)
+        else:
+            group.add_argument(flag, dest=name, metavar="VALUE", help=text)
+
+
+def parse(argv: list[str]):
+    ap = argparse.ArgumentParser(prog="audit.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
+    ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
+    ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
+    _policy_flags(ap)
+    ap.add_argument("--tls-keylog", metavar="FILE",
+                    help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
+    ap.add_argument("--quiet", action="store_true", help="nothing on stderr while it runs")
+    ap.add_argument("--driver-decode-max", type=int, default=SMALL_INPUT, metavar="BYTES",
+                    help="local captures of at most this many bytes in all are decoded by the driver, without "
+                         f"Spark tasks (default {SMALL_INPUT >> 20} MiB; 0: always Spark tasks; never under "
+                         "spark-submit)")
+    ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
+    from . import AUDITS
+
+    ap.add_argument("--audits", metavar="NAME,...",
+                    help=f"comma-separated audits to run (default: all): {', '.join(AUDITS)}")
+    ap.add_argument("--incremental", action="store_true",
+                    help="read only capture files not read before (a streaming read with --checkpoint)")
+    ap.add_argument("--checkpoint", help="checkpoint directory of --incremental runs")
+    ap.add_argument("--max-files-per-trigger", type=int, default=None, help="with --incremental: files per batch")
+    ap.add_argument("--verbose", action="store_true",
+                    help="Spark's own log (errors) on stderr (by default in a file named if the run fails)")
+    from ..options import STREAM_OPTIONS
+
+    settle = float(str(STREAM_OPTIONS["completeafterseconds"][1]))
+    ap.add_argument("--complete-after-seconds", type=float, default=settle,
+                    help="with --incremental: a rotation series' newest file counts as complete after this "
+                         "long unchanged (default %(default)g, the stream's completeAfterSeconds)")
+    return ap.parse_args(argv)
+
+
+def policy_from(args):
+    from . import Policy
+    from .base import check_policy
+
+    cfg = _config(args.config)
+    known = set(Policy.__dataclass_fields__)
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ValueError(f"{args.config}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    p = Policy(**cfg)
+    check_policy(p, args.config or "the defaults")  # the file's values, before the flags change them
+    for name in Policy.__dataclass_fields__:
+        v = getattr(args, name, None)
+        if v is not None:
+            setattr(p, name, v)
+    p.max_p99_ms = dict(p.max_p99_ms)
+    for item in args.max_p99:
+        api, _, ms = item.partition("=")
+        try:
+            p.max_p99_ms[api] = float(ms)
+        except ValueError:
+            raise ValueError(f"--max-p99 {item!r}: give API=MILLISECONDS, e.g. Produce=500") from None
+    check_policy(p)  # (the file's were checked: what is wrong now came with a flag)
+    from .. import protocol
+
+    releases = list(protocol.releases())
+    if p.target_release not in releases:
+        raise ValueError(f"target release {p.target_release!r} is not one of {', '.join(releases)} (the releases "
+                         "whose version tables spark_kafkawire/protocol/releases.tsv holds)")
+    from .client_hygiene import FINDINGS
+
+    if isinstance(p.hygiene_fail_on, str) or not all(isinstance(f, str) for f in p.hygiene_fail_on):
+        raise ValueError(f"{args.config}: hygiene_fail_on {p.hygiene_fail_on!r}: give a list of findings, "
+                         f"e.g. [\"acks0\"]")
+    bad = [f for f in p.hygiene_fail_on if f not in FINDINGS]
+    if bad:
+        raise ValueError(f"{args.config}: hygiene_fail_on {bad[0]!r} is not a finding (known: {', '.join(FINDINGS)})")
+    return p
+
+
+def load_rows(spark, args, output, options: dict[str, str], small: bool = False):
+    """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
+    and return the rows the audits read, and how many new rows were read (None: not counted)."""
+    from . import Rows
+
+    out = output.uri
+    new: int | None = None
+    _say(args, "reading the captures")
+    if args.incremental:
+        for shape in SHAPES:
+            # (stateLocation: a rotation series that grows between runs is stitched across them)
+            reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
+                .option("completeAfterSeconds", str(args.complete_after_seconds)) \
+                .option("stateLocation", f"{args.checkpoint}/series/{shape}")
+            if args.max_files_per_trigger:
+                reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
+            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", f"{out}/rows/{shape}")
+                 .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
+            q.awaitTermination()
+            new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
+    elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
+        import spark_kafkawire
+        from ..rows.table import ddl
+
+        frames = []
+        for shape in SHAPES:
+            table = spark_kafkawire.read_capture(args.captures, None, **{**options, "rows": shape})
+            output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
+            _say(args, f"{shape} rows written")
+            # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
+            frames.append(spark.createDataFrame(table) if table.num_rows else
+                          spark.createDataFrame([], ddl(shape)))
+        return Rows(*frames), new
+    else:  # one Spark job: each task decodes its files once into every shape
+        from ..spark.scan import write_shapes
+
+        counts = write_shapes(spark, args.captures, options, out, SHAPES, say=lambda text: _say(args, text))
+        _say(args, "rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
+    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
+
+
+_T0 = time.monotonic()
+#: the files the listing passed over, (path, why): named on stderr and in capture_health.skipped_files
+SKIPPED: list[tuple[str, str]] = []
+
+
+def _skipped(spark):
+    """The skipped files as rows (capture_date: the file's modification date, where it can be looked at)."""
+    import datetime
+
+    from .base import SKIPPED_FILES
+
+    rows = []
+    for path, why in SKIPPED:
+        try:
+            day = datetime.datetime.fromtimestamp(os.lstat(path).st_mtime, datetime.timezone.utc).date()
+        except (OSError, ValueError):
+            day = datetime.datetime.now(datetime.timezone.utc).date()
+        rows.append((day, path, why))
+    return spark.createDataFrame(rows, SKIPPED_FILES)
+
+
+def _say(args, what: str) -> None:
+    """Progress on stderr (not with --quiet), with the seconds since the job started."""
+    if not args.quiet:
+        print(f"audit: [{time.monotonic() - _T0:5.1f} s] {what}", file=sys.stderr, flush=True)
+
+
+def _rows(spark, path: str, shape: str):
+    """The rows written so far (none yet: an empty frame of the shape, e.g. an incremental run
+    over an empty directory)."""
+    from pyspark.errors import AnalysisException
+
+    from ..rows.table import ddl
+
+    try:
+        return spark.read.schema(ddl(shape)).parquet(path)
+    except AnalysisException:
+        return spark.createDataFrame([], ddl(shape))
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    import spark_kafkawire
+    from ..cli import plain_warnings
+    from ..reader import job_options
+
+    plain_warnings("audit", SKIPPED)  # a file of the captures skipped (a FIFO...): one line naming it
+
+    # paths, options and policies are checked before Spark starts: one line, not a Java stack trace
+    try:
+        policy = policy_from(args)
+        if args.incremental and (len(args.captures) != 1 or not args.checkpoint):
+            raise ValueError("--incremental reads one capture directory and needs --checkpoint DIR")
+        options = job_options(args.option + ([f"tlsKeyLog={args.tls_keylog}"] if args.tls_keylog else []),
+                              ports=args.ports)
+        from . import AUDITS
+
+        chosen = [a.strip() for a in (args.audits or ",".join(AUDITS)).split(",") if a.strip()]
+        unknown = [a for a in chosen if a not in AUDITS]
+        if unknown or not chosen:
+            raise ValueError(f"--audits {args.audits!r}: choose from {', '.join(AUDITS)}")
+        if "capture_health" not in chosen:
+            chosen.append("capture_health")  # its coverage is the evidence every verdict rests on
+        if not args.incremental:
+            spark_kafkawire.list_files(args.captures, spark_kafkawire.Options.parse(options).path_glob_filter)
+        elif not os.path.isdir(args.captures[0]) and "://" not in args.captures[0]:
+            raise ValueError(f"{args.captures[0]}: not a directory")
+    except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
+        print(f"audit: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        return 1
+
+    from .output import OutputDir, OutputError, root_cause
+
+    out = OutputDir(args.out)
+    try:  # one run at a time; a directory that cannot be written is one line, before Spark starts
+        out.lock()
+    except OutputError as e:
+        print(f"audit: {e}", file=sys.stderr)
+        return 1
+    try:
+        return run(args, out, policy, options, chosen)
+    except KeyboardInterrupt:
+        out.failed("interrupted")
+        return 130
+    except Exception as e:  # a write that failed (disk full...), under however much Java
+        cause = root_cause(e)
+        out.failed(cause)
+        spark_log = getattr(out, "spark_log", None)
+        log = f"; Spark's log: {spark_log}" if spark_log else ""
+        print(f"audit: writing {out.uri} failed: {cause} (no report was written{log})", file=sys.stderr)
+        return 1
+    finally:
+        out.release()
+
+
+def _waiting(args, options: dict) -> str:
+    """The files of an --incremental directory that wait to be complete, and when each will count
+    (empty where none waits)."""
+    import spark_kafkawire
+    from ..spark.stream import waiting_files
+
+    try:
+        files = waiting_files([args.captures[0]], spark_kafkawire.Options.parse(options),
+                              args.complete_after_seconds)
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return ""
+    if not files:
+        return ""
+    named = ", ".join(f"{os.path.basename(p)} (counts from "
+                      f"{time.strftime('%H:%M:%S UTC', time.gmtime(m / 1e9 + args.complete_after_seconds))})"
+                      for m, p, _n in files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    verb = "waits" if len(files) == 1 else "wait"
+    return (f"{_count(len(files), 'file')} {verb} to be complete (unchanged for --complete-after-seconds "
+            f"{args.complete_after_seconds:g}, or followed by a newer file of the series): {named}; files copied "
+            "in whole count at once with --complete-after-seconds 0")
+
+
+def _count(n: int, what: str) -> str:
+    """``1 capture file``, ``2 capture files``."""
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def _session(args, out, small: bool = False):
+    """The job's SparkSession. Unless --verbose, Spark's JVM and its Python workers write their
+    stderr (start-up notes, a failed task's stack traces) to a log file of their own, named in the
+    one line a failure prints, and removed after a run that succeeds."""
+    import tempfile
+
+    import spark_kafkawire
+
+    if args.verbose:
+        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
+    with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
+        out.spark_log = log.name
+    return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log)
+
+
+def run(args, out, policy, options: dict, chosen: list[str]) -> int:
+    from pyspark.sql import functions as F
+
+    from . import AUDITS, Rows, exit_status, policies
+    from .report import render
+    from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
+    from ..escape import printable
+    from ..spark.scan import time_left
+
+    out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
+    _say(args, "starting Spark")
+    size = _input_bytes(args, options)
+    small = _small(args.captures, size, args.driver_decode_max)
+    spark = _session(args, out, small)
+    conf = spark.sparkContext.getConf()
+    if not conf.contains("spark.sql.shuffle.partitions"):
+        # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the
+        # work; at scale, one per 128 MB of captures (adaptive execution coalesces what is less)
+        spark.conf.set("spark.sql.shuffle.partitions", "1" if small else
+                       str(max(4, 2 * spark.sparkContext.defaultParallelism, (size or 0) >> 27)))
+    if not small and not conf.contains("spark.sql.autoBroadcastJoinThreshold"):
+        # no side of a join is broadcast on an estimate (the rows of several capture points are far
+        # larger than Parquet's statistics suggest): only where adaptive execution measured it small
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        spark.conf.set("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB")
+    if small:  # a few thousand rows: compiling each query's code and re-planning its stages cost more than they win
+        spark.conf.set("spark.sql.codegen.wholeStage", "false")
+        spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+    rows, new = load_rows(spark, args, out, options, small)
+    if args.incremental and not new:  # nothing new: no new verdict on zero evidence; the last ones stay
+        spark.stop()
+        waiting = _waiting(args, options)
+        why = f"Nothing new arrived in {args.captures[0]} since the last run." + (f" {waiting}" if waiting else "")
+        report = out.keep_previous({"captures": args.captures}, why)
+        kept = f"the last run's report and verdicts are kept ({report})" if report else "no verdicts"
+        print(f"audit: nothing new in {printable(args.captures[0])} since the checkpoint "
+              f"{printable(args.checkpoint)}: {kept}")
+        if waiting:
+            print(f"audit: {printable(waiting)}")
+        if getattr(out, "spark_log", None):
+            os.unlink(out.spark_log)
+        return 3
+    # most audits read the exchange, connection and partition rows (far fewer than the records): read
+    # from Parquet once and kept in memory (spilled to disk where they do not fit), not once per audit
+    rows = Rows(rows.exchanges.cache(), rows.connections.cache(), rows.partitions.cache(),
+                rows.records.cache() if small else rows.records, _skipped(spark))
+    results: dict[str, dict[str, list[dict]]] = {}
+    _say(args, f"running {len(chosen)} audits")
+    started, done = time.monotonic(), []
+
+    def collect(name: str) -> list:
+        got = []
+        for table, df in AUDITS[name](rows, policy).items():
+            got.append((table, df.toArrow()))  # audit results are aggregates: small enough for the driver
+        done.append(name)
+        _say(args, f"audit {name} ({len(done)} of {len(chosen)}{time_left(started, len(done), len(chosen))}): "
+                   f"{', '.join(f'{t} ({a.num_rows} rows)' for t, a in got)}")
+        return got
+
+    # each table is a small Spark job whose time is mostly planning and scheduling: several at once
+    with ThreadPoolExecutor(AUDIT_THREADS) as pool:
+        tables = list(pool.map(collect, chosen))
+    for name, got in zip(chosen, tables):
+        results[name] = {}
+        for table, arrow in got:
+            out.write_table(arrow, f"{name}/{table}")  # the whole table replaced: it describes rows/
+            results[name][table] = arrow.slice(0, 10_000).to_pylist()
+    _say(args, "judging the policies")
+    verdicts = policies(results, policy)
+    ex = rows.exchanges
+    t = F.coalesce("request_time", "response_time")
+    # one query: the span, the listeners and the dates (sets as small as the brokers and days)
+    listener = F.when(F.col("broker_ip").isNotNull(),
+                      F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")))
+    # exchanges: rows of a request or a response (a damaged file's or an encrypted connection's status
+    # row is none); files: every capture file read, with exchanges or not (HTTP only, empty files)
+    exchange = ~F.col("status").isin(CAPTURE_DAMAGED, CAPTURE_CHANGED, TLS)
+    span = ex.agg(F.min(t).alias("a"), F.max(t).alias("b"), F.count(F.when(exchange, 1)).alias("n"),
+                  F.collect_set(listener).alias("listeners"),
+                  F.collect_set(F.to_date(t).cast("string")).alias("dates")).first()
+    assert span is not None  # (an aggregate without grouping has its one row)
+    files = ex.select("capture_file").union(rows.connections.select("capture_file")).distinct().count()
+    listeners = sorted(span["listeners"] or [])
+    dates = sorted(span["dates"] or [])
+    window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
+    meta = {"captures": " ".join(args.captures), "capture files": files, "exchanges": span["n"],
+            "time window (UTC)": window,
+            "capture dates in the tables": _dates(dates),
+            "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
+            "run": out.run_id}
+    _say(args, "writing the report")
+    html = render(verdicts, meta, results, policy.min_latency_n)
+    spark.stop()
+    report = out.write_text("report.html", html)
+    out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
+                "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
+
+    window = f"{span['a']} to {span['b']} (UTC)" if span["a"] is not None else "no exchange times"
+    try:
+        print(f"\naudit of {_count(files, 'capture file')}, {_count(span['n'], 'exchange')}, {window}")
+        for v in verdicts:  # a verdict's detail may quote a client id: escaped for the terminal
+            print(f"  [{v.status}] {printable(v.name)}: {printable(v.detail)}")
+        if "exchange_summary" in results:
+            print("\nexchange summary (busiest first):")
+            _print_table(results["exchange_summary"]["exchange_summary"][:25])
+        print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
+        sys.stdout.flush()
+    except BrokenPipeError:  # its reader stopped (| head): the run is complete all the same
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if getattr(out, "spark_log", None):
+        os.unlink(out.spark_log)
+    return exit_status(verdicts)
+
+
+def _dates(dates: list[str]) -> str:
+    if not dates:
+        return "none"
+    if len(dates) <= 6:
+        return ", ".join(dates)
+    return f"{len(dates)} days, {dates[0]} to {dates[-1]}"
+
+
+def _print_table(rows: list[dict]) -> None:
+    import pyarrow as pa
+
+    from ..cli import print_table
+
+    if not rows:
+        print("  (no exchanges)")
+        return
+    one_day = len({r.get("capture_date") for r in rows}) == 1
+    cols = [c for c in rows[0] if c != "capture_date" or not one_day]
+    print_table(pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows]), indent="  ")
+
