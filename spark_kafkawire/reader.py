@@ -269,13 +269,11 @@ class _Read:
         decoder.ending = True
         for conn in prepare(decoder, reasm, newest):
             reasm.held.end(reasm, conn)
-            if self.sink.count >= self.limit or self.sink.backlog:
-                yield from self.due(False)
+            yield from self.filled()
         decoder.ending = False
         for conn in list(reasm.live):  # each carried connection's row for this read's part of it
             decoder.part_row(conn)
-            if self.sink.count >= self.limit or self.sink.backlog:
-                yield from self.due(False)
+            yield from self.filled()
         reasm.held.hold(reasm)
         yield from self.due(True)
         try:
@@ -289,8 +287,12 @@ class _Read:
     def closing(self) -> Iterator[tuple[str, pa.RecordBatch]]:
         """Every open connection ended (the capture's end), batches handed on as they fill."""
         for _ in self.reasm.closing():
-            if self.sink.count >= self.limit or self.sink.backlog:
-                yield from self.due(False)
+            yield from self.filled()
+
+    def filled(self) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """The batches that are full, where any is (between two steps that may make many rows)."""
+        if self.sink.count >= self.limit or self.sink.backlog:
+            yield from self.due(False)
 
     def due(self, final: bool) -> Iterator[tuple[str, pa.RecordBatch]]:
         return _due(self.builders, self.tee, self.limit, self.keep, final)

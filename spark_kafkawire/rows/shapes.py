@@ -338,6 +338,10 @@ class ConnectionRows(RowBuilder):
         self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
         self._health_cols = {side: [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH]
                              for side in ("client", "broker")}
+        #: the counts of a side, in the order _connection makes them: the direction's, then its health's
+        #: that add up (all but the round trips)
+        self._side_counts = {side: self._count_cols[side] + self._health_cols[side][:6]
+                             for side in ("client", "broker")}
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -379,13 +383,12 @@ class ConnectionRows(RowBuilder):
                 a = f.acct
                 values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
                           a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
-            segments, ooo, lost, lost_bytes, zeros, zero_ms, rtt_min, rtt_p50 = self._health_cols[side]
-            names = self._count_cols[side] + [segments, ooo, lost, lost_bytes, zeros, zero_ms]
             counts: tuple[Any, ...] = values + (sent.data_segments, sent.out_of_order, sent.lost, sent.lost_bytes,
                                                 sent.zero_windows, health.zero_window_ms(d))
-            for name, v in zip(names, counts):
+            for name, v in zip(self._side_counts[side], counts):
                 c[name].append(v if part is None else part.since(name, v))
             rtt = health.round_trip_ms(d)
+            rtt_min, rtt_p50 = self._health_cols[side][6:]
             c[rtt_min].append(rtt[0])
             c[rtt_p50].append(rtt[1])
         c["tls_version"].append(tls.version_name if tls else None)
