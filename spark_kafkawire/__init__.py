@@ -19,11 +19,13 @@ def register(spark) -> None:
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
-                  small_job: bool = False, jvm_log: str | None = None):
+                  small_job: bool = False, jvm_log: str | None = None, quick_jit: bool = False):
     """A SparkSession whose Python workers use this interpreter, with 'kafkawire' registered;
     ``filter_pushdown=True``: filters on header and endpoint columns applied while decoding;
-    ``small_job=True``: a driver JVM tuned for a short job; ``jvm_log``: a file the JVM started now
-    writes its stderr to (in a notebook, one of its own by itself; see session.spark_session)."""
+    ``small_job=True``: a driver JVM tuned for a short job (``quick_jit=True``: for a job of minutes);
+    ``jvm_log``: a file the JVM started now writes its stderr to (in a notebook, one of its own by
+    itself; see session.spark_session)."""
     from .spark.session import spark_session as make
 
-    return make(app_name, master, filter_pushdown=filter_pushdown, small_job=small_job, jvm_log=jvm_log)
+    return make(app_name, master, filter_pushdown=filter_pushdown, small_job=small_job, jvm_log=jvm_log,
+                quick_jit=quick_jit)

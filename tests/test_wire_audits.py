@@ -10,7 +10,7 @@ import json
 import re
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -239,6 +239,16 @@ def test_schemas_are_what_each_producer_said_it_wrote(rows):
                 expected.add(("lone_schema_id", t, users.pop()))
     assert {(r["finding"], r["topic"], r["client_id"]) for r in got["schema_findings"]} == expected
     assert ("lone_schema_id", "payments", "payments-ck") in expected and ("mixed_formats", "orders", None) in expected
+    # the counts, from the same log: records per topic, format and id; records without an id
+    per_format = Counter((s["topic"], s["value_format"], s["value_schema_id"]) for s in sent)
+    assert {(r["topic"], r["value_format"], r["value_schema_id"]): r["records"]
+            for r in got["schema_formats"]} == dict(per_format)
+    unregistered = [r for r in got["schema_findings"] if r["finding"] == "unregistered_records"]
+    assert unregistered
+    for r in unregistered:
+        recs = topics[r["topic"]]
+        assert r["seen"] == f"{sum(s['value_schema_id'] is None for s in recs)} of {len(recs)} records without a " \
+                            "registry id"
 
 
 def test_delivery_is_within_what_the_clients_timed(rows):

@@ -43,6 +43,7 @@ from pathlib import Path
 SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
 AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
+QUICK_JIT_INPUT = 2 << 30  # local captures up to this size in all: the driver JVM's quick JIT tier alone (session.py)
 
 
 def _small(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
@@ -343,24 +344,23 @@ def _waiting(args, options: dict) -> str:
             "in whole count at once with --complete-after-seconds 0")
 
 
-def _count(n: int, what: str) -> str:
-    """``1 capture file``, ``2 capture files``."""
+def _count(n: int, what: str) -> str:  # ``1 capture file``, ``2 capture files``
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
-def _session(args, out, small: bool = False):
-    """The job's SparkSession. Unless --verbose, Spark's JVM and its Python workers write their
-    stderr (start-up notes, a failed task's stack traces) to a log file of their own, named in the
-    one line a failure prints, and removed after a run that succeeds."""
+def _session(args, out, small: bool = False, quick: bool = False):
+    """The job's SparkSession (``quick``: the quick JIT tier alone). Unless --verbose, Spark's JVM and
+    its Python workers write their stderr (start-up notes, a failed task's stack traces) to a log file
+    of their own, named in the one line a failure prints, and removed after a run that succeeds."""
     import tempfile
 
     import spark_kafkawire
 
     if args.verbose:
-        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small)
+        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, quick_jit=quick)
     with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
         out.spark_log = log.name
-    return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log)
+    return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log, quick_jit=quick)
 
 
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:
@@ -376,7 +376,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     _say(args, "starting Spark")
     size = _input_bytes(args, options)
     small = _small(args.captures, size, args.driver_decode_max)
-    spark = _session(args, out, small)
+    spark = _session(args, out, small, _small(args.captures, size, QUICK_JIT_INPUT))
     conf = spark.sparkContext.getConf()
     if not conf.contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the

@@ -17,15 +17,22 @@ FINDINGS = {
 }
 
 
+#: what a producer's records are told apart by in this audit
+_WROTE = ["value_format", "value_schema_id", "key_format", "key_schema_id"]
+
+
 def produced(rows: Rows) -> DataFrame:
-    """The records of Produce requests read whole (status ok, no control records), with
-    ``capture_date`` and each connection's client ``software``; a schema registry's own topic
-    (``_schemas``) left out."""
+    """The records of Produce requests read whole (status ok, no control records; a schema
+    registry's own topic ``_schemas`` left out), counted: one row per ``capture_date``, topic,
+    producer connection and client id, and key and value format and schema id, with ``records``,
+    ``first_seen`` and ``last_seen``, and the connection's client ``software``. The records are read
+    once, into rows as few as a day's producers and formats, which every table is made from."""
     r = rows.record_rows()
-    return (r.where((F.col("api_key") == PRODUCE_KEY) & (F.col("status") == "ok") & F.col("control_type").isNull()
-                    & F.col("topic").isNotNull() & (F.col("topic") != "_schemas"))
-            .withColumn("capture_date", F.to_date("time"))
-            .join(software(rows.exchanges), CONN, "left"))
+    counted = (r.where((F.col("api_key") == PRODUCE_KEY) & (F.col("status") == "ok") & F.col("control_type").isNull()
+                       & F.col("topic").isNotNull() & (F.col("topic") != "_schemas"))
+               .groupBy(F.to_date("time").alias("capture_date"), "topic", *CONN, "client_id", *_WROTE)
+               .agg(F.count("*").alias("records"), F.min("time").alias("first_seen"), F.max("time").alias("last_seen")))
+    return counted.join(software(rows.exchanges), CONN, "left")
 
 
 def schemas(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -40,11 +47,11 @@ def schemas(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                       ids.alias("value_schema_ids"),
                       F.array_join(F.array_sort(F.collect_set("key_format")), ", ").alias("key_formats"),
                       F.array_sort(F.collect_set("key_schema_id")).alias("key_schema_ids"),
-                      F.count("*").alias("records"), F.min("time").alias("first_seen"),
-                      F.max("time").alias("last_seen"))
+                      F.sum("records").alias("records"), F.min("first_seen").alias("first_seen"),
+                      F.max("last_seen").alias("last_seen"))
                  .orderBy("topic", *CLIENT))
     formats = (rec.groupBy("capture_date", "topic", "value_format", "value_schema_id")
-               .agg(F.count("*").alias("records"), F.countDistinct(*CLIENT).alias("producers"),
+               .agg(F.sum("records").alias("records"), F.countDistinct(*CLIENT).alias("producers"),
                     F.array_sort(F.collect_set("client_id")).alias("client_ids"))
                .orderBy("topic", "value_format", "value_schema_id"))
     return {"schema_producers": producers, "schema_formats": formats, "schema_findings": _findings(rec)}
@@ -52,13 +59,14 @@ def schemas(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
 
 def _findings(rec: DataFrame) -> DataFrame:
     """One row per finding: capture date, finding, topic, client (where one is named), what was seen."""
+    n, registered = F.col("records"), F.col("value_schema_id").isNotNull()
     per_topic = (rec.where(F.col("value_format").isNotNull()).groupBy("capture_date", "topic")
                  .agg(F.countDistinct("value_format").alias("formats"),
-                      F.sum(F.when(F.col("value_schema_id").isNull(), 1).otherwise(0)).alias("without_id"),
-                      F.sum(F.when(F.col("value_schema_id").isNotNull(), 1).otherwise(0)).alias("with_id"),
-                      F.count("*").alias("records")))
+                      F.sum(F.when(~registered, n).otherwise(0)).alias("without_id"),
+                      F.sum(F.when(registered, n).otherwise(0)).alias("with_id"),
+                      F.sum("records").alias("records")))
     counts = (rec.where(F.col("value_format").isNotNull()).groupBy("capture_date", "topic", "value_format")
-              .agg(F.count("*").alias("n"))
+              .agg(F.sum("records").alias("n"))
               .groupBy("capture_date", "topic")
               .agg(F.array_join(F.array_sort(F.collect_list(F.concat_ws(" ", "value_format",
                                                                        F.concat(F.lit("("), "n", F.lit(")"))))),
@@ -75,8 +83,8 @@ def _findings(rec: DataFrame) -> DataFrame:
                                             "records").alias("seen")))
     by_id = (rec.where(F.col("value_schema_id").isNotNull())
              .groupBy("capture_date", "topic", "value_schema_id")
-             .agg(F.countDistinct(*CLIENT).alias("writers"), F.first("client_id").alias("client_id"),
-                  F.first("client_ip").alias("client_ip"), F.count("*").alias("n")))
+             .agg(F.countDistinct(*CLIENT).alias("writers"), F.min_by("client_id", "first_seen").alias("client_id"),
+                  F.min_by("client_ip", "first_seen").alias("client_ip"), F.sum("records").alias("n")))
     writers = (rec.where(F.col("value_schema_id").isNotNull()).groupBy("capture_date", "topic")
                .agg(F.countDistinct(*CLIENT).alias("topic_writers")))
     lone = (by_id.join(writers, ["capture_date", "topic"]).where((F.col("writers") == 1) & (F.col("topic_writers") > 1))

@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Iterator
 
 
-#: a local driver JVM for a short job on small input: the quick JIT tier only (C2's compiler threads
-#: cost more on two cores than they win back in a job of a minute) and the serial collector
-SMALL_JOB_JVM = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: a local driver JVM for a job of a minute or two: the quick JIT tier only. Each of the audits' queries
+#: is new generated code, and C2's compiler threads spend more on two cores compiling it than its
+#: faster code wins back before the job ends (measured: docs/benchmarks.md, the audit job's JIT);
+#: room for the quick tier's code, which fills its default 48 MB in such a job
+QUICK_JIT_JVM = " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+#: a local driver JVM for a short job on small input: the quick JIT tier and the serial collector
+SMALL_JOB_JVM = QUICK_JIT_JVM + " -XX:+UseSerialGC"
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
-                  small_job: bool = False, jvm_log: str | None = None):
+                  small_job: bool = False, jvm_log: str | None = None, quick_jit: bool = False):
     """Get or create a SparkSession whose Python workers run this interpreter.
 
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
@@ -29,7 +33,8 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
 
     ``small_job=True`` (a local session only, as the audit job starts one for small captures): the
     driver JVM uses the quick JIT tier and the serial collector (SMALL_JOB_JVM), which start and
-    finish a job of small queries sooner.
+    finish a job of small queries sooner. ``quick_jit=True`` (a local session only): the quick JIT
+    tier alone (QUICK_JIT_JVM), as the audit job starts one for captures of up to a few GB.
 
     ``jvm_log``: a JVM started now (and the Python workers it starts) writes its stderr to that file
     instead of this process's (the audit job's log). In a Jupyter kernel, which shows everything
@@ -48,7 +53,7 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
         log4j = Path(__file__).with_name("log4j2.properties")
         builder = (builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                    .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}" +
-                           (SMALL_JOB_JVM if small_job else "")))
+                           (SMALL_JOB_JVM if small_job else QUICK_JIT_JVM if quick_jit else "")))
     builder = (
         builder
         .config("spark.sql.session.timeZone", "UTC")
