@@ -213,24 +213,39 @@ def test_release_tables_only_grow_at_the_top_and_the_decoder_knows_every_version
     assert {68, 71, 75} <= set(rel["3.9"]) - set(rel["3.0"])
 
 
-#: (api key, kind, version) apis.tsv names and messages.json has no layout for yet: the 4.4 line's
-#: TxnOffsetCommit v6 and the StreamsGroup* v1 responses (kafka-4.4.json's notes); their bodies
-#: come out with status undecoded, never a guess
-NOT_TRANSCRIBED = {(28, "request", 6), (28, "response", 6), (88, "response", 1), (89, "response", 1)}
-
-
-def test_apis_tsv_version_ranges_and_flexible_versions_agree_with_messages_json():
-    """apis.tsv (header rules) and messages.json (body layouts) state versions twice: the same."""
+def _messages_json() -> dict:
     import json
     from importlib import resources
 
-    messages = json.loads(resources.files(protocol).joinpath("messages.json").read_text())["messages"]
+    return json.loads(resources.files(protocol).joinpath("messages.json").read_text())
+
+
+def test_apis_tsv_is_what_the_generator_writes_from_messages_json():
+    """apis.tsv (header rules, read at every start) is generated from messages.json (body layouts):
+    byte for byte what protocol/generate.py writes, so that a version is stated once."""
+    from spark_kafkawire.protocol import data_text
+    from spark_kafkawire.protocol.generate import apis_tsv
+
+    assert data_text("apis.tsv") == apis_tsv(_messages_json())
+
+
+def test_apis_tsv_version_ranges_and_flexible_versions_agree_with_messages_json():
+    """Read back as the package reads it, apis.tsv names each version messages.json has a layout
+    for, and only those and the ones messages.json names as not transcribed yet (the 4.4 line's
+    TxnOffsetCommit v6 and the StreamsGroup* v1 responses: their bodies come out with status
+    undecoded, never a guess)."""
+    doc = _messages_json()
+    messages = doc["messages"]
+    untranscribed = {(int(key), kind, v) for key, kinds in doc["untranscribed"].items()
+                     for kind, versions in kinds.items() for v in versions}
+    assert untranscribed == {(28, "request", 6), (28, "response", 6), (88, "response", 1), (89, "response", 1)}
     assert set(map(int, messages)) == set(protocol.API_NAMES)
     for key in protocol.API_NAMES:
         api = protocol.api(key)
+        assert doc["names"][str(key)] == api.name
         for kind in ("request", "response"):
             have = {int(v): flexible for v, (_, flexible) in messages[str(key)][kind].items()}
-            named = {v for v in range(api.min_version, api.max_version + 1) if (key, kind, v) not in NOT_TRANSCRIBED}
+            named = {v for v in range(api.min_version, api.max_version + 1) if (key, kind, v) not in untranscribed}
             assert set(have) == named, (key, kind)
             assert all(bool(f) == api.is_flexible(v) for v, f in have.items()), (key, kind)
 

@@ -1,8 +1,8 @@
 """Kafka protocol knowledge, loaded from data files in this folder.
 
 ``apis.tsv`` lists every API key Kafka has defined with the versions it has had and the first
-flexible version (KIP-482). Header versions follow from that table by rule, never by per-version
-branches:
+flexible version (KIP-482), written by generate.py from messages.json (a test holds them equal).
+Header versions follow from that table by rule, never by per-version branches:
 
 * request header v2 if the version is flexible, else v1; v0 for ControlledShutdown v0;
 * response header v1 if flexible, else v0; always v0 for ApiVersions (key 18).

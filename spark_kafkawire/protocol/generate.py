@@ -1,4 +1,4 @@
-"""Generate messages.json and errors.tsv from Kafka's message schemas, as kio carries them.
+"""Generate messages.json, apis.tsv and errors.tsv from Kafka's message schemas, as kio carries them.
 
     make schemas
 
@@ -13,7 +13,13 @@ releases.tsv's rows for a release come from a clone of apache/kafka (``releases 
 and 4.2, whose schemas are not at hand, come from shipped.tsv and the 4.0 and 4.3 rows
 (``later-releases``, see :func:`later_releases`).
 
+apis.tsv (api key, name, lowest and highest version, first flexible version) is written from
+messages.json alone (``apis_tsv``): its names, each api's request versions and flexible flags, and
+the versions named without a layout yet (``untranscribed``); a test holds the two the same.
+
 Layout of messages.json:
+  names:    {api_key: Kafka's name of the api}
+  untranscribed: {api_key: {"request"|"response": [versions Kafka has whose layout is not here yet]}}
   structs:  list of structs; a struct is a list of fields [name, type, flags, tag, sub]
             name   Kafka's field name (PascalCase)
             type   int8 int16 int32 int64 uint16 float64 bool string bytes uuid records struct
@@ -96,13 +102,16 @@ def dump() -> dict:
         errors = {int(e.value): e.name.upper() for e in ErrorCode}
     import kio
 
-    return {"kio": getattr(kio, "__version__", "?"), "structs": structs, "messages": messages, "errors": errors}
+    names = {str(api_key): pascal(name) for api_key, name in api_key_map.items()}
+    return {"kio": getattr(kio, "__version__", "?"), "names": names, "structs": structs, "messages": messages,
+            "errors": errors}
 
 
 def merge(newer: dict, older: dict, *extra: dict) -> dict:
     """The newer dump, plus the (key, version) pairs only the older one has, plus ``extra`` dumps
     (transcriptions of versions newer than kio) whose entries may read ``{"as": version}``: the
-    same layout as that version of the same api key and direction."""
+    same layout as that version of the same api key and direction; an extra's ``names`` name new
+    apis, its ``untranscribed`` the versions it knows of but has no layout for."""
     structs: list = []
     index: dict[str, int] = {}
 
@@ -134,8 +143,38 @@ def merge(newer: dict, older: dict, *extra: dict) -> dict:
     messages = dict(sorted(messages.items(), key=lambda kv: int(kv[0])))
     errors = {**older.get("errors", {}), **newer.get("errors", {})}
     sources = [f"kio {newer['kio']}", f"kio {older['kio']}"] + [e["kio"] for e in extra]
-    return {"sources": sources, "structs": structs, "messages": messages,
-            "errors": errors}
+    names: dict = {}
+    untranscribed: dict = {}
+    for dump in (older, newer, *extra):
+        names.update(dump.get("names", {}))
+        for key, kinds in dump.get("untranscribed", {}).items():
+            for kind, versions in kinds.items():
+                have = untranscribed.setdefault(key, {}).setdefault(kind, [])
+                have[:] = sorted(set(have) | {v for v in versions if str(v) not in messages[key].get(kind, {})})
+    names = dict(sorted(names.items(), key=lambda kv: int(kv[0])))
+    return {"sources": sources, "names": names, "untranscribed": untranscribed, "structs": structs,
+            "messages": messages, "errors": errors}
+
+
+#: apis.tsv's first lines
+APIS_HEAD = ("# Kafka API keys: every version any release has had (3.9.0 through 4.3, plus the 4.4 additions).\n"
+             "# Written by protocol/generate.py from messages.json (make schemas): its names, its request versions\n"
+             "# and flexible flags, and the versions it names without a layout. Do not edit by hand.\n"
+             "# Source: Apache Kafka message schemas (validVersions, flexibleVersions). "
+             "flexible_from = -1: never flexible.\n"
+             "# api_key\tname\tmin_version\tmax_version\tflexible_from\n")
+
+
+def apis_tsv(messages_json: dict) -> str:
+    """apis.tsv's text from messages.json's content: per api key its name, lowest and highest
+    request version (with the untranscribed ones) and first flexible version (-1: none)."""
+    lines = [APIS_HEAD]
+    for key, name in messages_json["names"].items():
+        requests = messages_json["messages"][key]["request"]
+        versions = {int(v) for v in requests} | set(messages_json["untranscribed"].get(key, {}).get("request", []))
+        flexible = [int(v) for v, (_sid, flex) in requests.items() if flex]
+        lines.append(f"{key}\t{name}\t{min(versions)}\t{max(versions)}\t{min(flexible, default=-1)}\n")
+    return "".join(lines)
 
 
 def write(merged: dict, folder: str) -> None:
@@ -144,6 +183,8 @@ def write(merged: dict, folder: str) -> None:
     text = re.sub(r'\],\[', "],\n[", text)  # one field a line: readable diffs
     with open(f"{folder}/messages.json", "w") as f:
         f.write(text + "\n")
+    with open(f"{folder}/apis.tsv", "w") as f:
+        f.write(apis_tsv(merged))
     with open(f"{folder}/errors.tsv", "w") as f:
         f.write("# Kafka error codes and names (org.apache.kafka.common.protocol.Errors), via kio\n")
         for code, name in sorted(errors.items(), key=lambda kv: int(kv[0])):
