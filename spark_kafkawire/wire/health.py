@@ -47,9 +47,9 @@ Rules, per segment of direction d (the other direction is r):
 
 Memory is bounded per connection: MAX_UNACKED data segments waiting for their ACK, MAX_SAMPLES round
 trips, MAX_RESENT segments sent again (for the exchange rows) and MAX_HOLES holes per direction. (Each direction's
-state is a plain class of integers, with its holes and its IPv4 numbering in two more, their lists
-made at first use: compiled by mypyc, an event reads and moves native integers, and a connection of
-one segment costs seven small objects.)
+state is a plain class of integers, with its IPv4 numbering in one more and its holes in another
+made at the first hole, their lists made at first use: compiled by mypyc, an event reads and moves
+native integers, and a connection of one segment costs five small objects.)
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Side:
         # (sequence number, length, when sent if its first copy was lost else -1, 0 / 1 / 2: not lost,
         # lost beyond the capture point, before it), the last ones
         self.resent_at: list[tuple[int, int, int, int]] | None = None
-        self.holes = Holes()
+        self.holes: Holes | None = None  # made at the first hole: most connections never have one
         # the least round trip in the current window (from win_start) and in the window before; -1: none
         self.win_min: i64 = -1
         self.win_start: i64 = 0
@@ -160,7 +160,10 @@ class Side:
         it skipped (starting past that number) a hole until they come. (A pure ACK past it, too:
         the sender sent bytes the capture has not seen.)"""
         if self.seen and _before(self.nextseq, seq):
-            self.holes.hole(self.nextseq, seq)
+            holes = self.holes
+            if holes is None:
+                holes = self.holes = Holes()
+            holes.hole(self.nextseq, seq)
         return NEW
 
     def wait(self, end: i64, ts: i64, new: bool) -> None:
@@ -367,7 +370,8 @@ class Health:
         the capture saw it after the receiver had it) it is only out of order."""
         end: i64 = (seq + length) & _MASK
         acked = other.acked and not _before(other.lastack, end)
-        if not me.holes.fill(seq, end if _before(end, nextseq) else nextseq):
+        holes = me.holes
+        if holes is None or not holes.fill(seq, end if _before(end, nextseq) else nextseq):
             me.again(seq, length, ts, not acked, False)
             return SENT_AGAIN
         threshold = self.first_rtt if self.first_rtt > 0 else DEFAULT_OOO_NS
