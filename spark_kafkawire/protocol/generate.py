@@ -150,7 +150,7 @@ def merge(newer: dict, older: dict, *extra: dict) -> dict:
         for key, kinds in dump.get("untranscribed", {}).items():
             for kind, versions in kinds.items():
                 have = untranscribed.setdefault(key, {}).setdefault(kind, [])
-                have[:] = sorted(set(have) | {v for v in versions if str(v) not in messages[key].get(kind, {})})
+                have[:] = sorted(set(have) | {v for v in versions if str(v) not in messages.get(key, {}).get(kind, {})})
     names = dict(sorted(names.items(), key=lambda kv: int(kv[0])))
     return {"sources": sources, "names": names, "untranscribed": untranscribed, "structs": structs,
             "messages": messages, "errors": errors}

@@ -336,12 +336,13 @@ class ConnectionRows(RowBuilder):
         super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
         self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
         self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
-        self._health_cols = {side: [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH]
-                             for side in ("client", "broker")}
         #: the counts of a side, in the order _connection makes them: the direction's, then its health's
-        #: that add up (all but the round trips)
-        self._side_counts = {side: self._count_cols[side] + self._health_cols[side][:6]
+        #: that add up (all but the round trips), and its round trips' two columns
+        self._side_counts = {side: self._count_cols[side] + [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH
+                                                             if not what.startswith("rtt_")]
                              for side in ("client", "broker")}
+        self._rtt_cols = {side: [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH if what.startswith("rtt_")]
+                          for side in ("client", "broker")}
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -388,7 +389,7 @@ class ConnectionRows(RowBuilder):
             for name, v in zip(self._side_counts[side], counts):
                 c[name].append(v if part is None else part.since(name, v))
             rtt = health.round_trip_ms(d)
-            rtt_min, rtt_p50 = self._health_cols[side][6:]
+            rtt_min, rtt_p50 = self._rtt_cols[side]
             c[rtt_min].append(rtt[0])
             c[rtt_p50].append(rtt[1])
         c["tls_version"].append(tls.version_name if tls else None)
