@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas
+.PHONY: setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas columns
 
 # what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
@@ -113,6 +113,13 @@ sample-pcaps: setup test-deps system-deps
 
 clean:
 	rm -rf $(VENV) out build *.egg-info spark-warehouse; find spark_kafkawire -name "*.so" -delete; rm -f spark_kafkawire/_native.json
+
+# Make rows/held.py and docs/rows.md's column tables again from rows/columns.py (after a column's
+# declaration changed), then build the compiled stages again (held.py is one of them)
+columns:
+	test -x $(PY) || $(MAKE) setup
+	$(PY) -m spark_kafkawire.rows.columns
+	$(MAKE) setup
 
 # Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:
 # kio 0.6.5 (Kafka 4.3) plus kio 0.5.0 (Kafka 3.9.0) for the versions 4.0 removed, plus the

@@ -99,45 +99,44 @@ def test_a_documented_call_binds_to_the_code(doc, node):
             Options.parse({key: value})
 
 
-ENDPOINTS = ["client_ip", "client_port", "broker_ip", "broker_port"]
-
-
-def _documented_columns(shape: str) -> list[tuple[str, str | None]]:
-    """docs/rows.md's column table of a row shape: (column, its type where the row names one type
-    per column or one for all). ``endpoints`` stands for the four endpoint columns; a row
-    ``client_*, broker_*`` for both directions of each backticked name in its description."""
-    text = (ROOT / "docs" / "rows.md").read_text()
-    start = text.index(f"`rows={shape}`")
-    end = text.index("\n\n", text.index("|---|", start))
-    out: list[tuple[str, str | None]] = []
-    for line in text[start:end].splitlines():
-        if not line.startswith("| ") or line.startswith("| column"):
-            continue
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        names = [n.strip() for n in cells[0].split(",")]
-        if names == ["client_*", "broker_*"]:
-            names = [f"{side}_{n}" for side in ("client", "broker") for n in re.findall(r"`([a-z_]+)`", cells[2])]
-        names = [c for n in names for c in (ENDPOINTS if n == "endpoints" else [n])]
-        types = [t.strip() for t in re.split(r",(?![^<]*>)", cells[1])] if cells[1] else []
-        if len(types) == len(names):
-            out += list(zip(names, types))
-        else:
-            out += [(n, types[0] if len(types) == 1 else None) for n in names]
-    return out
-
-
-@pytest.mark.parametrize("shape", ["exchanges", "partitions", "records", "connections"])
-def test_the_column_tables_in_rows_md_are_the_columns(shape):
-    """Every column of the shape is in its table, once, with its type; the table names no other."""
+@pytest.mark.parametrize("shape", ["exchanges", "messages", "partitions", "records", "connections"])
+def test_the_column_tables_in_rows_md_are_made_from_the_declarations(shape):
+    """docs/rows.md's table of a shape is what rows/columns.py makes of the shape's declared columns
+    (``python -m spark_kafkawire.rows.columns`` writes it), and it names every column of the Spark
+    schema once, with its type where the line has one type per column or one for all."""
+    from spark_kafkawire.rows.columns import columns_table
     from spark_kafkawire.rows.table import ddl
 
+    text = (ROOT / "docs" / "rows.md").read_text()
+    table = columns_table(shape)
+    assert f"<!-- columns of rows={shape} -->\n{table}\n<!-- end -->" in text
     actual = {}
     for part in re.split(r",(?![^<]*>)", ddl(shape)):
         name, typ = part.strip().split(" ", 1)
-        actual[name.strip("`")] = typ.strip().lower()
-    documented = _documented_columns(shape)
-    names = [n for n, _ in documented]
-    assert sorted(names) == sorted(actual), (set(names) ^ set(actual))
-    for name, typ in documented:
-        if typ:
-            assert typ.replace(" ", "") == actual[name].replace(" ", ""), (name, typ, actual[name])
+        actual[name] = typ
+    documented = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.split(" | ")]
+        names = [n.strip() for n in cells[0].lstrip("| ").split(",")]
+        types = [t.strip() for t in re.split(r",(?![^<]*>)", cells[1])] if cells[1] else []
+        assert types == [] or len(types) in (1, len(names)), line
+        for i, name in enumerate(names):
+            documented.append(name)
+            if types:
+                assert (types[i] if len(types) > 1 else types[0]) == actual[name], (name, types)
+    assert sorted(documented) == sorted(actual)
+
+
+def test_the_held_columns_are_generated_from_the_declarations():
+    """rows/held.py is what rows/columns.py generates, and each shape's class holds exactly its
+    columns, each by its own name."""
+    from spark_kafkawire.rows import columns, held
+    from spark_kafkawire.rows.shapes import row_builder
+    from spark_kafkawire.rows.table import COLUMNS
+
+    assert (ROOT / "spark_kafkawire" / "rows" / "held.py").read_text() == columns.held_source()
+    for shape, cols in COLUMNS.items():
+        made = row_builder(shape, "x.pcap").cols  # each column its own object
+        got = getattr(held, f"{shape.capitalize()}Columns")(made)
+        assert all(getattr(got, n) is made[n] for n, _t in cols)
+        assert not set(getattr(got, "__dict__", {})) - set(made)

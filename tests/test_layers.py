@@ -32,8 +32,8 @@ STEPS = {
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"recordstream"}, {"direction"}, {"trial"}, {"session"}],
     "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"batchheader", "codecs"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"}, {"message"},
               {"headline", "partitions", "topicids"}],
-    "decode": [{"status", "predicate", "roles", "connstate", "modes"}, {"pairing"}, {"exchanges"}],
-    "rows": [{"table", "timing"}, {"shapes", "tee"}],
+    "decode": [{"status", "predicate", "roles", "connstate", "modes", "summary"}, {"pairing"}, {"exchanges"}],
+    "rows": [{"columns", "held"}, {"table", "timing"}, {"shapes", "tee"}],
 }
 
 

@@ -31,9 +31,11 @@ from ..tls.budget import TrialBudget
 from ..kafka.topicids import TopicIds
 from .status import NO_RESPONSE, TLS
 from .pairing import Pairing, RowSink
+from .summary import DirectionSummary, summarize
 
 if TYPE_CHECKING:  # (the key log and the TLS session are imported when a read needs them)
     from ..tls.keylog import KeyLog
+    from ..tls.session import TlsSession
 
 __all__ = ["Decoder", "Endpoints", "Request", "Response", "RowSink"]
 
@@ -160,7 +162,7 @@ class Decoder(Pairing):
             if connection is not None and mine:
                 st = ConnState(conn)
                 role = self.roles.guess(st)
-                connection(conn, st.endpoints, role, "unknown", None, None)
+                connection(conn, st.endpoints, role, "unknown", _sides(conn, None, None, role), None)
             return
         if st.client_dir is None and st.queue:
             self._decide(st, force=True)
@@ -192,8 +194,9 @@ class Decoder(Pairing):
         connection = self.connection_row
         if connection is not None:
             client_dir = st.client_dir if st.client_dir is not None else self.roles.guess(st)
-            connection(conn, st.endpoints, client_dir,
-                       "tls" if st.tls else "kafka" if st.framed else "unknown", st.framers, st.tls_session)
+            tls = st.tls_session
+            connection(conn, st.endpoints, client_dir, "tls" if st.tls else "kafka" if st.framed else "unknown",
+                       _sides(conn, st.framers, tls, client_dir), tls)
 
     def part_row(self, conn: Connection) -> None:
         """The row of a connection carried into a later read (carry.py) for what this read saw of it:
@@ -224,3 +227,9 @@ class Decoder(Pairing):
             if any(half.holds_bytes_from(t_ns) for half in conn.halves):
                 return False
         return True
+
+
+def _sides(conn: Connection, framers: list | None, tls: TlsSession | None,
+           client_dir: int) -> tuple[DirectionSummary, DirectionSummary]:
+    """The connection's two directions as its row counts them: the client's, then the broker's."""
+    return summarize(conn, framers, tls, client_dir), summarize(conn, framers, tls, 1 - client_dir)

@@ -39,7 +39,8 @@ class RowSink(Protocol):
                  status: str, detail: str | None, extra: tuple | None) -> None: ...
 
     #: optional: called with each TCP connection's row, (conn, endpoints, client direction, protocol,
-    #: framers, TLS session or None); None or absent where the rows have none (the decoder then spares working it out)
+    #: its two directions' summary.DirectionSummary (the client's, the broker's), TLS session or None);
+    #: None or absent where the rows have none (the decoder then spares working it out)
     connection: Callable[..., None] | None
 
 

@@ -31,14 +31,15 @@ from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
 from .timing import Split, backwards, capture_side, elapsed_ms, transfer_ms
-from .table import (_DIRECTION_COUNTS, _DIRECTION_HEALTH, _NO_COUNTS, _TLS_COUNTS, MAX_TIMESTAMP_MS, RowBuilder,
-                    frame_status, message_json)
+from ..decode.summary import DirectionSummary
+from .columns import ADDING, SIDES
+from .held import ConnectionsColumns, ExchangesColumns, MessagesColumns, PartitionsColumns, RecordsColumns
+from .table import MAX_TIMESTAMP_MS, RowBuilder, frame_status, message_json
 
 #: a damaged exchange's row in rows=partitions where no partition could be read from it
 _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offset", "high_watermark",
                                       "last_stable_offset", "log_start_offset", "timestamp_ms", "record_count",
                                       "record_bytes"))
-_PARTITION_FIELDS: Final = tuple(_NO_PARTITION)
 #: the topic a schema registry keeps its schemas in (Confluent's and Karapace's default), read for
 #: each schema id's type
 SCHEMAS_TOPIC: Final = "_schemas"
@@ -49,13 +50,6 @@ def _first_frame(req: Request | None, resp: Response | None) -> Frame | None:
     return req.frame if req is not None else resp.frame if resp is not None else None
 
 
-#: the exchange rows' own columns, in the order ExchangeRows.exchange writes them
-_EXCHANGE_OWN: Final = ("request_time", "response_time", "latency_ms", "request_transfer_ms", "response_transfer_ms",
-                        "network_ms", "broker_ms", "network_basis", "retransmissions", "request_header_version",
-                        "response_header_version", "request_size", "response_size", "status", "detail",
-                        "request_packet", "response_packet", "response_file", "request", "response")
-
-
 class ExchangeRows(RowBuilder):
     """rows=exchanges. Damage of an exchange is always its row."""
 
@@ -63,42 +57,39 @@ class ExchangeRows(RowBuilder):
 
     def _reset(self) -> None:
         RowBuilder._reset(self)
-        self.own_cols = self._held(_EXCHANGE_OWN)
+        self.held = ExchangesColumns(self.cols)
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
         if status in DAMAGE and not self.damage.keep(ep, _first_frame(req, resp), status, detail):
             return
-        self._identity(ep, req, resp)
-        (request_time, response_time, latency_ms, request_transfer_ms, response_transfer_ms, network_ms, broker_ms,
-         network_basis, retransmissions, request_header_version, response_header_version, request_size, response_size,
-         status_col, detail_col, request_packet, response_packet, response_file, request,
-         response) = self.own_cols  # (_EXCHANGE_OWN's order)
+        k = self.held
+        self._identity(k, ep, req, resp)
         h = req.header if req is not None else None
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
-        _frame_columns(rq, request_time, request_size, request_packet)
-        _frame_columns(rs, response_time, response_size, response_packet)
+        _frame_columns(rq, k.request_time, k.request_size, k.request_packet)
+        _frame_columns(rs, k.response_time, k.response_size, k.response_packet)
         # (a rotation series: the response's file where it is not the request's)
-        response_file.append(self.files[rs.number >> FILE_SHIFT] if rs is not None and rq is not None and
-                             (rs.number ^ rq.number) >> FILE_SHIFT else None)
-        latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
-        request_transfer_ms.append(transfer_ms(rq))
-        response_transfer_ms.append(transfer_ms(rs))
+        k.response_file.append(self.files[rs.number >> FILE_SHIFT] if rs is not None and rq is not None and
+                               (rs.number ^ rq.number) >> FILE_SHIFT else None)
+        k.latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
+        k.request_transfer_ms.append(transfer_ms(rq))
+        k.response_transfer_ms.append(transfer_ms(rs))
         split = Split(ep, rq, rs)
         for why in (split.why, backwards(rq, rs)):  # (a loss's recovery would count as the broker's time)
             if why is not None:
                 detail = why if detail is None else f"{detail}; {why}"
-        network_ms.append(split.network_ms)
-        broker_ms.append(split.broker_ms)
-        network_basis.append(split.basis)
-        retransmissions.append(split.resent)
-        request_header_version.append(h.header_version if h else None)
-        response_header_version.append(resp.header_version if resp else None)
-        status_col.append(status)
-        detail_col.append(detail)
-        request.append(message_json(req))
-        response.append(message_json(resp))
+        k.network_ms.append(split.network_ms)
+        k.broker_ms.append(split.broker_ms)
+        k.network_basis.append(split.basis)
+        k.retransmissions.append(split.resent)
+        k.request_header_version.append(h.header_version if h else None)
+        k.response_header_version.append(resp.header_version if resp else None)
+        k.status.append(status)
+        k.detail.append(detail)
+        k.request.append(message_json(req))
+        k.response.append(message_json(resp))
         self._headline(extra)
         self.count += 1
 
@@ -107,6 +98,10 @@ class MessageRows(RowBuilder):
     """rows=messages: a row per frame. Each frame's own status decides whether it is damage."""
 
     shape = "messages"
+
+    def _reset(self) -> None:
+        RowBuilder._reset(self)
+        self.held = MessagesColumns(self.cols)
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
@@ -122,26 +117,19 @@ class MessageRows(RowBuilder):
         frame = resp.frame if resp is not None else req.frame if req is not None else None
         if own in DAMAGE and not self.damage.keep(ep, frame, own, own_detail):
             return
-        c = self.cols
-        self._endpoints(ep, frame.number if frame is not None else -1)
+        k = self.held
+        self._identity(k, ep, req, resp, frame.number if frame is not None else -1)
         h = req.header if req is not None else None
-        c["direction"].append(direction)
-        c["time"].append(frame.ts_ns if frame else None)
-        self._api(h)
-        if resp is not None:
-            c["header_version"].append(resp.header_version)
-            c["correlation_id"].append(resp.correlation_id)
-        else:
-            c["header_version"].append(h.header_version if h else None)
-            c["correlation_id"].append(h.correlation_id if h else None)
-        c["client_id"].append(h.client_id if h else None)
-        c["size"].append(frame.size if frame else None)
-        c["status"].append(own)
-        c["detail"].append(own_detail)
-        c["exchange_status"].append(status)
-        c["packet"].append(frame.number & LOCAL_MASK if frame else None)
+        k.direction.append(direction)
+        k.time.append(frame.ts_ns if frame else None)
+        k.header_version.append(resp.header_version if resp is not None else h.header_version if h else None)
+        k.size.append(frame.size if frame else None)
+        k.status.append(own)
+        k.detail.append(own_detail)
+        k.exchange_status.append(status)
+        k.packet.append(frame.number & LOCAL_MASK if frame else None)
         msg = resp if resp is not None else req
-        c["body"].append(message_json(msg))
+        k.body.append(message_json(msg))
         self._headline(extra)
         self.count += 1
 
@@ -151,6 +139,10 @@ class PartitionRows(RowBuilder):
     they carry the damage status (one row where no partition could be read)."""
 
     shape = "partitions"
+
+    def _reset(self) -> None:
+        RowBuilder._reset(self)
+        self.held = PartitionsColumns(self.cols)
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
@@ -170,19 +162,27 @@ class PartitionRows(RowBuilder):
             entries = [_NO_PARTITION]
         rq = req.frame if req is not None else None
         rs = resp.frame if resp is not None else None
-        c = self.cols
+        k = self.held
         for e in entries:
-            self._identity(ep, req, resp)
-            c["request_time"].append(rq.ts_ns if rq else None)
-            c["response_time"].append(rs.ts_ns if rs else None)
-            c["latency_ms"].append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
-            c["status"].append(status)
-            c["detail"].append(detail)
-            for name in _PARTITION_FIELDS:
-                c[name].append(e[name])
-            c["error_name"].append(error_name(e["error_code"]))
-            c["group_id"].append(extra[GROUP_ID] if extra else None)
-            c["transactional_id"].append(extra[TRANSACTIONAL_ID] if extra else None)
+            self._identity(k, ep, req, resp)
+            k.request_time.append(rq.ts_ns if rq else None)
+            k.response_time.append(rs.ts_ns if rs else None)
+            k.latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
+            k.status.append(status)
+            k.detail.append(detail)
+            k.topic.append(e["topic"])
+            k.partition.append(e["partition"])
+            k.error_code.append(e["error_code"])
+            k.error_name.append(error_name(e["error_code"]))
+            k.offset.append(e["offset"])
+            k.high_watermark.append(e["high_watermark"])
+            k.last_stable_offset.append(e["last_stable_offset"])
+            k.log_start_offset.append(e["log_start_offset"])
+            k.timestamp_ms.append(e["timestamp_ms"])
+            k.record_count.append(e["record_count"])
+            k.record_bytes.append(e["record_bytes"])
+            k.group_id.append(extra[GROUP_ID] if extra else None)
+            k.transactional_id.append(extra[TRANSACTIONAL_ID] if extra else None)
             self.count += 1
 
 
@@ -191,6 +191,10 @@ class RecordRows(RowBuilder):
     is a row only where no record could be read; records that were read carry their own status."""
 
     shape = "records"
+
+    def _reset(self) -> None:
+        RowBuilder._reset(self)
+        self.held = RecordsColumns(self.cols)
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
@@ -240,66 +244,73 @@ class RecordRows(RowBuilder):
             base = appended.get((topic, index)) if appended is not None else None
             position = 0
             for r in rec.iter_records(raw.data, budget, self.max_records):
-                c = self.cols  # a new set of columns after each batch leaves
+                k = self.held  # a new set of columns after each batch leaves
                 if r.status != "ok":
                     base = None  # how many records a batch not read whole held is not known: later offsets neither
                     # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
                     if r.status != TRUNCATED and \
                             not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
                         continue
-                self._identity(ep, req, resp)
-                c["time"].append(msg.frame.ts_ns)
-                c["direction"].append(direction)
-                c["topic"].append(topic)
-                c["partition"].append(index)
-                c["offset"].append(r.offset)
+                self._identity(k, ep, req, resp)
+                k.time.append(msg.frame.ts_ns)
+                k.direction.append(direction)
+                k.topic.append(topic)
+                k.partition.append(index)
+                k.offset.append(r.offset)
                 if appended is None:  # a Fetch response states each record's offset in the log
-                    c["log_offset"].append(r.offset if r.status == "ok" else None)
+                    k.log_offset.append(r.offset if r.status == "ok" else None)
                 else:  # a Produce request's: the response's BaseOffset, one offset each in turn
-                    c["log_offset"].append(base + position if base is not None else None)
+                    k.log_offset.append(base + position if base is not None else None)
                 position += 1
                 ts = r.timestamp_ms
-                c["timestamp"].append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
-                c["timestamp_type"].append(r.timestamp_type)
-                self._carried(c, topic, r)
-                c["producer_id"].append(r.producer_id)
-                c["producer_epoch"].append(r.producer_epoch)
-                c["sequence"].append(r.sequence)
-                c["transactional"].append(r.transactional)
-                c["control_type"].append(r.control_type)
-                c["codec"].append(r.codec)
-                c["magic"].append(r.magic)
-                c["batch_offset"].append(r.batch_offset)
-                c["status"].append(r.status)
+                k.timestamp.append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
+                k.timestamp_type.append(r.timestamp_type)
+                self._carried(k, topic, r)
+                k.producer_id.append(r.producer_id)
+                k.producer_epoch.append(r.producer_epoch)
+                k.sequence.append(r.sequence)
+                k.transactional.append(r.transactional)
+                k.control_type.append(r.control_type)
+                k.codec.append(r.codec)
+                k.magic.append(r.magic)
+                k.batch_offset.append(r.batch_offset)
+                k.status.append(r.status)
                 self.count += 1
                 yield
 
-    def _carried(self, c: dict[str, Column], topic: str | None, r: rec.Record) -> None:
+    def _carried(self, k: RecordsColumns, topic: str | None, r: rec.Record) -> None:
         """The payload (only with ``payload``) and what the record carries besides (always): trace
         context, and the wire format and schema id of key and value; ``detail`` says what is malformed."""
         payload = self.payload
-        c["key"].append(r.key if payload else None)
-        c["value"].append(r.value if payload else None)
-        c["headers"].append([{"key": k, "value": v} for k, v in r.headers]
-                            if payload and r.headers is not None else None)
+        k.key.append(r.key if payload else None)
+        k.value.append(r.value if payload else None)
+        k.headers.append([{"key": name, "value": v} for name, v in r.headers]
+                         if payload and r.headers is not None else None)
         trace, span, fmt, problem = trace_context(r.headers)
-        c["trace_id"].append(trace)
-        c["span_id"].append(span)
-        c["trace_format"].append(fmt)
+        k.trace_id.append(trace)
+        k.span_id.append(span)
+        k.trace_format.append(fmt)
         detail = r.detail
         if problem:
             detail = f"{detail}; {problem}" if detail else problem
         if topic == SCHEMAS_TOPIC and r.status == "ok":
             self._learn_schema(r.key, r.value)
-        for side, data in (("key", r.key), ("value", r.value)):
-            wire, sid, problem = wire_format(data)
-            if sid is not None and wire is not None and wire.startswith("confluent"):
-                wire = self.schema_types.get(sid, wire)
-            c[f"{side}_format"].append(wire)
-            c[f"{side}_schema_id"].append(sid)
-            if problem:
-                detail = f"{detail}; {side}: {problem}" if detail else f"{side}: {problem}"
-        c["detail"].append(detail)
+        detail = self._format(k.key_format, k.key_schema_id, "key", r.key, detail)
+        detail = self._format(k.value_format, k.value_schema_id, "value", r.value, detail)
+        k.detail.append(detail)
+
+    def _format(self, format_col: Column, schema_id_col: Column, side: str, data: bytes | None,
+                detail: str | None) -> str | None:
+        """The wire format and schema id of a key or value into their columns; the detail with what
+        is malformed in it."""
+        wire, sid, problem = wire_format(data)
+        if sid is not None and wire is not None and wire.startswith("confluent"):
+            wire = self.schema_types.get(sid, wire)
+        format_col.append(wire)
+        schema_id_col.append(sid)
+        if problem:
+            return f"{detail}; {side}: {problem}" if detail else f"{side}: {problem}"
+        return detail
 
     def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
         """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
@@ -334,15 +345,10 @@ class ConnectionRows(RowBuilder):
                  mode: str = "PERMISSIVE", max_records: int = rec.DEFAULT_MAX_RECORDS,
                  topic_ids: dict[str, str] | None = None):
         super().__init__(capture_file, max_decompressed, mode, max_records, topic_ids)
-        self._count_cols = {side: [f"{side}_{what}" for what in _DIRECTION_COUNTS] for side in ("client", "broker")}
-        self._tls_cols = {side: [f"{side}_tls_{what}" for what in _TLS_COUNTS] for side in ("client", "broker")}
-        #: the counts of a side, in the order _connection makes them: the direction's, then its health's
-        #: that add up (all but the round trips), and its round trips' two columns
-        self._side_counts = {side: self._count_cols[side] + [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH
-                                                             if not what.startswith("rtt_")]
-                             for side in ("client", "broker")}
-        self._rtt_cols = {side: [f"{side}_{what}" for what, _t in _DIRECTION_HEALTH if what.startswith("rtt_")]
-                          for side in ("client", "broker")}
+        #: each side's per-direction columns, named from the summary's fields, and whether each
+        #: adds up over a carried connection's rows (else it is of the connection so far)
+        self._side_names = [[(f"{side}_{name}", name in ADDING or name.startswith("tls_"))
+                             for name in DirectionSummary._fields] for side in SIDES]
         self.connection = self._connection
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
@@ -351,65 +357,51 @@ class ConnectionRows(RowBuilder):
                 status == CAPTURE_CHANGED:
             self._status_only(ep, status, detail)
 
-    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str, framers, tls) -> None:
-        c = self.cols
-        self._endpoints(ep, conn.first_number)
-        c["first_time"].append(conn.first_ts)
-        c["last_time"].append(conn.last_ts)
-        c["first_packet"].append(conn.first_number & LOCAL_MASK)
-        c["start_captured"].append(conn.client is not None)
-        c["end_captured"].append(_end(conn))
+    def _reset(self) -> None:
+        RowBuilder._reset(self)
+        self.held = ConnectionsColumns(self.cols)
+
+    def _connection(self, conn, ep: Endpoints, client_dir: int, protocol_name: str,
+                    sides: tuple[DirectionSummary, DirectionSummary], tls) -> None:
+        k = self.held
+        self._endpoints(k, ep, conn.first_number)
+        k.first_time.append(conn.first_ts)
+        k.last_time.append(conn.last_ts)
+        k.first_packet.append(conn.first_number & LOCAL_MASK)
+        k.start_captured.append(conn.client is not None)
+        k.end_captured.append(_end(conn))
         rtt, near = conn.round_trip()
-        c["handshake_rtt_ms"].append(rtt / 1e6 if rtt is not None else None)
-        c["capture_side"].append(capture_side(conn, client_dir, rtt, near))
-        c["client_resets"].append(int(conn.reset_by == client_dir))
-        c["broker_resets"].append(int(conn.reset_by == 1 - client_dir))
-        c["protocol"].append(protocol_name)
-        c["detail"].append(tls.describe() if tls else None)
+        k.handshake_rtt_ms.append(rtt / 1e6 if rtt is not None else None)
+        k.capture_side.append(capture_side(conn, client_dir, rtt, near))
+        k.client_resets.append(int(conn.reset_by == client_dir))
+        k.broker_resets.append(int(conn.reset_by == 1 - client_dir))
+        k.protocol.append(protocol_name)
+        k.detail.append(tls.describe() if tls else None)
         st: ConnState | None = conn.state  # (the decoder's, see exchanges.Decoder)
-        c["client_fingerprint"].append(fingerprint(st.spoken, st.api_versions) if st is not None else None)
-        c["client_library"].append(st.library()[0] if st is not None else None)
-        halves = conn.halves
-        health = conn.health
+        k.client_fingerprint.append(fingerprint(st.spoken, st.api_versions) if st is not None else None)
+        k.client_library.append(st.library()[0] if st is not None else None)
         # a connection carried across reads (carry.py): each of its rows counts what came after the
         # counts of its rows before (reported), so that its rows' counts add up to the connection's
         reported = st.reported if st is not None else None
         part = _Part(reported) if reported is not None else None
-        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
-            sent = health.side(d)
-            if framers is None:  # the connection never carried payload
-                values = _NO_COUNTS
-            else:
-                f = framers[d]
-                a = f.acct
-                values = (halves[d].captured, a.frames, a.frame_bytes, a.partial_frames, a.partial_bytes,
-                          a.skipped_bytes, a.gap_bytes, a.gaps, f.resyncs, sent.resent, sent.resent_bytes)
-            counts: tuple[Any, ...] = values + (sent.data_segments, sent.out_of_order, sent.lost, sent.lost_bytes,
-                                                sent.zero_windows, health.zero_window_ms(d))
-            for name, v in zip(self._side_counts[side], counts):
-                c[name].append(v if part is None else part.since(name, v))
-            rtt = health.round_trip_ms(d)
-            rtt_min, rtt_p50 = self._rtt_cols[side]
-            c[rtt_min].append(rtt[0])
-            c[rtt_p50].append(rtt[1])
-        c["tls_version"].append(tls.version_name if tls else None)
-        c["tls_cipher"].append(tls.suite_name if tls else None)
-        c["tls_server_name"].append(tls.server_name if tls else None)
-        c["tls_alpn"].append(",".join(tls.alpn) if tls and tls.alpn else None)
-        c["tls_ja3"].append(tls.ja3 if tls else None)
-        c["tls_ja4"].append(tls.ja4 if tls else None)
+        c = self.cols
+        for names, summary in zip(self._side_names, sides):
+            for (name, adds), v in zip(names, summary):
+                c[name].append(v if part is None or not adds else part.since(name, v))
+        k.tls_version.append(tls.version_name if tls else None)
+        k.tls_cipher.append(tls.suite_name if tls else None)
+        k.tls_server_name.append(tls.server_name if tls else None)
+        k.tls_alpn.append(",".join(tls.alpn) if tls and tls.alpn else None)
+        k.tls_ja3.append(tls.ja3 if tls else None)
+        k.tls_ja4.append(tls.ja4 if tls else None)
         cert = tls.cert if tls else None
-        c["tls_cert_subject"].append(cert[0] if cert else None)
-        c["tls_cert_issuer"].append(cert[1] if cert else None)
-        c["tls_cert_not_after"].append(cert[2] if cert else None)
-        tls_counts: list[tuple[str, Any]] = [("tls_decrypted_bytes", tls.decrypted if tls else None),
-                                             ("tls_undecrypted_bytes", tls.undecrypted if tls else None)]
-        for side, d in (("client", client_dir), ("broker", 1 - client_dir)):
-            of_side: tuple[int | None, ...] = tls.direction_counts(d) if tls else _NO_TLS
-            tls_counts.extend(zip(self._tls_cols[side], of_side))
-        for name, count in tls_counts:
-            c[name].append(count if part is None else part.since(name, count))
-        c["status"].append("connection")
+        k.tls_cert_subject.append(cert[0] if cert else None)
+        k.tls_cert_issuer.append(cert[1] if cert else None)
+        k.tls_cert_not_after.append(cert[2] if cert else None)
+        for name, col, count in (("tls_decrypted_bytes", k.tls_decrypted_bytes, tls.decrypted if tls else None),
+                                 ("tls_undecrypted_bytes", k.tls_undecrypted_bytes, tls.undecrypted if tls else None)):
+            col.append(count if part is None else part.since(name, count))
+        k.status.append("connection")
         if part is not None and st is not None:
             st.reported = part.now
         self.count += 1
@@ -428,9 +420,6 @@ class _Part:
             return None
         self.now[name] = total
         return total - self.before.get(name, 0)
-
-
-_NO_TLS: Final[tuple[int | None, ...]] = (None,) * len(_TLS_COUNTS)
 
 
 def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Column) -> None:

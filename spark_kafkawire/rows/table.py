@@ -1,9 +1,10 @@
-"""Exchanges -> Arrow record batches: the row shapes' columns and what all their builders share.
+"""Exchanges -> Arrow record batches: the row shapes' schemas and what all their builders share.
 
-Each row shape (option ``rows``) has one column list here, the single source of both the Spark
-schema (DDL) and the Arrow schema. A builder (one per shape, see :mod:`.shapes`) appends to one
-column each (compiled, a typed column writing Arrow's buffers; as Python, a list);
-:class:`RowBuilder` turns them into a ``pyarrow.RecordBatch`` of exactly that schema.
+Each row shape (option ``rows``) has its columns declared once in :mod:`.columns`: from them come
+the Spark schema (DDL) and the Arrow schema here. A builder (one per shape, see :mod:`.shapes`)
+appends to each column (compiled, a typed column writing Arrow's buffers; as Python, a list),
+holding a batch's columns by name (:mod:`.held`); :class:`RowBuilder` turns them into a
+``pyarrow.RecordBatch`` of exactly that schema.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORME
 from ..decode.modes import DamagePolicy
 from ..wire.lane import RowCounts
 from ..wire.series import FILE_SHIFT
-from ..kafka.headers import RequestHeader
-from ..kafka.headline import HEADLINE_FIELDS, SESSION_FIELDS
+from .columns import ENDPOINTS, HEADLINE, SHAPES
+from .held import EndpointsColumns, IdentityColumns
 
 _ARROW: Final = {
     "string": pa.string(),
@@ -41,177 +42,12 @@ _ARROW: Final = {
     "array<struct<key:string,value:binary>>": pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
 }
 
-#: the types of the headline columns of exchanges and messages rows; their order is headline.py's
-_HEADLINE_TYPES: Final = {
-    "error_code": "smallint", "error_name": "string", "throttle_time_ms": "int", "topics": "array<string>",
-    "partition_count": "int", "record_count": "bigint", "record_bytes": "bigint", "acks": "smallint",
-    "transactional_id": "string", "group_id": "string", "member_id": "string", "client_software_name": "string",
-    "client_software_version": "string", "sasl_mechanism": "string", "sasl_user": "string", "client_library": "string",
-}
-_HEADLINE: Final = [(name, _HEADLINE_TYPES[name]) for name in HEADLINE_FIELDS + SESSION_FIELDS]
-
-HEADLINE_NAMES: Final = [name for name, _t in _HEADLINE]
-#: the columns that say which exchange a row is of (RowBuilder._identity writes them in this order)
-_IDENTITY: Final = ("api_key", "api_name", "api_version", "correlation_id", "client_id")
+#: each shape's (name, type) of its columns, from their declarations (rows/columns.py)
+COLUMNS: dict[str, list[tuple[str, str]]] = {shape: [(c.name, c.type) for c in cols] for shape, cols in SHAPES.items()}
+#: the headline columns of exchanges and messages rows, in the order of the headline's values
+HEADLINE_NAMES: Final = [c.name for c in HEADLINE]
+_N_ENDPOINTS: Final = len(ENDPOINTS)  # every shape begins with them
 API_NAMES: Final = protocol.API_NAMES
-
-#: per-direction counts of connections rows (client_*: sent by the client, broker_*: by the broker),
-#: in the order ConnectionRows reads them
-_DIRECTION_COUNTS: Final = ("bytes", "frames", "frame_bytes", "partial_frames", "partial_bytes", "skipped_bytes",
-                            "gap_bytes", "gaps", "resyncs", "retransmitted_segments", "retransmitted_bytes")
-_NO_COUNTS: Final = (0,) * len(_DIRECTION_COUNTS)
-#: per-direction TCP health of connections rows (wire/health.py): segments out of order, segments lost
-#: on the path (and their bytes), zero windows
-#: advertised and the time at zero window, round trips from the direction's data to the other's ACK
-_DIRECTION_HEALTH: Final = [("data_segments", "bigint"), ("out_of_order", "bigint"), ("lost_segments", "bigint"),
-                            ("lost_bytes", "bigint"),
-                            ("zero_windows", "bigint"), ("zero_window_ms", "double"),
-                            ("rtt_min_ms", "double"), ("rtt_p50_ms", "double")]
-#: a TLS connection's bytes per direction (see tls/__init__.py): every captured byte in one of the first three
-_TLS_COUNTS: Final = ("read_bytes", "undecrypted_bytes", "other_bytes", "gap_bytes")
-
-_ENDPOINTS: Final = [
-    ("capture_file", "string"),
-    ("client_ip", "string"),
-    ("client_port", "int"),
-    ("broker_ip", "string"),
-    ("broker_port", "int"),
-    ("community_id", "string"),
-]
-
-_TIMES: Final = [
-    ("request_time", "timestamp"),
-    ("response_time", "timestamp"),
-    ("latency_ms", "double"),
-]
-#: how long an exchange's frames took to cross the capture point
-_TRANSFER: Final = [("request_transfer_ms", "double"), ("response_transfer_ms", "double")]
-#: where an exchange's time went: the network's round trip and the broker's hold
-_SPLIT: Final = [("network_ms", "double"), ("broker_ms", "double"), ("network_basis", "string"),
-                 ("retransmissions", "int")]
-_API: Final = [
-    ("api_key", "smallint"),
-    ("api_name", "string"),
-    ("api_version", "smallint"),
-]
-
-COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "exchanges": _ENDPOINTS + _TIMES + _TRANSFER + _SPLIT + _API + [
-        ("request_header_version", "tinyint"),
-        ("response_header_version", "tinyint"),
-        ("correlation_id", "int"),
-        ("client_id", "string"),
-        ("request_size", "int"),
-        ("response_size", "int"),
-        ("status", "string"),
-        ("detail", "string"),
-        ("request_packet", "bigint"),
-        ("response_packet", "bigint"),
-        ("response_file", "string"),
-        ("request", "string"),
-        ("response", "string"),
-    ] + _HEADLINE,
-    "messages": _ENDPOINTS + [
-        ("direction", "string"),
-        ("time", "timestamp"),
-        ("api_key", "smallint"),
-        ("api_name", "string"),
-        ("api_version", "smallint"),
-        ("header_version", "tinyint"),
-        ("correlation_id", "int"),
-        ("client_id", "string"),
-        ("size", "int"),
-        ("status", "string"),
-        ("detail", "string"),
-        ("exchange_status", "string"),
-        ("packet", "bigint"),
-        ("body", "string"),
-    ] + _HEADLINE,
-    "partitions": _ENDPOINTS + _TIMES + _API + [
-        ("correlation_id", "int"),
-        ("client_id", "string"),
-        ("status", "string"),
-        ("detail", "string"),
-        ("topic", "string"),
-        ("partition", "int"),
-        ("error_code", "smallint"),
-        ("error_name", "string"),
-        ("offset", "bigint"),
-        ("high_watermark", "bigint"),
-        ("last_stable_offset", "bigint"),
-        ("log_start_offset", "bigint"),
-        ("timestamp_ms", "bigint"),
-        ("record_count", "bigint"),
-        ("record_bytes", "bigint"),
-        ("group_id", "string"),
-        ("transactional_id", "string"),
-    ],
-    "records": _ENDPOINTS + [
-        ("time", "timestamp"),
-        ("direction", "string"),
-        ("api_key", "smallint"),
-        ("api_name", "string"),
-        ("api_version", "smallint"),
-        ("correlation_id", "int"),
-        ("client_id", "string"),
-        ("topic", "string"),
-        ("partition", "int"),
-        ("offset", "bigint"),
-        ("log_offset", "bigint"),
-        ("timestamp", "timestamp"),
-        ("timestamp_type", "string"),
-        ("key", "binary"),
-        ("value", "binary"),
-        ("headers", "array<struct<key:string,value:binary>>"),
-        ("key_format", "string"),
-        ("key_schema_id", "bigint"),
-        ("value_format", "string"),
-        ("value_schema_id", "bigint"),
-        ("trace_id", "string"),
-        ("span_id", "string"),
-        ("trace_format", "string"),
-        ("producer_id", "bigint"),
-        ("producer_epoch", "smallint"),
-        ("sequence", "int"),
-        ("transactional", "boolean"),
-        ("control_type", "string"),
-        ("codec", "string"),
-        ("magic", "tinyint"),
-        ("batch_offset", "bigint"),
-        ("status", "string"),
-        ("detail", "string"),
-    ],
-    "connections": _ENDPOINTS + [
-        ("first_time", "timestamp"),
-        ("last_time", "timestamp"),
-        ("first_packet", "bigint"),
-        ("start_captured", "boolean"),
-        ("end_captured", "string"),
-        ("handshake_rtt_ms", "double"),
-        ("capture_side", "string"),
-        ("client_resets", "int"),
-        ("broker_resets", "int"),
-        ("protocol", "string"),
-        ("detail", "string"),
-        ("client_fingerprint", "string"),
-        ("client_library", "string"),
-    ] + [(f"{side}_{what}", "bigint") for side in ("client", "broker") for what in _DIRECTION_COUNTS] + [
-        (f"{side}_{what}", typ) for side in ("client", "broker") for what, typ in _DIRECTION_HEALTH] + [
-        ("tls_version", "string"),
-        ("tls_cipher", "string"),
-        ("tls_server_name", "string"),
-        ("tls_alpn", "string"),
-        ("tls_ja3", "string"),
-        ("tls_ja4", "string"),
-        ("tls_cert_subject", "string"),
-        ("tls_cert_issuer", "string"),
-        ("tls_cert_not_after", "string"),
-        ("tls_decrypted_bytes", "bigint"),
-        ("tls_undecrypted_bytes", "bigint"),
-    ] + [(f"{side}_tls_{what}", "bigint") for side in ("client", "broker") for what in _TLS_COUNTS] + [
-        ("status", "string"),
-    ],
-}
 ROW_SHAPES: Final = tuple(COLUMNS)
 MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
 #: rows into typed columns (arrays.Column) where this module runs compiled, else into lists
@@ -268,11 +104,8 @@ class RowBuilder(RowCounts):
         # they come); interpreted, a list (its append is the cheapest there), made an array at flush
         self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
             {n: cast(arrays.Column, Values()) for n in self.names}
-        self.endpoint_cols = [self.cols[n] for n, _t in _ENDPOINTS]  # every shape begins with them
-        # the headline columns in HEADLINE_NAMES's order, and the identity columns in _IDENTITY's,
-        # where the shape has them (held per batch: no lookup by name per row)
+        # the headline columns in the order of the headline's values, where the shape has them
         self.headline_cols = self._held(HEADLINE_NAMES)
-        self.identity_cols = self._held(_IDENTITY)
         self.count = 0
 
     def _held(self, names: list[str] | tuple[str, ...]) -> list[arrays.Column]:
@@ -326,20 +159,19 @@ class RowBuilder(RowCounts):
         self.files.append(path)
 
     # -- pieces of rows several shapes share -----------------------------------------------------
-    def _endpoints(self, ep: Endpoints | None, number: int = -1) -> None:
+    def _endpoints(self, k: EndpointsColumns, ep: Endpoints | None, number: int = -1) -> None:
         """The endpoint columns; capture_file is the file of packet ``number`` (-1: of the file
         being read)."""
-        capture_file, client_ip, client_port, broker_ip, broker_port, community_id = self.endpoint_cols
-        capture_file.append(self.files[number >> FILE_SHIFT] if number >= 0 else self.files[-1])
+        k.capture_file.append(self.files[number >> FILE_SHIFT] if number >= 0 else self.files[-1])
         if ep is None:
-            for col in self.endpoint_cols[1:]:
+            for col in (k.client_ip, k.client_port, k.broker_ip, k.broker_port, k.community_id):
                 col.append(None)
             return
-        client_ip.append(ep.client_ip)
-        client_port.append_int(ep.client_port)
-        broker_ip.append(ep.broker_ip)
-        broker_port.append_int(ep.broker_port)
-        community_id.append(ep.community_id)
+        k.client_ip.append(ep.client_ip)
+        k.client_port.append_int(ep.client_port)
+        k.broker_ip.append(ep.broker_ip)
+        k.broker_port.append_int(ep.broker_port)
+        k.community_id.append(ep.community_id)
 
     def _headline(self, extra: tuple | None) -> None:
         """The headline columns, from the exchange's headline values (HEADLINE_NAMES's order)."""
@@ -352,36 +184,31 @@ class RowBuilder(RowCounts):
             col.append(extra[i])
             i += 1
 
-    def _api(self, h: RequestHeader | None) -> None:
-        """The api columns, from the request's header."""
-        c = self.cols
-        c["api_key"].append(h.api_key if h else None)
-        c["api_name"].append(API_NAMES.get(h.api_key) if h else None)
-        c["api_version"].append(h.api_version if h else None)
-
-    def _identity(self, ep: Endpoints | None, req: Request | None, resp: Response | None) -> None:
-        """The endpoint and identity columns of an exchange's row (its file: its request's, else
-        its response's)."""
-        self._endpoints(ep, req.frame.number if req is not None else resp.frame.number if resp is not None else -1)
-        api_key, api_name, api_version, correlation_id, client_id = self.identity_cols  # (_IDENTITY's order)
+    def _identity(self, k: IdentityColumns, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                  number: int = -1) -> None:
+        """The endpoint and identity columns of an exchange's row (its file: packet ``number``'s,
+        else its request's, else its response's)."""
+        if number < 0:
+            number = req.frame.number if req is not None else resp.frame.number if resp is not None else -1
+        self._endpoints(k, ep, number)
         h = req.header if req is not None else None
         if h is not None:
-            api_key.append_int(h.api_key)
-            api_name.append(API_NAMES.get(h.api_key))
-            api_version.append_int(h.api_version)
-            correlation_id.append_int(h.correlation_id)
-            client_id.append(h.client_id)
+            k.api_key.append_int(h.api_key)
+            k.api_name.append(API_NAMES.get(h.api_key))
+            k.api_version.append_int(h.api_version)
+            k.correlation_id.append_int(h.correlation_id)
+            k.client_id.append(h.client_id)
         else:
-            api_key.append(None)
-            api_name.append(None)
-            api_version.append(None)
-            correlation_id.append(resp.correlation_id if resp else None)
-            client_id.append(None)
+            k.api_key.append(None)
+            k.api_name.append(None)
+            k.api_version.append(None)
+            k.correlation_id.append(resp.correlation_id if resp is not None else None)
+            k.client_id.append(None)
 
     def _status_only(self, ep: Endpoints | None, status: str, detail: str | None) -> None:
         """A row that says something about the capture rather than an exchange, partition or record."""
-        self._endpoints(ep)
-        for name in self.names[len(_ENDPOINTS) :]:
+        self._endpoints(EndpointsColumns(self.cols), ep)
+        for name in self.names[_N_ENDPOINTS:]:
             self.cols[name].append(status if name == "status" else detail if name == "detail" else None)
         self.count += 1
 
