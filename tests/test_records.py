@@ -398,3 +398,37 @@ def test_the_batch_header_layout_is_kafka_pythons():
     fields = D.HEADER_STRUCT.unpack(bytes(range(61)))
     own = bh._V2.unpack(bytes(range(61)))
     assert own == fields
+
+
+def _leb128(n: int) -> bytes:
+    """An unsigned varint as LEB128 writes it (7 bits a byte, least significant first)."""
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def test_the_one_varint_reader_reads_what_leb128_writes_and_says_why_it_cannot():
+    """kafka/wiretypes.uvarint, the reader of bodies, headers, records and record values: every
+    width LEB128 writes, read within its bounds; cut by the end or longer than allowed, said apart
+    (each caller raises its own error); and each caller's error from it."""
+    from spark_kafkawire.kafka.headers import HeaderError, read_uvarint
+    from spark_kafkawire.kafka.wiretypes import VARINT_CUT, VARINT_LONG, uvarint
+
+    for n in [0, 1, 127, 128, 300, 2**14 - 1, 2**14, 2**21, 2**28 - 1, 2**28, 2**31 - 1, 2**35, 2**63 - 1, 2**64 - 1]:
+        enc = _leb128(n)
+        buf = b"\xff" + enc + b"\xff"
+        assert uvarint(buf, 1, len(buf), 10) == (n, 1 + len(enc)), n
+        assert uvarint(buf, 1, len(buf), 5) == ((n, 1 + len(enc)) if len(enc) <= 5 else (0, VARINT_LONG)), n
+        if len(enc) > 1:
+            assert uvarint(buf, 1, len(enc), 10) == (0, VARINT_CUT), n  # the end before its last byte
+    assert uvarint(b"", 0, 0, 5) == (0, VARINT_CUT)
+    assert rec._varint(_leb128(3), 0, 1) == (-2, 1)  # zigzag: 3 is -2
+    with pytest.raises(rec.RecordError, match="longer than 10 bytes"):
+        rec._varint(b"\x80" * 11, 0, 11)
+    with pytest.raises(rec.RecordError, match="runs past the end"):
+        rec._varint(b"\x80\x80", 0, 2)
+    with pytest.raises(HeaderError):
+        read_uvarint(b"\x80" * 6, 0, 6)

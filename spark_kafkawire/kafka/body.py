@@ -28,7 +28,7 @@ from librt.strings import BytesWriter, read_f64_be, read_i16_be, read_i32_be, re
 from .. import protocol
 from ..compiled import require
 from .jsontext import int_text
-from .wiretypes import Bytes
+from .wiretypes import VARINT_CUT, Bytes, uvarint
 from . import codecs
 from . import records as rec
 from .sasl import suspect, token_shaped
@@ -116,19 +116,12 @@ class _Cursor:
         self.depth = depth  # nesting as a breadth-first walk counts it: a struct 1, an array 1
 
     def uvarint(self, pos: int) -> tuple[int, int]:
-        buf, end = self.buf, self.end
-        value = shift = 0
-        while True:
-            if pos >= end:
-                raise BodyError("varint runs past the end", pos)
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value, pos
-            shift += 7
-            if shift > 28:
-                raise BodyError("varint longer than 5 bytes", pos)
+        """An unsigned varint of at most 5 bytes (a length, count or tag)."""
+        value, after = uvarint(self.buf, pos, self.end, 5)
+        if after < 0:
+            raise BodyError("varint runs past the end" if after == VARINT_CUT else "varint longer than 5 bytes",
+                            self.end if after == VARINT_CUT else pos + 5)
+        return value, after
 
     def length(self, pos: int, wide: bool) -> tuple[int, int]:
         """A length or count: -1 for null."""

@@ -34,6 +34,8 @@ import json
 import re
 from typing import Final
 
+from .wiretypes import uvarint
+
 #: trace header kinds, in the order a record's headers are read for one
 TRACE_FORMATS: Final = ("w3c", "b3", "b3multi", "jaeger", "sw8")
 #: wire formats of keys and values
@@ -182,16 +184,8 @@ def trace_context(headers: list[tuple[str, bytes | None]] | None) -> Trace:
 # -- wire formats -------------------------------------------------------------------------------------
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint at ``pos`` -> (value, next position); (-1, pos) if cut or over 10 bytes."""
-    out = shift = 0
-    end = min(len(data), pos + 10)
-    while pos < end:
-        b = data[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return out, pos
-        shift += 7
-    return -1, pos
+    value, after = uvarint(data, pos, len(data), 10)
+    return (value, after) if after >= 0 else (-1, pos)
 
 
 def _protobuf(data: bytes, pos: int) -> bool:

@@ -14,7 +14,7 @@ from librt.strings import read_i16_be, read_i32_be
 
 from .. import protocol
 from .sasl import token_shaped
-from .wiretypes import Bytes
+from .wiretypes import Bytes, uvarint
 
 
 class HeaderError(ValueError):
@@ -74,14 +74,10 @@ class RequestHeader:
 
 def read_uvarint(buf: Bytes, pos: int, limit: int) -> tuple[int, int]:
     """Unsigned varint at pos (at most 5 bytes); returns (value, next position)."""
-    value = shift = 0
-    for i in range(pos, min(pos + 5, limit)):
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i + 1
-        shift += 7
-    raise HeaderError("bad unsigned varint")
+    value, after = uvarint(buf, pos, limit, 5)
+    if after < 0:
+        raise HeaderError("bad unsigned varint")
+    return value, after
 
 
 def skip_tagged_fields(buf: Bytes, pos: int, limit: int) -> int:

@@ -26,7 +26,7 @@ from librt.strings import BytesWriter, read_i16_be, read_i32_be, read_i64_be
 
 from ..compiled import native, require, require_extension
 from .jsontext import int_text
-from .wiretypes import View
+from .wiretypes import VARINT_CUT, View, uvarint
 from .batchheader import (AT_LENGTH, AT_MAGIC, LOG_OVERHEAD, V01_TIMESTAMP, V2_ATTRIBUTES, V2_BASE_SEQUENCE,
                           V2_BASE_TIMESTAMP, V2_CRC, V2_EPOCH, V2_LAST_OFFSET_DELTA, V2_MAX_TIMESTAMP,
                           V2_PRODUCER_EPOCH, V2_PRODUCER_ID, V2_RECORD_COUNT, V2_SIZE, _V01, _V2)
@@ -218,7 +218,7 @@ def _v01_summary(data: View, pos: int, n: int, magic: int, budget: Budget) -> di
     return batch
 
 
-def _control_type(data: View, pos: int, end: int) -> str | None:
+def _control_type(data: bytes, pos: int, end: int) -> str | None:
     """The type of a control batch's first record (its key: version int16, type int16)."""
     try:
         _len, p = _varint(data, pos, end)
@@ -306,18 +306,25 @@ def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: in
     if _crc32c(data[pos + V2_ATTRIBUTES : end]) != crc:
         yield _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
         return
-    payload: bytes | memoryview = memoryview(data)[pos + V2_SIZE : end]
+    # the records are read by offsets into bytes (indexed natively where compiled): the batch's own
+    # bytes in place, or the decompressed ones
+    payload: bytes
     if attrs & 7:
         try:
-            payload = budget.decompress(attrs & 7, payload)
+            payload = budget.decompress(attrs & 7, memoryview(data)[pos + V2_SIZE : end])
         except RecordError as e:
             yield _problem(data, pos, 2, e.status, str(e), codec)
             return
+        p, stop = 0, len(payload)
+    elif isinstance(data, bytes):
+        payload, p, stop = data, pos + V2_SIZE, end
+    else:
+        payload = bytes(data[pos + V2_SIZE : end])
+        p, stop = 0, len(payload)
     log_append = bool(attrs & 8)
     control = bool(attrs & 32)
     txn = bool(attrs & 16)
-    p, stop = 0, len(payload)
-    if count < 0 or count > stop:  # each record takes at least 7 bytes
+    if count < 0 or count > stop - p:  # each record takes at least 7 bytes
         yield _problem(data, pos, 2, "corrupt", f"record count {count} cannot fit in the batch", codec)
         return
     for i in range(count):
@@ -448,26 +455,18 @@ def _v01_records(data: View, pos: int, size: int, magic: int, budget: Budget, ma
                  key, value, None, None, None, None, None, None, codec, magic, off)
 
 
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """A zigzag varint (records use signed varints), at most 10 bytes."""
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise RecordError("varint runs past the end")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordError("varint longer than 10 bytes")
+    value, after = uvarint(buf, pos, end, 10)
+    if after < 0:
+        raise RecordError("varint runs past the end" if after == VARINT_CUT else "varint longer than 10 bytes")
+    return (value >> 1) ^ -(value & 1), after
 
 
-def _vbytes(buf, pos: int, end: int) -> tuple[bytes | None, int]:
+def _vbytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     n, pos = _varint(buf, pos, end)
     if n < 0:
         return None, pos
     if pos + n > end:
         raise RecordError("key, value or header runs past the record")
-    return bytes(buf[pos : pos + n]), pos + n
+    return buf[pos : pos + n], pos + n
