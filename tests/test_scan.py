@@ -77,7 +77,7 @@ def test_the_job_s_read_writes_every_shape_from_tasks(spark, tmp_path):
 
 
 def test_progress_says_tasks_bytes_and_time_left():
-    from spark_kafkawire.spark.scan import Progress
+    from spark_kafkawire.spark.scan import Progress, spark_tasks
 
     class Stage:
         numCompletedTasks, numTasks = 3, 12
@@ -95,11 +95,46 @@ def test_progress_says_tasks_bytes_and_time_left():
         def getStageInfo(self, stage):
             return Stage()
 
-    p = Progress.__new__(Progress)
-    p.tracker, p.group, p.what, p.total, p.estimate_after = Tracker(), "g", "reading the captures", 4_000_000_000, 20
+    class Context:
+        def statusTracker(self):
+            return Tracker()
+
+    class Spark:
+        sparkContext = Context()
+
+    p = Progress(spark_tasks(Spark(), "g"), "reading the captures", 4_000_000_000, print, estimate_after=20)
     import time
 
     p.start = time.monotonic() - 60  # 3 of 12 tasks in 60 s: 180 s left
     assert p.line() == "reading the captures: 3 of 12 tasks, about 1.0 GB of 4.0 GB, about 3 min left"
     p.start = time.monotonic() - 5  # too soon to tell
     assert p.line() == "reading the captures: 3 of 12 tasks, about 1.0 GB of 4.0 GB"
+
+
+def test_the_job_s_local_read_writes_every_shape_from_processes_here(tmp_path):
+    """LocalScan (local captures, the job's own local Spark): the same tasks in processes of this
+    machine, begun before Spark starts. OUT/rows/<shape> holds exactly read_capture's rows of each
+    shape; progress is said in tasks and bytes; a second run replaces the rows; a task that fails
+    (FAILFAST on a file cut short) fails the wait, naming the file."""
+    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, LocalScan
+
+    opts = {"maxPartitionBytes": "300000", "minPartitions": "4"}
+    lines: list[str] = []
+    scan = LocalScan([str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, 2)
+    assert scan.workers == 2 and len(scan.futures) >= 4
+    counts = scan.wait(lines.append)
+    assert scan._tasks() == (len(scan.futures), len(scan.futures))  # what its progress lines count
+    for shape in JOB_SHAPES:
+        want = read_capture(SAMPLES, rows=shape)
+        got = pq.read_table(tmp_path / "rows" / shape, schema=arrow_schema(shape))
+        assert counts[shape] == want.num_rows == got.num_rows > 0
+        cols = [c for c in want.column_names if c not in ("request", "response")]
+        assert sorted(map(str, got.select(cols).to_pylist())) == sorted(map(str, want.select(cols).to_pylist())), \
+            shape
+    LocalScan([str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES, 2).wait()
+    assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    with pytest.raises(Exception, match=r"cut.pcap: capture_damaged"):
+        LocalScan([str(cut)], {"mode": "FAILFAST"}, str(tmp_path / "failed"), JOB_SHAPES, 2).wait()

@@ -40,34 +40,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
+from .loading import QUICK_JIT_INPUT, SMALL_INPUT, input_bytes, load_rows, local_scan, local_within
+
 AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
-SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
-QUICK_JIT_INPUT = 2 << 30  # local captures up to this size in all: the driver JVM's quick JIT tier alone (session.py)
 
-
-def _small(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
-    """Are the captures local files of ``limit`` bytes or less in all (``size``: see _input_bytes),
-    read by a job not started by spark-submit (whose cluster then decodes)?"""
-    from ..spark.session import _submitted
-    from ..wire.fs import is_uri
-
-    if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
-        return False
-    return size is not None and size <= limit
-
-
-def _input_bytes(args, options: dict) -> int | None:
-    """The captures' bytes in all, from one listing (None where they cannot be listed here)."""
-    import spark_kafkawire
-
-    stats: dict = {}
-    try:
-        spark_kafkawire.list_files(list(args.captures), spark_kafkawire.Options.parse(options).path_glob_filter,
-                                   stats=stats)
-    except (OSError, ValueError, spark_kafkawire.CaptureError):
-        return None
-    return sum(size for size, _mtime in stats.values())
 
 
 def _config(path: str | None) -> dict:
@@ -121,9 +97,9 @@ def parse(argv: list[str]):
                     help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
     ap.add_argument("--quiet", action="store_true", help="nothing on stderr while it runs")
     ap.add_argument("--driver-decode-max", type=int, default=SMALL_INPUT, metavar="BYTES",
-                    help="local captures of at most this many bytes in all are decoded by the driver, without "
-                         f"Spark tasks (default {SMALL_INPUT >> 20} MiB; 0: always Spark tasks; never under "
-                         "spark-submit)")
+                    help="local captures of at most this many bytes in all are decoded by the driver (default "
+                         f"{SMALL_INPUT >> 20} MiB; 0: never); larger ones by processes of this machine while Spark "
+                         "starts; under spark-submit or from object storage, by Spark tasks")
     ap.add_argument("--ports", help="only connections on these TCP ports (comma-separated)")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a reader option (repeat), e.g. minPartitions=8 (see README, Options)")
@@ -186,47 +162,6 @@ def policy_from(args):
     return p
 
 
-def load_rows(spark, args, output, options: dict[str, str], small: bool = False):
-    """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
-    and return the rows the audits read, and how many new rows were read (None: not counted)."""
-    from . import Rows
-
-    out = output.uri
-    new: int | None = None
-    _say(args, "reading the captures")
-    if args.incremental:
-        for shape in SHAPES:
-            # (stateLocation: a rotation series that grows between runs is stitched across them)
-            reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
-                .option("completeAfterSeconds", str(args.complete_after_seconds)) \
-                .option("stateLocation", f"{args.checkpoint}/series/{shape}")
-            if args.max_files_per_trigger:
-                reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
-            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", f"{out}/rows/{shape}")
-                 .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
-            q.awaitTermination()
-            new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
-    elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
-        import spark_kafkawire
-        from ..rows.table import ddl
-
-        frames = []
-        for shape in SHAPES:
-            table = spark_kafkawire.read_capture(args.captures, None, **{**options, "rows": shape})
-            output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
-            _say(args, f"{shape} rows written")
-            # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
-            frames.append(spark.createDataFrame(table) if table.num_rows else
-                          spark.createDataFrame([], ddl(shape)))
-        return Rows(*frames), new
-    else:  # one Spark job: each task decodes its files once into every shape
-        from ..spark.scan import write_shapes
-
-        counts = write_shapes(spark, args.captures, options, out, SHAPES, say=lambda text: _say(args, text))
-        _say(args, "rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
-    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
-
-
 _T0 = time.monotonic()
 #: the files the listing passed over, (path, why): named on stderr and in capture_health.skipped_files
 SKIPPED: list[tuple[str, str]] = []
@@ -252,19 +187,6 @@ def _say(args, what: str) -> None:
     """Progress on stderr (not with --quiet), with the seconds since the job started."""
     if not args.quiet:
         print(f"audit: [{time.monotonic() - _T0:5.1f} s] {what}", file=sys.stderr, flush=True)
-
-
-def _rows(spark, path: str, shape: str):
-    """The rows written so far (none yet: an empty frame of the shape, e.g. an incremental run
-    over an empty directory)."""
-    from pyspark.errors import AnalysisException
-
-    from ..rows.table import ddl
-
-    try:
-        return spark.read.schema(ddl(shape)).parquet(path)
-    except AnalysisException:
-        return spark.createDataFrame([], ddl(shape))
 
 
 def main(argv: list[str]) -> int:
@@ -348,19 +270,26 @@ def _count(n: int, what: str) -> str:  # ``1 capture file``, ``2 capture files``
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
 
-def _session(args, out, small: bool = False, quick: bool = False):
+def _session(args, out, small: bool = False, quick: bool = False, here=None):
     """The job's SparkSession (``quick``: the quick JIT tier alone). Unless --verbose, Spark's JVM and
     its Python workers write their stderr (start-up notes, a failed task's stack traces) to a log file
-    of their own, named in the one line a failure prints, and removed after a run that succeeds."""
+    of their own, named in the one line a failure prints, and removed after a run that succeeds.
+    ``here``: the local scan begun before (stopped where Spark does not start)."""
     import tempfile
 
     import spark_kafkawire
 
-    if args.verbose:
-        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, quick_jit=quick)
-    with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
-        out.spark_log = log.name
-    return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log, quick_jit=quick)
+    try:
+        if args.verbose:
+            return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, quick_jit=quick)
+        with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
+            out.spark_log = log.name
+        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log,
+                                             quick_jit=quick)
+    except BaseException:
+        if here is not None:
+            here.close()
+        raise
 
 
 def run(args, out, policy, options: dict, chosen: list[str]) -> int:
@@ -374,9 +303,10 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     out.begin({"captures": args.captures, "incremental": args.incremental, "audits": chosen})
     _say(args, "starting Spark")
-    size = _input_bytes(args, options)
-    small = _small(args.captures, size, args.driver_decode_max)
-    spark = _session(args, out, small, _small(args.captures, size, QUICK_JIT_INPUT))
+    size = input_bytes(args, options)
+    small = local_within(args.captures, size, args.driver_decode_max)
+    here = local_scan(args, out.uri, options, size, small, lambda text: _say(args, text))
+    spark = _session(args, out, small, local_within(args.captures, size, QUICK_JIT_INPUT), here)
     conf = spark.sparkContext.getConf()
     if not conf.contains("spark.sql.shuffle.partitions"):
         # audit results are small: Spark's 200 shuffle partitions per aggregation cost more than the
@@ -392,7 +322,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         spark.conf.set("spark.sql.adaptive.enabled", "false")
-    rows, new = load_rows(spark, args, out, options, small)
+    rows, new = load_rows(spark, args, out, options, lambda text: _say(args, text), small, here)
     if args.incremental and not new:  # nothing new: no new verdict on zero evidence; the last ones stay
         spark.stop()
         waiting = _waiting(args, options)

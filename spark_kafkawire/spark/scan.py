@@ -7,6 +7,11 @@ does (listing.plan: small files packed, large ones in shares), and each task dec
 ``OUT/rows/<shape>/``, as Spark's own writers do; the driver gets back only counts. While the tasks
 run, :class:`Progress` says every ``every`` seconds how many files and bytes are done and, once a
 phase has run long enough to tell, about how long is left.
+
+The same tasks run as Spark tasks (:func:`write_shapes`) or, for local captures read by a job that
+starts its own local Spark, in processes of this machine (:class:`LocalScan`), started before
+Spark is so that the decode and the JVM's start overlap. Either way the rows are those of the same
+``scan_task`` calls.
 """
 
 from __future__ import annotations
@@ -44,14 +49,14 @@ def time_left(started: float, done: int, total: int, after: float = 20.0) -> str
 
 
 class Progress:
-    """A thread that reports a Spark job group's tasks: done of all, the input bytes they stand for
-    (tasks are planned to about equal bytes), and, after ``estimate_after`` seconds with at least
-    one task done, the time left at the pace so far."""
+    """A thread that reports tasks (``tasks()``: done, of all): done of all, the input bytes they
+    stand for (tasks are planned to about equal bytes), and, after ``estimate_after`` seconds with
+    at least one task done, the time left at the pace so far."""
 
-    def __init__(self, spark, group: str, what: str, total_bytes: int, say: Callable[[str], None],
-                 every: float = 10.0, estimate_after: float = 20.0):
-        self.tracker = spark.sparkContext.statusTracker()
-        self.group, self.what, self.total, self.say = group, what, total_bytes, say
+    def __init__(self, tasks: Callable[[], tuple[int, int]], what: str, total_bytes: int,
+                 say: Callable[[str], None], every: float = 10.0, estimate_after: float = 20.0):
+        self.tasks = tasks
+        self.what, self.total, self.say = what, total_bytes, say
         self.every, self.estimate_after = every, estimate_after
         self.start = time.monotonic()
         self.done = threading.Event()
@@ -65,17 +70,6 @@ class Progress:
         self.done.set()
         self.thread.join()
 
-    def tasks(self) -> tuple[int, int]:
-        done = total = 0
-        for job in self.tracker.getJobIdsForGroup(self.group):
-            info = self.tracker.getJobInfo(job)
-            for stage in (info.stageIds if info else ()):
-                s = self.tracker.getStageInfo(stage)
-                if s is not None:
-                    done += s.numCompletedTasks
-                    total += s.numTasks
-        return done, total
-
     def line(self) -> str | None:
         done, total = self.tasks()
         if not total:
@@ -88,6 +82,24 @@ class Progress:
             text = self.line()
             if text:
                 self.say(text)
+
+
+def spark_tasks(spark, group: str) -> Callable[[], tuple[int, int]]:
+    """A Spark job group's tasks, (done, of all), from its status tracker."""
+    tracker = spark.sparkContext.statusTracker()
+
+    def tasks() -> tuple[int, int]:
+        done = total = 0
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in (info.stageIds if info else ()):
+                s = tracker.getStageInfo(stage)
+                if s is not None:
+                    done += s.numCompletedTasks
+                    total += s.numTasks
+        return done, total
+
+    return tasks
 
 
 def _writer_for(out: str, shape: str, name: str, schema):
@@ -149,33 +161,91 @@ def write_shapes(spark, paths, options: dict, out: str, shapes: tuple[str, ...] 
     """Decode the captures once into OUT/rows/<shape>/ for each shape (replacing what a run before
     wrote there); the rows written per shape. One Spark job of one task per input partition (see
     listing.plan); ``say``: progress lines while it runs (see Progress)."""
-    opts = Options.parse(options)
-    stats: dict[str, tuple[int, int]] = {}
-    files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, stats=stats)
-    parts = plan(files, opts, stats)
-    total = sum(stats[f][0] if f in stats else 0 for f in files)
-    if not is_uri(out) or out.startswith("file:"):
-        out = os.path.abspath(local_path(out) or out)
-    _clear(out, shapes)
-    run = uuid.uuid4().hex[:8]
-    plain = {k: str(v) for k, v in options.items()}
+    scan = _Scan(paths, options, out, shapes)
 
     def task(index: int, _rows) -> list[dict[str, int]]:
-        return [scan_task(parts[index], plain, out, shapes, f"part-{index:05d}-{run}.parquet")]
+        return [scan.task(index)]
 
     sc = spark.sparkContext
-    sc.setJobGroup(GROUP, f"kafkawire: decode {len(files)} capture files once into {', '.join(shapes)}")
+    sc.setJobGroup(GROUP, f"kafkawire: decode {scan.files} capture files once into {', '.join(shapes)}")
     try:
-        rdd = sc.parallelize(range(len(parts)), max(1, len(parts))).mapPartitionsWithIndex(task)
+        rdd = sc.parallelize(range(len(scan.parts)), max(1, len(scan.parts))).mapPartitionsWithIndex(task)
         if say is None:
             results = rdd.collect()
         else:
-            with Progress(spark, GROUP, "reading the captures", total, say):
+            with Progress(spark_tasks(spark, GROUP), "reading the captures", scan.total, say):
                 results = rdd.collect()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
+    return _added(shapes, results)
+
+
+class _Scan:
+    """The tasks of a read of the captures into every shape: its files planned (listing.plan) and
+    the rows a run before wrote removed."""
+
+    def __init__(self, paths, options: dict, out: str, shapes: tuple[str, ...]):
+        opts = Options.parse(options)
+        stats: dict[str, tuple[int, int]] = {}
+        files = list_files(paths, opts.path_glob_filter, opts.endpoint_url, stats=stats)
+        self.files = len(files)
+        self.parts = plan(files, opts, stats)
+        self.total = sum(stats[f][0] if f in stats else 0 for f in files)
+        if not is_uri(out) or out.startswith("file:"):
+            out = os.path.abspath(local_path(out) or out)
+        _clear(out, shapes)
+        self.out, self.shapes, self.run = out, shapes, uuid.uuid4().hex[:8]
+        self.plain = {k: str(v) for k, v in options.items()}
+
+    def task(self, index: int) -> dict[str, int]:
+        return scan_task(self.parts[index], self.plain, self.out, self.shapes,
+                         f"part-{index:05d}-{self.run}.parquet")
+
+
+def _added(shapes: tuple[str, ...], results: list[dict[str, int]]) -> dict[str, int]:
     counts = dict.fromkeys(shapes, 0)
     for r in results:
         for shape, n in r.items():
             counts[shape] += n
     return counts
+
+
+class LocalScan:
+    """:func:`write_shapes`' tasks in ``workers`` processes of this machine, begun at once (forked
+    before Spark starts a JVM or a thread), for a job that reads local captures with its own local
+    Spark: the decode runs while Spark starts, and no Python worker of Spark's is started for it.
+    :meth:`wait` reports progress as write_shapes does and returns the rows written per shape; a
+    task that failed raises there."""
+
+    def __init__(self, paths, options: dict, out: str, shapes: tuple[str, ...], workers: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.scan = _Scan(paths, options, out, shapes)
+        self.started = time.monotonic()
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        self.workers = max(1, min(workers, len(self.scan.parts)))
+        self.pool = ProcessPoolExecutor(self.workers, mp_context=context)
+        self.futures = [self.pool.submit(_local_task, self.scan, i) for i in range(len(self.scan.parts))]
+
+    def wait(self, say: Callable[[str], None] | None = None) -> dict[str, int]:
+        try:
+            if say is None:
+                results = [f.result() for f in self.futures]
+            else:
+                with Progress(self._tasks, "reading the captures", self.scan.total, say):
+                    results = [f.result() for f in self.futures]
+        finally:
+            self.close()
+        return _added(self.scan.shapes, results)
+
+    def _tasks(self) -> tuple[int, int]:
+        return sum(f.done() for f in self.futures), len(self.futures)
+
+    def close(self) -> None:
+        """Stop: tasks not begun are not run (a job that failed before it waited)."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _local_task(scan: _Scan, index: int) -> dict[str, int]:
+    return scan.task(index)

@@ -1,0 +1,107 @@
+"""The audit job's captures into rows: where they are decoded (by the driver, by processes of this
+machine while Spark starts, by Spark tasks, or as a stream's micro-batches) and the rows the audits
+read."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
+SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
+QUICK_JIT_INPUT = 2 << 30  # local captures up to this size in all: the driver JVM's quick JIT tier alone (session.py)
+
+
+def local_within(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
+    """Are the captures local files of ``limit`` bytes or less in all (``size``: see input_bytes;
+    None: not known), read by a job not started by spark-submit (whose cluster then decodes)?"""
+    from ..spark.session import _submitted
+    from ..wire.fs import is_uri
+
+    if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
+        return False
+    return size is not None and size <= limit
+
+
+def input_bytes(args, options: dict) -> int | None:
+    """The captures' bytes in all, from one listing (None where they cannot be listed here)."""
+    import spark_kafkawire
+
+    stats: dict = {}
+    try:
+        spark_kafkawire.list_files(list(args.captures), spark_kafkawire.Options.parse(options).path_glob_filter,
+                                   stats=stats)
+    except (OSError, ValueError, spark_kafkawire.CaptureError):
+        return None
+    return sum(size for size, _mtime in stats.values())
+
+
+def local_scan(args, out: str, options: dict, size: int | None, small: bool, say: Callable[[str], None]):
+    """The scan.LocalScan of local captures read by a job whose Spark is local (not spark-submit's),
+    begun now, before Spark starts; else None (Spark tasks decode, or the driver: ``small``)."""
+    import os
+    import sys
+
+    if args.incremental or small or not local_within(args.captures, size, sys.maxsize):
+        return None
+    from ..spark.scan import LocalScan
+
+    here = LocalScan(args.captures, options, out, SHAPES, len(os.sched_getaffinity(0)))
+    say(f"reading the captures here while Spark starts: {len(here.futures)} tasks in {here.workers} processes")
+    return here
+
+
+def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str], None], small: bool = False,
+              here=None):
+    """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
+    and return the rows the audits read, and how many new rows were read (None: not counted).
+    ``here``: the scan.LocalScan already decoding them (local captures, see run)."""
+    from . import Rows
+
+    out = output.uri
+    new: int | None = None
+    say("Spark started" + ("; the captures are being read" if here is not None else ", reading the captures"))
+    if args.incremental:
+        for shape in SHAPES:
+            # (stateLocation: a rotation series that grows between runs is stitched across them)
+            reader = spark.readStream.format("kafkawire").options(**options).option("rows", shape) \
+                .option("completeAfterSeconds", str(args.complete_after_seconds)) \
+                .option("stateLocation", f"{args.checkpoint}/series/{shape}")
+            if args.max_files_per_trigger:
+                reader = reader.option("maxFilesPerTrigger", str(args.max_files_per_trigger))
+            q = (reader.load(args.captures[0]).writeStream.format("parquet").option("path", f"{out}/rows/{shape}")
+                 .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
+            q.awaitTermination()
+            new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
+    elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
+        import spark_kafkawire
+        from ..rows.table import ddl
+
+        frames = []
+        for shape in SHAPES:
+            table = spark_kafkawire.read_capture(args.captures, None, **{**options, "rows": shape})
+            output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
+            say(f"{shape} rows written")
+            # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
+            frames.append(spark.createDataFrame(table) if table.num_rows else
+                          spark.createDataFrame([], ddl(shape)))
+        return Rows(*frames), new
+    else:  # each task decodes its files once into every shape: one Spark job, or processes here
+        from ..spark.scan import write_shapes
+
+        counts = here.wait(say) if here is not None else \
+            write_shapes(spark, args.captures, options, out, SHAPES, say=say)
+        say("rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
+    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
+
+
+def _rows(spark, path: str, shape: str):
+    """The rows written so far (none yet: an empty frame of the shape, e.g. an incremental run
+    over an empty directory)."""
+    from pyspark.errors import AnalysisException
+
+    from ..rows.table import ddl
+
+    try:
+        return spark.read.schema(ddl(shape)).parquet(path)
+    except AnalysisException:
+        return spark.createDataFrame([], ddl(shape))
