@@ -13,9 +13,13 @@ from typing import Iterator
 #: is new generated code, and C2's compiler threads spend more on two cores compiling it than its
 #: faster code wins back before the job ends (measured: docs/benchmarks.md, the audit job's JIT);
 #: room for the quick tier's code, which fills its default 48 MB in such a job
-QUICK_JIT_JVM = " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+_QUICK_JIT = " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+#: ... and the parallel (throughput) collector: the default (G1) spends CPU on concurrent marking,
+#: which the audits' cached rows and Arrow results (humongous allocations) start again and again;
+#: the parallel collector has no concurrent work, and its pauses are as short on a heap of 1 GB
+QUICK_JIT_JVM = _QUICK_JIT + " -XX:+UseParallelGC"
 #: a local driver JVM for a short job on small input: the quick JIT tier and the serial collector
-SMALL_JOB_JVM = QUICK_JIT_JVM + " -XX:+UseSerialGC"
+SMALL_JOB_JVM = _QUICK_JIT + " -XX:+UseSerialGC"
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
@@ -34,7 +38,8 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     ``small_job=True`` (a local session only, as the audit job starts one for small captures): the
     driver JVM uses the quick JIT tier and the serial collector (SMALL_JOB_JVM), which start and
     finish a job of small queries sooner. ``quick_jit=True`` (a local session only): the quick JIT
-    tier alone (QUICK_JIT_JVM), as the audit job starts one for captures of up to a few GB.
+    tier alone and the parallel collector (QUICK_JIT_JVM), as the audit job starts one for captures
+    of up to a few GB.
 
     ``jvm_log``: a JVM started now (and the Python workers it starts) writes its stderr to that file
     instead of this process's (the audit job's log). In a Jupyter kernel, which shows everything
