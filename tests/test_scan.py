@@ -55,6 +55,17 @@ def test_unknown_shapes_are_refused():
         list(iter_shapes(str(SAMPLES / "mock-kcat.pcap"), {}, ("exchanges", "nope")))
 
 
+def _written_are_read_captures(out, counts: dict[str, int], shapes) -> None:
+    """OUT/rows/<shape> holds exactly read_capture's rows of the samples, and counts says how many."""
+    for shape in shapes:
+        want = read_capture(SAMPLES, rows=shape)
+        got = pq.read_table(out / "rows" / shape, schema=arrow_schema(shape))
+        assert counts[shape] == want.num_rows == got.num_rows > 0
+        cols = [c for c in want.column_names if c not in ("request", "response")]
+        assert sorted(map(str, got.select(cols).to_pylist())) == sorted(map(str, want.select(cols).to_pylist())), \
+            shape
+
+
 @pytest.mark.spark
 def test_the_job_s_read_writes_every_shape_from_tasks(spark, tmp_path):
     """Several files packed into several tasks (a small maxPartitionBytes) and one file in shares:
@@ -64,13 +75,7 @@ def test_the_job_s_read_writes_every_shape_from_tasks(spark, tmp_path):
     opts = {"maxPartitionBytes": "300000", "minPartitions": "4"}
     lines: list[str] = []
     counts = write_shapes(spark, [str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, say=lines.append)
-    for shape in JOB_SHAPES:
-        want = read_capture(SAMPLES, rows=shape)
-        got = pq.read_table(tmp_path / "rows" / shape, schema=arrow_schema(shape))
-        assert counts[shape] == want.num_rows == got.num_rows > 0
-        cols = [c for c in want.column_names if c not in ("request", "response")]
-        assert sorted(map(str, got.select(cols).to_pylist())) == sorted(map(str, want.select(cols).to_pylist())), \
-            shape
+    _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
     # a second run replaces the rows, never appends to them
     write_shapes(spark, [str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES)
     assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
@@ -124,13 +129,7 @@ def test_the_job_s_local_read_writes_every_shape_from_processes_here(tmp_path):
     assert scan.workers == 2 and len(scan.futures) >= 4
     counts = scan.wait(lines.append)
     assert scan._tasks() == (len(scan.futures), len(scan.futures))  # what its progress lines count
-    for shape in JOB_SHAPES:
-        want = read_capture(SAMPLES, rows=shape)
-        got = pq.read_table(tmp_path / "rows" / shape, schema=arrow_schema(shape))
-        assert counts[shape] == want.num_rows == got.num_rows > 0
-        cols = [c for c in want.column_names if c not in ("request", "response")]
-        assert sorted(map(str, got.select(cols).to_pylist())) == sorted(map(str, want.select(cols).to_pylist())), \
-            shape
+    _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
     LocalScan([str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES, 2).wait()
     assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
     src = SAMPLES / "tansu-confluent-codecs.pcap"
