@@ -81,3 +81,20 @@ def test_every_policy_flag_reaches_the_policy(tmp_path):
     assert r.returncode == 1 and "--max-empty-fetch-fraction 3.0: want a fraction from 0 to 1" in r.stderr
     r = _job(tmp_path, "--hygiene-fail-on", "acks0,nonsense")
     assert r.returncode == 1 and "'nonsense' is not a finding" in r.stderr
+
+
+@pytest.mark.spark
+def test_a_failed_decode_task_is_one_escaped_line(tmp_path):
+    """A task of the job's own decode that fails (FAILFAST on a capture cut short, read by the
+    processes that decode local captures while Spark starts) ends the job with one line naming the
+    file, exit 1, no report; the file's name (a terminal escape in it) is shown escaped."""
+    src = SAMPLES / "tansu-confluent-codecs.pcap"
+    captures = tmp_path / "captures"
+    captures.mkdir()
+    (captures / "cut\x1b[31m.pcap").write_bytes(src.read_bytes()[: src.stat().st_size // 2 + 11])
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(captures), "--out", str(tmp_path / "out"),
+                        "--option", "mode=FAILFAST", "--driver-decode-max", "0", "--quiet"], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
+    assert r.returncode == 1 and "\x1b" not in r.stderr, r.stderr
+    assert "cut\\x1b[31m.pcap: capture_damaged: packet" in r.stderr and "no report was written" in r.stderr
+    assert not (tmp_path / "out" / "report.html").exists()

@@ -238,7 +238,10 @@ def main(argv: list[str]) -> int:
         out.failed(cause)
         spark_log = getattr(out, "spark_log", None)
         log = f"; Spark's log: {spark_log}" if spark_log else ""
-        print(f"audit: writing {out.uri} failed: {cause} (no report was written{log})", file=sys.stderr)
+        from ..escape import printable  # (a failed task's message may name a capture file or quote its bytes)
+
+        print(f"audit: writing {printable(out.uri)} failed: {printable(cause)} (no report was written{log})",
+              file=sys.stderr)
         return 1
     finally:
         out.release()
