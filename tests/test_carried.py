@@ -104,6 +104,30 @@ def test_wire_formats_by_the_registries_framings():
     assert wire_format(b"{not json") == ("utf8", None, None)
 
 
+# texts at the edges of JSON: ones the json module takes that a strict parser may refuse (NaN, a
+# number out of a double's range, an escaped lone surrogate), and ones no parser takes
+_EDGES = [b'{"a": NaN}', b"[1e400]", b'["\\ud800"]', b"[123456789012345678901234567890]", b'{"a":1,"a":2}',
+          b"[1.0e-400]", b'["\\u0000"]', b" [1] ", b"[0.1e]", b"[01]", b'["\xed\xa0\x80"]', b"[1]\x00",
+          b'{"a" 1}', b"[1,]", b'["\t"]', b"[-]", b"[Infinity]", b"{}", b"[]", b'[1, "\xc3\xa9", {"b": null}]']
+
+
+@pytest.mark.parametrize("text", _EDGES)
+def test_json_is_told_as_the_json_module_reads_it(text):
+    """A value is ``json`` exactly where Python's json module parses it (orjson answers first, and
+    the json module where it refuses); a text that is not JSON is ``utf8`` or ``binary``."""
+    try:
+        json.loads(text.decode("utf-8"))
+        expected = "json"
+    except (UnicodeDecodeError, ValueError):
+        try:
+            text.decode("utf-8")
+            expected = "utf8"
+        except UnicodeDecodeError:
+            expected = "binary"
+    assert wire_format(text) == (expected, None, None)
+    assert wire_format(struct.pack(">bI", 0, 9) + text)[0] == ("confluent-json" if expected == "json" else "confluent")
+
+
 @pytest.mark.parametrize("data", [b"\x00", b"\x00\x00\x00\x07", b"\x00\x00\x00\x00\x00"])
 def test_magic_byte_without_room_for_an_id_is_binary_and_says_so(data):
     fmt, sid, problem = wire_format(data)

@@ -281,15 +281,18 @@ def with_groups(df: DataFrame, rows: Rows) -> DataFrame:
     TxnOffsetCommit, ConsumerGroupHeartbeat, ShareGroupHeartbeat); where it committed offsets of
     the topic it fetched, that group is the one (``group_basis`` says which evidence was used)."""
     ex = rows.exchanges.where(F.col("api_key").isin(*GROUP_ID_APIS) & F.col("group_id").isNotNull())
-    members = ex.select(*CLIENT, "group_id").distinct()
+    # each a list per key, as few rows as the clients: joined to ``df`` in one pass over it (a
+    # union of the two cases would compute ``df`` twice)
+    members = ex.groupBy(*CLIENT).agg(F.collect_set("group_id").alias("_member_of"))
     committed = (rows.partitions.where(F.col("api_key").isin(KEY["OffsetCommit"], KEY["TxnOffsetCommit"])
                                          & F.col("group_id").isNotNull())
-                 .select(*CLIENT, "topic", "group_id").distinct())
-    by_topic = df.join(committed, [*CLIENT, "topic"], "left")
-    known = by_topic.where(F.col("group_id").isNotNull()).withColumn("group_basis", F.lit("offsets committed"))
-    rest = (by_topic.where(F.col("group_id").isNull()).drop("group_id").join(members, CLIENT, "left")
-            .withColumn("group_basis", F.when(F.col("group_id").isNotNull(), F.lit("membership"))))
-    return known.unionByName(rest)
+                 .groupBy(*CLIENT, "topic").agg(F.collect_set("group_id").alias("_committed_to")))
+    keys = [*CLIENT, "topic"]
+    return (df.join(committed, keys, "left").join(members, CLIENT, "left")
+            .select(*keys, *(c for c in df.columns if c not in keys),
+                    F.explode_outer(F.coalesce("_committed_to", "_member_of")).alias("group_id"),
+                    F.when(F.col("_committed_to").isNotNull(), F.lit("offsets committed"))
+                    .when(F.col("_member_of").isNotNull(), F.lit("membership")).alias("group_basis")))
 
 
 def condition(cond: figures.Condition) -> Column:

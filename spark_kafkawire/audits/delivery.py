@@ -46,11 +46,17 @@ def delivery(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     q = F.percentile("delivery_ms", list(_Q))
 
     def per(*keys: str) -> DataFrame:
-        return (d.groupBy("capture_date", *keys)
-                .agg(F.count("*").alias("n"), F.countDistinct(*_RECORD).alias("records"), q.alias("q"),
-                     F.max("delivery_ms").alias("max_ms"), F.min("delivery_ms").alias("min_ms"))
-                .where(F.col("n") >= policy.min_latency_n)
-                .select("capture_date", *keys, "n", "records",
+        group = ["capture_date", *keys]
+        # the distinct records counted apart: in one aggregation with the percentiles, Spark would
+        # keep a percentile's buffer for every record of every group
+        records = d.select(*group, *_RECORD).distinct().groupBy(*group).agg(F.count("*").alias("records"))
+        stats = (d.groupBy(*group)
+                 .agg(F.count("*").alias("n"), q.alias("q"), F.max("delivery_ms").alias("max_ms"),
+                      F.min("delivery_ms").alias("min_ms"))
+                 .where(F.col("n") >= policy.min_latency_n))
+        s, r = stats.alias("s"), records.alias("r")  # (keys may be null: a consumer without a group)
+        return (s.join(r, [F.col(f"s.{k}").eqNullSafe(F.col(f"r.{k}")) for k in group])
+                .select(*(F.col(f"s.{k}").alias(k) for k in group), "n", "records",
                         F.round(F.col("q")[0], 3).alias("p50_ms"), F.round(F.col("q")[1], 3).alias("p99_ms"),
                         F.round("max_ms", 3).alias("max_ms"), F.round("min_ms", 3).alias("min_ms"))
                 .orderBy(*keys))

@@ -274,21 +274,24 @@ def _count(n: int, what: str) -> str:  # ``1 capture file``, ``2 capture files``
 
 
 def _session(args, out, small: bool = False, quick: bool = False, here=None):
-    """The job's SparkSession (``quick``: the quick JIT tier alone). Unless --verbose, Spark's JVM and
-    its Python workers write their stderr (start-up notes, a failed task's stack traces) to a log file
-    of their own, named in the one line a failure prints, and removed after a run that succeeds.
+    """The job's SparkSession (``quick``: the quick JIT tier alone). Where the captures are decoded
+    here (``small``, or ``here``), no Python runs on Spark's workers: their interpreter is not asked
+    for this package. Unless --verbose, Spark's JVM and its Python workers write their stderr
+    (start-up notes, a failed task's stack traces) to a log file of their own, named in the one line
+    a failure prints, and removed after a run that succeeds.
     ``here``: the local scan begun before (stopped where Spark does not start)."""
     import tempfile
 
-    import spark_kafkawire
+    from ..spark.session import spark_session
 
+    tasks = args.incremental or (not small and here is None)  # (a stream, or Spark tasks decode)
     try:
         if args.verbose:
-            return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, quick_jit=quick)
+            return spark_session("kafkawire-audit", small_job=small, quick_jit=quick, python_tasks=tasks)
         with tempfile.NamedTemporaryFile(prefix="kafkawire-audit-", suffix=".log", delete=False) as log:
             out.spark_log = log.name
-        return spark_kafkawire.spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log,
-                                             quick_jit=quick)
+        return spark_session("kafkawire-audit", small_job=small, jvm_log=out.spark_log, quick_jit=quick,
+                             python_tasks=tasks)
     except BaseException:
         if here is not None:
             here.close()
@@ -388,8 +391,12 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
             "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
             "run": out.run_id}
     _say(args, "writing the report")
+    import threading
+
+    stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
+    stopping.start()
     html = render(verdicts, meta, results, policy.min_latency_n)
-    spark.stop()
+    stopping.join()
     report = out.write_text("report.html", html)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})

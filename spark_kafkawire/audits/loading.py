@@ -9,6 +9,10 @@ from typing import Callable
 SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
 QUICK_JIT_INPUT = 2 << 30  # local captures up to this size in all: the driver JVM's quick JIT tier alone (session.py)
+#: rows of a shape per partition the audits read: each of their queries pays per task (scheduling,
+#: a task's start, its share of every shuffle), and the audits run several queries at once, which
+#: keeps the cores busy without splitting a few thousand rows across them
+ROWS_PER_TASK = 500_000
 
 
 def local_within(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
@@ -82,7 +86,7 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
             output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
             say(f"{shape} rows written")
             # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
-            frames.append(spark.createDataFrame(table) if table.num_rows else
+            frames.append(spark.createDataFrame(table).coalesce(tasks_for(table.num_rows)) if table.num_rows else
                           spark.createDataFrame([], ddl(shape)))
         return Rows(*frames), new
     else:  # each task decodes its files once into every shape: one Spark job, or processes here
@@ -91,17 +95,25 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
         counts = here.wait(say) if here is not None else \
             write_shapes(spark, args.captures, options, out, SHAPES, say=say)
         say("rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
+        return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape, counts.get(shape)) for shape in SHAPES)), new
     return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
 
 
-def _rows(spark, path: str, shape: str):
+def tasks_for(rows: int) -> int:
+    """The partitions the audits read ``rows`` rows of a shape in (ROWS_PER_TASK each, at least one)."""
+    return max(1, -(-rows // ROWS_PER_TASK))
+
+
+def _rows(spark, path: str, shape: str, count: int | None = None):
     """The rows written so far (none yet: an empty frame of the shape, e.g. an incremental run
-    over an empty directory)."""
+    over an empty directory); ``count``: how many were written, read in tasks_for(count)
+    partitions where Spark's listing would make more (it splits files by bytes and cores)."""
     from pyspark.errors import AnalysisException
 
     from ..rows.table import ddl
 
     try:
-        return spark.read.schema(ddl(shape)).parquet(path)
+        frame = spark.read.schema(ddl(shape)).parquet(path)
     except AnalysisException:
         return spark.createDataFrame([], ddl(shape))
+    return frame if count is None else frame.coalesce(tasks_for(count))

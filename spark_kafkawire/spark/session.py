@@ -23,7 +23,8 @@ SMALL_JOB_JVM = _QUICK_JIT + " -XX:+UseSerialGC"
 
 
 def spark_session(app_name: str = "kafkawire", master: str | None = None, filter_pushdown: bool = False,
-                  small_job: bool = False, jvm_log: str | None = None, quick_jit: bool = False):
+                  small_job: bool = False, jvm_log: str | None = None, quick_jit: bool = False,
+                  python_tasks: bool = True):
     """Get or create a SparkSession whose Python workers run this interpreter.
 
     Spark's workers otherwise start ``python3`` from PATH, which may lack pyarrow and this
@@ -46,6 +47,10 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     written to its stderr, a new local session does so by itself, to kafkawire-spark-*.log in the
     temporary folder (named on the session as ``kafkawire_log``): no log4j or Java notes in the cell;
     errors still reach the notebook as Python exceptions.
+
+    ``python_tasks=False``: the caller runs no Python on Spark's workers (no kafkawire read by Spark
+    tasks, no Python function in a query; the audit job that decoded its captures itself), so the
+    workers' interpreter is not asked for pyarrow and this package, which starts one.
     """
     submitted = _submitted()
     if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
@@ -77,7 +82,7 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
             spark = builder.getOrCreate()
         spark.kafkawire_log = jvm_log  # type: ignore[attr-defined]  # (named on the session for the user)
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)  # explicit, in case the installed auto-registration is not visible; checks the workers
+    register(spark, python_tasks)  # explicit, in case the installed auto-registration is not visible
     return spark
 
 
@@ -110,12 +115,14 @@ def jvm_stderr(path: str) -> Iterator[None]:
         os.close(saved)
 
 
-def register(spark) -> None:
-    """Register the 'kafkawire' data source with a SparkSession, after checking that Spark's Python
-    workers can import this package and pyarrow (else one line says which interpreter they run)."""
+def register(spark, check: bool = True) -> None:
+    """Register the 'kafkawire' data source with a SparkSession, after checking (``check``) that
+    Spark's Python workers can import this package and pyarrow (else one line says which interpreter
+    they run)."""
     from .datasource import KafkaWireDataSource
 
-    check_workers(spark)
+    if check:
+        check_workers(spark)
     spark.dataSource.register(KafkaWireDataSource)
 
 
