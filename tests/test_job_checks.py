@@ -98,3 +98,20 @@ def test_a_failed_decode_task_is_one_escaped_line(tmp_path):
     assert r.returncode == 1 and "\x1b" not in r.stderr, r.stderr
     assert "cut\\x1b[31m.pcap: capture_damaged: packet" in r.stderr and "no report was written" in r.stderr
     assert not (tmp_path / "out" / "report.html").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", [[], ["--driver-decode-max", "0"]], ids=["by the driver", "by processes here"])
+def test_a_job_that_decodes_here_starts_no_python_worker(tmp_path, where):
+    """Where the job decodes the captures itself (small ones in the driver, larger ones in processes
+    of this machine), nothing runs Python on Spark's workers: with a worker interpreter that only
+    leaves a mark and fails, the job still ends with its verdicts and report, and no worker started."""
+    mark = tmp_path / "worker-started"
+    worker = tmp_path / "python-worker"
+    worker.write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    worker.chmod(0o755)
+    r = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), str(SAMPLES / "mock-kcat.pcap"),
+                        "--out", str(tmp_path / "out"), *where], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYSPARK_PYTHON=str(worker)))
+    assert r.returncode in (0, 2, 3), r.stderr[-2000:]
+    assert (tmp_path / "out" / "report.html").exists() and not mark.exists()

@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .loading import QUICK_JIT_INPUT, SMALL_INPUT, input_bytes, load_rows, local_scan, local_within
+from .loading import QUICK_JIT_INPUT, SMALL_INPUT, input_bytes, load_rows, local_scan, local_within, no_rows
 
 AUDIT_THREADS = 3  # audits collected at once (each a few small Spark jobs: mostly planning and scheduling)
 
@@ -180,7 +180,15 @@ def _skipped(spark):
         except (OSError, ValueError):
             day = datetime.datetime.now(datetime.timezone.utc).date()
         rows.append((day, path, why))
-    return spark.createDataFrame(rows, SKIPPED_FILES)
+    if not rows:
+        return no_rows(spark, SKIPPED_FILES)
+    import pyarrow as pa
+
+    # (as Arrow, not a Python list: Spark would make the list's rows in a Python worker)
+    day, path, why = zip(*rows)
+    return spark.createDataFrame(pa.table({"capture_date": pa.array(day, pa.date32()),
+                                           "capture_file": pa.array(path, pa.string()),
+                                           "why": pa.array(why, pa.string())}))
 
 
 def _say(args, what: str) -> None:
@@ -344,8 +352,11 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         return 3
     # most audits read the exchange, connection and partition rows (far fewer than the records): read
     # from Parquet once and kept in memory (spilled to disk where they do not fit), not once per audit
-    rows = Rows(rows.exchanges.cache(), rows.connections.cache(), rows.partitions.cache(),
-                rows.records.cache() if small else rows.records, _skipped(spark))
+    frames = [rows.exchanges, rows.connections, rows.partitions] + ([rows.records] if small else [])
+    with ThreadPoolExecutor(len(frames) + 1) as pool:  # (each a few planning calls: at once, on every core)
+        skipped = pool.submit(_skipped, spark)
+        cached = list(pool.map(lambda frame: frame.cache(), frames))
+    rows = Rows(cached[0], cached[1], cached[2], cached[3] if small else rows.records, skipped.result())
     results: dict[str, dict[str, list[dict]]] = {}
     _say(args, f"running {len(chosen)} audits")
     started, done = time.monotonic(), []

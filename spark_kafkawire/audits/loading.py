@@ -87,7 +87,7 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
             say(f"{shape} rows written")
             # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
             frames.append(spark.createDataFrame(table).coalesce(tasks_for(table.num_rows)) if table.num_rows else
-                          spark.createDataFrame([], ddl(shape)))
+                          no_rows(spark, ddl(shape)))
         return Rows(*frames), new
     else:  # each task decodes its files once into every shape: one Spark job, or processes here
         from ..spark.scan import write_shapes
@@ -95,8 +95,29 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
         counts = here.wait(say) if here is not None else \
             write_shapes(spark, args.captures, options, out, SHAPES, say=say)
         say("rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
-        return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape, counts.get(shape)) for shape in SHAPES)), new
-    return Rows(*(_rows(spark, f"{out}/rows/{shape}", shape) for shape in SHAPES)), new
+        return _read(spark, out, counts), new
+    return _read(spark, out), new
+
+
+def _read(spark, out: str, counts: dict[str, int] | None = None):
+    """The Rows of OUT/rows/ (``counts``: the rows written per shape). Each shape's reader is a few
+    calls into a JVM just started (listing, planning): made at once, on every core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import Rows
+
+    def read(shape: str):
+        return _rows(spark, f"{out}/rows/{shape}", shape, None if counts is None else counts.get(shape))
+
+    with ThreadPoolExecutor(len(SHAPES)) as pool:
+        return Rows(*pool.map(read, SHAPES))
+
+
+def no_rows(spark, schema: str):
+    """An empty frame of ``schema`` that no Python worker makes: Spark turns a Python list, even an
+    empty one, into tasks that run Python (the job that decodes here runs none, see job._session);
+    an RDD of no partitions has no task."""
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
 
 
 def tasks_for(rows: int) -> int:
@@ -115,5 +136,5 @@ def _rows(spark, path: str, shape: str, count: int | None = None):
     try:
         frame = spark.read.schema(ddl(shape)).parquet(path)
     except AnalysisException:
-        return spark.createDataFrame([], ddl(shape))
+        return no_rows(spark, ddl(shape))
     return frame if count is None else frame.coalesce(tasks_for(count))
