@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas columns
+.PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas columns
 
 # what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
@@ -131,3 +131,7 @@ schemas: setup test-deps
 	$(PY) spark_kafkawire/protocol/generate.py dump > build/kio-new.json
 	PYTHONPATH=build/kio050/ext $(PY) spark_kafkawire/protocol/generate.py dump > build/kio-old.json
 	$(PY) spark_kafkawire/protocol/generate.py merge build/kio-new.json build/kio-old.json spark_kafkawire/protocol/kafka-4.4.json spark_kafkawire/protocol
+
+# the state kept for test_state.py (after the carried declarations change; keep the older one)
+state-fixture: setup
+	PYTHONPATH=.:tests $(PY) tests/make_state_fixture.py

@@ -10,8 +10,8 @@ connections carried come once, from the read in which they end.
 
 What is written, and what is not:
 
-* The stages' objects as they are (pickled; compiled ones through their attribute dicts, see
-  ``_Pickler``), without the row builder (the later read brings its own), the TLS key log and every
+* The stages' declared fields (statefile.py: records of plain values, never objects), without the
+  row builder (the later read brings its own), the TLS key log and every
   key made from it: a TLS direction keeps only its record sequence number and the KeyUpdates since its
   traffic secret, and the later read makes the keys again from its key log (TlsSession.rekey). A
   state that would still hold a key log or record keys is refused whole (``_NEVER``).
@@ -22,23 +22,25 @@ What is written, and what is not:
 * A connection silent for more than IDLE_NS at the cut ends there: brokers close idle connections
   after 10 minutes (``connections.max.idle.ms``), so one silent longer has ended unseen.
 
-A state file is read back only by this module's unpickler, which builds nothing but the stages'
-own classes (``_Unpickler.find_class``); it lives in the user's own state directory, beside the
-stream's checkpoint.
+A state file is read back only through statefile.load, which builds nothing but the declared
+records and refuses, by name, a state of another format or other declarations (its connections
+then end at the cut, as uncarried ones do); it lives in the user's own state directory, beside the
+stream's checkpoint. ``kafkawire state DIR`` says what a state directory holds.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import pickle
 import sys
-from functools import partial
-from typing import Any, Callable, Final
+from typing import Final
 
-FORMAT: Final = 1
-MAGIC: Final = b"kafkawire carried state 1\n"
+from . import statefile
+
+FORMAT: Final = statefile.FORMAT
+MAGIC: Final = statefile.MAGIC
+#: the version of a state's index entry (its .json beside the state file)
+INDEX_FORMAT: Final = 1
 #: a connection silent this long at a cut ends there (brokers close idle ones after 10 minutes)
 IDLE_NS: Final = 3600 * 10**9
 
@@ -105,7 +107,7 @@ class Carry:
         if self.leave is None:
             return
         write_bytes(self.leave, dumps(carried), self.endpoint)
-        entry = {"v": FORMAT, "last_file": carried.files[-1], "files": len(carried.files), "began": carried.began,
+        entry = {"v": INDEX_FORMAT, "format": FORMAT, "last_file": carried.files[-1], "files": len(carried.files), "began": carried.began,
                  "last": last_ns, "template": list(self.template) if self.template else None,
                  "continues": self.continues}
         write_bytes(index_path(self.leave), json.dumps(entry).encode(), self.endpoint)
@@ -163,7 +165,7 @@ def entries(folder: str, endpoint: str | None = None) -> dict[str, dict]:
             entry = json.loads(text) if text is not None else None
         except ValueError:
             entry = None
-        if isinstance(entry, dict) and entry.get("v") == FORMAT:
+        if isinstance(entry, dict) and entry.get("v") == INDEX_FORMAT:
             out[key] = entry
     return out
 
@@ -182,10 +184,16 @@ def read_bytes(path: str, endpoint: str | None = None) -> bytes:
     local = local_path(path)
     if local is not None:
         with open(local, "rb") as f:
-            return f.read()
+            return _bounded(f.read(statefile.MAX_STATE_BYTES + 1), path)
     fs, p = resolve(path, endpoint)
     with fs.open_input_stream(p) as f:
-        return f.read()
+        return _bounded(f.read(statefile.MAX_STATE_BYTES + 1), path)
+
+
+def _bounded(data: bytes, path: str) -> bytes:
+    if len(data) > statefile.MAX_STATE_BYTES:
+        raise CarryError(f"state {path} is larger than {statefile.MAX_STATE_BYTES} bytes: not read")
+    return data
 
 
 def write_bytes(path: str, data: bytes, endpoint: str | None = None) -> None:
@@ -236,7 +244,8 @@ def prepare(decoder, reasm, newest: int | None) -> list:
 
 
 def dumps(carried: Carried) -> bytes:
-    """The state as bytes: the row sink, key log and keys let go first (see the module's docstring)."""
+    """The state as bytes (statefile.py): the row sink, key log and keys let go first (see the
+    module's docstring)."""
     d = carried.decoder
     kept = (d.sink, d.connection_row, d.keylog)
     d.sink = d.connection_row = d.keylog = None
@@ -248,134 +257,90 @@ def dumps(carried: Carried) -> bytes:
                 st.tested = None
                 if st.tls_session is not None:
                     st.tls_session.stash()
-        buf = io.BytesIO()
-        buf.write(MAGIC)
         try:
-            _Pickler(buf, protocol=5).dump(carried)
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as e:
+            return statefile.dump({"files": list(carried.files), "began": carried.began,
+                                   "shapes": list(carried.shapes)}, {"decoder": d, "reasm": carried.reasm})
+        except (statefile.StateError, RecursionError) as e:
             raise CarryError(f"the open connections could not be written ({e})") from e
-        return buf.getvalue()
     finally:
         d.sink, d.connection_row, d.keylog = kept
 
 
 def loads(data: bytes, name: str = "state") -> Carried:
-    if not data.startswith(MAGIC):
-        raise CarryError(f"state {name}: not a kafkawire state of this version")
+    """A state file's stages, built from its declared records only (statefile.load); any state this
+    version cannot read is refused by name (CarryError)."""
     try:
-        carried = _Unpickler(io.BytesIO(data[len(MAGIC):])).load()
-    except CarryError as e:
-        raise CarryError(f"state {name}: {e}") from e
-    except Exception as e:  # (a damaged file: any error of the unpickler)
-        raise CarryError(f"state {name} could not be read ({type(e).__name__}: {e})") from e
-    if not isinstance(carried, Carried):
-        raise CarryError(f"state {name}: not a kafkawire state")
-    return carried
+        body, roots = statefile.load(data, name, ("decoder", "reasm"))
+    except statefile.StateError as e:
+        raise CarryError(str(e)) from e
+    except RecursionError as e:
+        raise CarryError(f"state {name} could not be read (nested too deep)") from e
+    files, began, shapes = body.get("files"), body.get("began"), body.get("shapes")
+    if not (isinstance(files, list) and files and all(isinstance(f, str) for f in files)
+            and (began is None or type(began) is int)
+            and isinstance(shapes, list) and all(isinstance(x, str) for x in shapes)):
+        raise CarryError(f"state {name}: its files, first time or row shapes are not as declared")
+    reasm = roots["reasm"]
+    if reasm.listener is not roots["decoder"]:  # type: ignore[attr-defined]
+        raise CarryError(f"state {name}: its reassembler does not feed its decoder")
+    return Carried(files, began, tuple(shapes), roots["decoder"], reasm)
 
 
-def _name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+# -- what a state directory holds (kafkawire state DIR) ---------------------------------------------
+def describe(folder: str, endpoint: str | None = None) -> list[str]:
+    """What a state directory holds, as lines a person reads: each series' state, the last file read
+    into it, whether this version reads it (and why not), and the connections it carries with the
+    bytes they hold in flight. Names from captures are escaped for the terminal."""
+    import datetime
+
+    from .escape import printable
+
+    def when(ns: object) -> str:
+        if type(ns) is not int:
+            return "unknown"
+        return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    found = entries(folder, endpoint)
+    lines = [f"{printable(folder)}: {len(found)} series state{'s' if len(found) != 1 else ''}"]
+    for key, entry in sorted(found.items(), key=lambda kv: str(kv[1].get("last_file"))):
+        path = state_path(folder, key)
+        lines.append(f"series {key}: {entry.get('files')} files read, the last {printable(str(entry.get('last_file')))}"
+                     f" (its first packet {when(entry.get('began'))}; last packet seen {when(entry.get('last'))})")
+        try:
+            data = read_bytes(path, endpoint)
+            carried = loads(data, path)
+        except (CarryError, OSError) as e:
+            lines.append(f"  not readable by this version: {printable(str(e))}")
+            continue
+        try:
+            head = statefile.header_of(data, path)
+        except statefile.StateError:
+            head = {}
+        live = list(carried.reasm.live)
+        lines.append(f"  {len(data)} bytes, state format {head.get('format')}, written by spark-kafkawire "
+                     f"{printable(str(head.get('package')))}, left for rows {', '.join(carried.shapes)}; "
+                     f"{len(live)} open connection{'s' if len(live) != 1 else ''} carried")
+        for conn in live:
+            st = conn.state
+            ends = [f"{_address(x)}" for x in (conn.a, conn.b)]
+            if conn.client == 1:
+                ends.reverse()
+            framers = getattr(st, "framers", []) if st is not None else []
+            held = sum(len(f.buf) for f in framers)
+            waiting = len(st.pending) if st is not None else 0
+            tls = " TLS," if st is not None and st.tls_session is not None else ""
+            lines.append(f"    {ends[0]} -> {ends[1]}:{tls} since {when(conn.first_ts)}, last packet "
+                         f"{when(conn.last_ts)}, {held} bytes of a frame in progress, {waiting} "
+                         f"request{'s' if waiting != 1 else ''} waiting for a response")
+    return lines
 
 
-class _Pickler(pickle.Pickler):
-    """Compiled (native) classes are not made by pickle's own means (their constructor runs
-    ``__init__``): each is written as its attributes (``__getstate__``, which the compiler gives
-    them) and made again blank by :func:`_blank`, then given them. Bound methods are written as
-    their object and name (:func:`_method`)."""
+def _address(end: tuple) -> str:
+    import ipaddress
 
-    def reducer_override(self, obj):
-        cls = type(obj)
-        if _name(cls) in _NEVER:
-            raise CarryError(f"{_name(cls)} holds key material: never written")
-        if hasattr(cls, "__mypyc_attrs__"):
-            name = _name(cls)
-            if name not in _blanks():
-                raise CarryError(f"{name} is not carried")
-            return _blank, (name,), obj.__getstate__()
-        owner = getattr(obj, "__self__", None)
-        if owner is not None and callable(obj) and not isinstance(obj, type) and \
-                type(owner).__module__.startswith("spark_kafkawire."):
-            return _method, (owner, obj.__name__)
-        return NotImplemented
-
-
-#: what a state may never hold: a key log, record keys (stash() lets them go first; this is the guard)
-_NEVER: Final = frozenset({"spark_kafkawire.tls.keylog.KeyLog", "spark_kafkawire.tls.keys.RecordKeys",
-                           "spark_kafkawire.tls.keys.CbcKeys"})
-_ALLOWED: Final = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
-                   ("collections", "deque"), ("collections", "OrderedDict"), ("functools", "partial")}
-
-
-class _Unpickler(pickle.Unpickler):
-    """Builds the stages' own classes and nothing else."""
-
-    def find_class(self, module: str, name: str):
-        if (module, name) in _ALLOWED or module == __name__ and name in ("_blank", "_method", "Carried"):
-            return super().find_class(module, name)
-        if module.startswith("spark_kafkawire."):
-            found = super().find_class(module, name)
-            if isinstance(found, type):
-                return found
-        raise CarryError(f"{module}.{name} is not a part of a kafkawire state")
-
-
-def _method(owner: object, name: str):
-    if name.startswith("__") or not type(owner).__module__.startswith("spark_kafkawire."):
-        raise CarryError(f"method {name} is not a part of a kafkawire state")
-    return getattr(owner, name)
-
-
-def _blank(name: str):
-    made = _blanks().get(name)
-    if made is None:
-        raise CarryError(f"{name} is not a part of a kafkawire state")
-    return made()
-
-
-def _nothing(*_args) -> None:
-    return None
-
-
-_BLANKS: dict[str, Callable[[], object]] = {}
-_NO_SINK: Any = None  # (placeholders of the blank objects' arguments)
-_NO_SESSION: Any = None
-
-
-def _blanks() -> dict[str, Callable[[], object]]:
-    """How to make a blank object of each compiled class a state holds (its attributes are set
-    after: these arguments are placeholders)."""
-    if _BLANKS:
-        return _BLANKS
-    from .decode.connstate import ConnState, Endpoints, Request, Response
-    from .decode.exchanges import Decoder, _Side
-    from .decode.roles import Roles
-    from .kafka.body import Facts
-    from .kafka.headers import RequestHeader
-    from .kafka.topicids import TopicIds
-    from .tls.guess import TlsGuess
-    from .tls.direction import TlsDirection
-    from .wire.frames import Accounting, Frame, Framer
-    from .wire.halfstream import HalfStream
-    from .wire.health import Health, Side
-    from .wire.loss import Holes, Numbering
-    from .wire.tcp import Connection, Found, Held, Reassembler, Recent
-
-    def conn() -> Connection:
-        return Connection((b"", 0), (b"", 0), 0, 0)
-
-    def frame() -> Frame:
-        return Frame(0, 0, 0, 0, b"", False)
-
-    made: dict[type, Callable[[], object]] = {
-        ConnState: lambda: ConnState(conn()), Endpoints: lambda: Endpoints("", 0, "", 0, ""),
-        Request: lambda: Request(frame(), None, None), Response: lambda: Response(frame(), None, None),
-        Decoder: lambda: Decoder(_NO_SINK), _Side: lambda: _Side(Decoder(_NO_SINK), ConnState(conn()), 0),
-        Roles: Roles, Facts: Facts, RequestHeader: lambda: RequestHeader(0, 0, 0, None, None, 0),
-        TopicIds: TopicIds, TlsGuess: lambda: TlsGuess(_nothing),
-        TlsDirection: lambda: TlsDirection(_NO_SESSION, 0), Accounting: Accounting, Frame: frame,
-        Framer: lambda: Framer(_nothing), HalfStream: lambda: HalfStream(None, 0), Health: Health, Side: Side,
-        Holes: Holes, Numbering: Numbering, Connection: conn, Found: lambda: Found({}), Held: Held,
-        Reassembler: lambda: Reassembler(_NO_SINK), Recent: Recent}
-    _BLANKS.update({_name(cls): f for cls, f in made.items() if hasattr(cls, "__mypyc_attrs__")})
-    _BLANKS["-"] = partial(_nothing)  # (known, even where nothing is compiled)
-    return _BLANKS
+    addr, port = end
+    try:
+        ip = str(ipaddress.ip_address(addr))
+    except ValueError:
+        ip = addr.hex()
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"

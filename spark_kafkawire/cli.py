@@ -331,7 +331,20 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--rows", choices=list(COLUMNS), help="row shape (default exchanges)")
     conv.add_argument("--raw-csv", action="store_true",
                       help="CSV cells exactly as decoded (by default a cell starting with = + - @ gets a leading ')")
+    state = sub.add_parser("state", help="what a state directory (option stateLocation; the audit job's "
+                                         "CHECKPOINT/series/<shape>/) holds: series, last file, connections carried")
+    state.add_argument("directory", help="a state directory, local or a URI (s3://...)")
+    state.add_argument("--endpoint-url", help="an S3-compatible server's URL (option endpointUrl)")
     return ap
+
+
+def _state(args, _options: dict[str, str]) -> None:
+    """``kafkawire state DIR``: what a series' carried state holds, in words (carry.describe)."""
+    from .carry import describe
+
+    for line in describe(args.directory, args.endpoint_url):
+        print(line)
+    return None
 
 
 def _shape(args, options: dict) -> str:
@@ -438,10 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     plain_warnings()
     try:
-        options = _options(args.option)
-        if args.tls_keylog:
+        options = _options(getattr(args, "option", None))
+        if getattr(args, "tls_keylog", None):
             options["tlsKeyLog"] = args.tls_keylog
-        note = {"summary": _summary, "show": _show, "convert": _convert}[args.command](args, options)
+        note = {"summary": _summary, "show": _show, "convert": _convert, "state": _state}[args.command](args, options)
         if note:
             sys.stdout.flush()
             print(f"kafkawire: {note}", file=sys.stderr)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from spark_kafkawire import carry
+from spark_kafkawire import carry, statefile
 from spark_kafkawire.reader import iter_batches
 from spark_kafkawire.rows.table import arrow_schema
 from spark_kafkawire.spark.stream import KafkaWireStreamReader
@@ -202,20 +201,6 @@ def test_forgotten_series_end(tmp_path: Path) -> None:
         ["another.pcap", "other.pcap"]  # (the series' state let go; each other capture's own waits)
 
 
-def test_a_damaged_state_is_said_and_not_used(tmp_path: Path, capsys) -> None:
-    """A state that is not a kafkawire state (damaged, or a pickle of anything else) is not loaded:
-    the read says so on stderr and reads its files as if begun before the capture."""
-    capture = Path(__file__).resolve().parents[1] / "sample_pcaps" / "mock-kcat.pcap"
-    bad = tmp_path / "x.carry"
-    for data in (b"junk", carry.MAGIC + pickle.dumps(os.system), carry.MAGIC + b"\x80\x05garbage"):
-        bad.write_bytes(data)
-        rows = pa.Table.from_batches(list(iter_batches([str(capture)], {}, carry=carry.Carry(str(bad), None))))
-        assert rows.num_rows == read_capture(str(capture)).num_rows
-        err = capsys.readouterr().err
-        whys = ("not a kafkawire state", "not a part of a kafkawire state", "could not be read")
-        assert str(bad) in err and any(why in err for why in whys), err
-
-
 def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path) -> None:
     """The audit job's --incremental runs over a directory a capture is rotated into (through Spark's
     stream, Trigger.AvailableNow): the first run reads the first files, the second the rest. The rows
@@ -258,21 +243,23 @@ def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path)
         _whole_connections(read_capture(str(capture), rows="connections"), None, set())
 
 
-def test_a_key_log_is_never_written():
-    """The guard behind the stash: a state that would hold a key log (or record keys) is refused
-    whole, whichever object holds it."""
-    from spark_kafkawire.tls.keylog import KeyLog
-
-    log = KeyLog()
-    log.add_text(b"CLIENT_RANDOM " + b"00" * 32 + b" " + b"11" * 48 + b"\n")
-    with pytest.raises(carry.CarryError, match="key material"):
-        carry.dumps(carry.Carried(["f"], None, ("exchanges",), _Holder(log), _Holder(None)))
-
-
-class _Holder:
-    """Stands for the stages (a decoder whose attributes the dump lets go of, a reassembler)."""
-
-    def __init__(self, held):
-        self.sink = self.connection_row = self.keylog = None
-        self.held = held
-        self.live: list = []
+def test_key_material_is_never_written(tmp_path: Path):
+    """The guard behind the stash: a state whose TLS session still holds a key log, or a direction
+    record keys or a traffic secret, is refused whole (their fields are declared as nothing)."""
+    capture = next(p for p in CAPTURES if p.parent.name == "tls" and p.with_suffix(".keylog").exists()
+                   and "tls13" in p.name)
+    parts = _cut(capture, tmp_path / "parts", ["-c", "7"])
+    state = tmp_path / "x.carry"
+    list(iter_batches([str(parts[0]), str(parts[1])], _options(capture), carry=carry.Carry(None, str(state))))
+    sessions = [c.state.tls_session for c in carry.loads(state.read_bytes()).reasm.live
+                if c.state is not None and c.state.tls_session is not None]
+    assert sessions, "a TLS connection is carried"
+    for field, value in (("keylog", object()), ("secret", b"s" * 32)):
+        carried = carry.loads(state.read_bytes())
+        session = next(c.state.tls_session for c in carried.reasm.live
+                       if c.state is not None and c.state.tls_session is not None)
+        target = session if field == "keylog" else session.dirs[0]
+        setattr(target, field, value)
+        # (written without the stash, which would let it go: the guard behind it is tested)
+        with pytest.raises(statefile.StateError, match=f"{field}: a value where none is declared"):
+            statefile.dump({}, {"decoder": carried.decoder, "reasm": carried.reasm})

@@ -1,0 +1,628 @@
+"""The state file: a read's carried stages as declared records (msgpack), and back.
+
+A rotation series' open connections are carried from one read to the next (carry.py). What is
+written is not the stages' objects but their declared fields (``RECORDS``): each carried stage has a
+record type, a fixed list of fields, and for each field a type (the small language below). Writing
+walks the stages by those declarations; reading builds nothing but those records, each from its
+own blank constructor, checks every value against its field's type, and links the references.
+Nothing in a file names a class, a module or a callable: a field's type says which record it
+refers to; the callbacks the stages hold (a framer's ``on_frame``) are written as a record and one
+of the few method names declared for it (``METHODS``).
+
+The file, readable by any msgpack tool (docs/state.md has every field)::
+
+    b"kafkawire state\\n"  then one msgpack map:
+      format     int        FORMAT (a file of another format is refused by name)
+      package    str        the version of spark-kafkawire that wrote it
+      digest     str        sha256 of the declarations (RECORDS, METHODS): another is refused
+      files      [str]      the series' files read so far
+      began      int|nil    first packet time (ns) of the last file
+      shapes     [str]      the row shapes the state was left for
+      decoder    int        record number of the decoder, ``reasm`` of the reassembler
+      records    [[type, [field values in declared order]], ...]
+
+A field's value: nil, bool, int, float, str, bin as msgpack has them; a list, set, deque or tuple
+as an array; a dict as an array of [key, value] pairs (order kept); a reference to a record as its
+number in ``records``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import json
+from typing import Any, Callable, Final
+
+FORMAT: Final = 2
+MAGIC: Final = b"kafkawire state\n"
+#: a value of a field typed ``plain`` (decoded bodies, a reported dict) nests at most this deep
+MAX_DEPTH: Final = 64
+#: a state file larger than this is refused before it is read (a real one holds the bytes in flight
+#: of open connections, each direction bounded by option maxPendingBytes)
+MAX_STATE_BYTES: Final = 1 << 31
+
+
+class StateError(Exception):
+    """A state that cannot be written or read, and why."""
+
+
+# -- the declarations ------------------------------------------------------------------------------
+#: record type -> its fields and their types. Types: int bool str bytes bytearray float none plain
+#: (JSON-like values with bytes), call (a declared method, see METHODS), options (the records
+#: options: an int and two bools), linked (the same object as another record's field, written as nil
+#: and linked again on reading: see LINKS), dir (a direction: 0 or 1); T? (T or nil); A|B (either);
+#: list[T] (list[T]#N: of N items) set[T] frozenset[T] deque[T] tuple[A, B] tuple[T, ...] dict[K, V] odict[K, V]; @Name (a
+#: reference to a record of type Name; @A/B: of type A or B).
+RECORDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    "Reassembler": (
+        ("listener", "@Decoder"), ("max_pending", "int"), ("ports", "frozenset[int]?"),
+        ("max_connections", "int"), ("table", "dict[tuple[bytes, int, bytes, int], tuple[@Connection, dir]]"),
+        ("live", "odict[@Connection, none]"), ("ended", "deque[@Connection]"), ("forget_at", "int"),
+        ("newest", "@Connection?"), ("found", "@Found"), ("held", "@Held")),
+    "Found": (("table", "linked"), ("a", "@Recent"), ("b", "@Recent")),
+    "Recent": (("src", "bytes"), ("sport", "int"), ("dst", "bytes"), ("dport", "int"),
+               ("hit", "tuple[@Connection, dir]?")),
+    "Held": (("entries", "dict[tuple[bytes, int, bytes, int], tuple[@Connection, dir]]"),),
+    "Connection": (
+        ("a", "tuple[bytes, int]"), ("b", "tuple[bytes, int]"), ("client", "dir?"), ("first_ts", "int"),
+        ("last_ts", "int"), ("first_number", "int"), ("halves", "list[@HalfStream]#2"), ("isn", "list[int?]#2"),
+        ("rst", "bool"), ("reset_by", "dir?"), ("done", "bool"), ("state", "@ConnState?"), ("opened", "bool"),
+        ("evicted", "bool"), ("keys", "tuple[tuple[bytes, int, bytes, int], ...]"), ("self_connected", "bool"),
+        ("syn_ts", "int?"), ("synack_ts", "int?"), ("ack_ts", "int?"), ("shake_unclear", "str?"),
+        ("health", "@Health")),
+    "HalfStream": (
+        ("sink", "@Framer/TlsDirection?"), ("max_pending", "int"), ("base", "int?"), ("captured", "int"),
+        ("fin", "bool"), ("fin_off", "int?"), ("holes", "list[list[int|bool]]"), ("last_ts", "int"),
+        ("nxt", "int"), ("pending", "list[none]"), ("pending_bytes", "int"), ("started", "bool")),
+    "Health": (("a", "@Side"), ("b", "@Side"), ("syn_ts", "int"), ("first_rtt", "int"), ("last_ts", "int")),
+    "Side": (
+        ("nextseq", "int"), ("nextseq_ts", "int"), ("seen", "bool"), ("lastack", "int"), ("lastack_ts", "int"),
+        ("acked", "bool"), ("window", "int"), ("dupacks", "int"), ("ends", "list[int]?"), ("sent", "list[int]?"),
+        ("samples", "list[int]?"), ("resent_at", "list[tuple[int, int, int, int]]?"), ("holes", "@Holes?"),
+        ("ids", "@Numbering"), ("data_segments", "int"), ("out_of_order", "int"), ("lost_after", "int"),
+        ("lost_before", "int"), ("lost_bytes", "int"), ("prev_min", "int"), ("prev_n", "int"), ("resent", "int"),
+        ("resent_bytes", "int"), ("skip", "int"), ("stride", "int"), ("win_min", "int"), ("win_n", "int"),
+        ("win_start", "int"), ("zero_ns", "int"), ("zero_since", "int"), ("zero_windows", "int")),
+    "Holes": (("ranges", "list[int]?"),),
+    "Numbering": (("last", "int"), ("free", "bool"), ("steps", "int"), ("ones", "int"), ("far", "int"),
+                  ("gaps", "int"), ("suspects", "int"), ("at", "list[tuple[int, int]]?")),
+    "Framer": (
+        ("on_first", "call?"), ("on_frame", "call"), ("plausible", "call?"), ("acct", "@Accounting"),
+        ("at_start", "bool"), ("buf", "bytearray"), ("disabled", "bool"), ("f_last", "int"), ("f_num", "int"),
+        ("f_off", "int"), ("f_ts", "int"), ("first", "bool"), ("max_frame", "int"), ("pos", "int"),
+        ("rest_to", "int"), ("resyncs", "int"), ("scan", "bytearray"), ("scan_base", "int"), ("scan_from", "int"),
+        ("scan_marks", "list[int]"), ("synced", "bool"), ("target", "int")),
+    "Accounting": (("frames", "int"), ("frame_bytes", "int"), ("partial_frames", "int"), ("partial_bytes", "int"),
+                   ("skipped_bytes", "int"), ("gap_bytes", "int"), ("gaps", "int")),
+    "Frame": (("ts_ns", "int"), ("number", "int"), ("offset", "int"), ("size", "int"), ("data", "bytes"),
+              ("complete", "bool"), ("last_ts", "int")),
+    "Decoder": (
+        ("sink", "none"), ("connection_row", "none"), ("keylog", "none"), ("share", "tuple[int, int]?"),
+        ("predicate", "none"), ("seq", "int"), ("decode_bodies", "bool"), ("record_options", "options"),
+        ("roles", "@Roles"), ("topics", "@TopicIds"), ("max_frame", "int"), ("ending", "bool"),
+        ("trial_budget", "@TrialBudget")),
+    "Side_": (("decoder", "@Decoder"), ("st", "@ConnState"), ("d", "dir")),
+    "Roles": (("brokers", "set[tuple[bytes, int]]"),),
+    "TopicIds": (("names", "dict[str, str]"), ("_learned", "dict[tuple[int, int, bytes?], dict[str, str]]")),
+    "TrialBudget": (("per_connection", "int"), ("task_left", "int")),
+    "ConnState": (
+        ("conn", "@Connection"), ("framers", "list[@Framer]"), ("client_dir", "dir?"),
+        ("queue", "list[tuple[dir, @Frame]]"), ("queued_counts", "list[int]#2"), ("pending", "dict[int, @Request]"),
+        ("endpoints", "@Endpoints?"), ("software", "tuple[str?, str?]"), ("tls", "str?"), ("framed", "bool"),
+        ("sasl_raw", "bool"), ("secrets", "none"), ("sasl", "tuple[str?, str?]"), ("tls_session", "@TlsSession?"),
+        ("tls_guess", "@TlsGuess?"), ("tested", "none"), ("spoken", "set[tuple[int, int]]"),
+        ("first_client_id", "str?"), ("api_versions", "int?"), ("named", "tuple[str?]?"),
+        ("reported", "dict[str, plain]?")),
+    "Endpoints": (
+        ("client_ip", "str"), ("client_port", "int"), ("broker_ip", "str"), ("broker_port", "int"),
+        ("community_id", "str"), ("rtt_ns", "int?"), ("broker_rtt_ns", "int?"), ("tcp", "@Connection?"),
+        ("client_dir", "dir")),
+    "Request": (("frame", "@Frame"), ("header", "@RequestHeader?"), ("acks", "int?"), ("body", "plain"),
+                ("error", "str?"), ("skip", "bool"), ("facts", "@Facts?")),
+    "RequestHeader": (("api_key", "int"), ("api_version", "int"), ("correlation_id", "int"),
+                      ("client_id", "str?"), ("header_version", "int"), ("body_offset", "int")),
+    "Facts": (("error", "int"), ("error_level", "int"), ("in_partitions", "int"), ("partitions", "int?"),
+              ("record_bytes", "int"), ("records", "int"), ("text", "bytes|bool?"),
+              ("topic_ids", "list[tuple[str, str]]"), ("topics", "list[str|tuple[str, str]]")),
+    "TlsGuess": (("decided", "bool"), ("on_decide", "none"), ("sides", "list[none]")),
+    "TlsSession": (
+        ("keylog", "none"), ("outputs", "linked"), ("client_dir", "dir?"), ("on_client", "call?"),
+        ("budget", "@TrialBudget"), ("choice", "int"), ("counts", "list[tuple[int, int, int, int]]?"),
+        ("decrypted", "int"), ("dirs", "list[@TlsDirection]#2"), ("problem", "str?"), ("refused", "set[bytes]"),
+        ("before_trial", "int?"), ("trial_work", "int"), ("trialled", "bool"), ("trials", "int"),
+        ("unconfirmed", "bool"), ("start_captured", "bool"), ("client_random", "bytes?"),
+        ("server_random", "bytes?"), ("version", "int?"), ("suite", "int?"), ("server_name", "str?"),
+        ("alpn", "list[str]?"), ("_cert", "tuple[str, str, str]?"), ("_cert_der", "bytes?"),
+        ("handshake_seen", "bool"), ("notes", "list[str]"), ("etm", "bool"), ("ja3", "str?"), ("ja4", "str?")),
+    "TlsDirection": (
+        ("session", "@TlsSession"), ("d", "dir"), ("keys", "none"), ("secret", "none"),
+        ("held", "tuple[int, bytes, int, int, int]?"), ("after_gap", "bool"), ("buf", "bytearray"),
+        ("carried_seq", "int"), ("choice", "int"), ("dead", "bool"), ("encrypted", "bool"), ("gap_bytes", "int"),
+        ("hs", "bytearray"), ("key_updates", "int"), ("lost", "bool"), ("missing", "int"), ("other", "int"),
+        ("phase", "str"), ("read", "int"), ("rec_num", "int"), ("rec_ts", "int"), ("scan_from", "int"),
+        ("suspect", "int"), ("tried", "int"), ("undecrypted", "int"), ("verified", "bool")),
+}
+
+#: fields that are another record's field itself (not a copy): the reassembler's table is its
+#: finder's; a TLS session writes its plaintext to its connection state's framers
+LINKS: Final = (("Reassembler", "table", "found", "table"), ("ConnState", "framers", "tls_session", "outputs"))
+
+
+def _linked(kind: str, obj: Any) -> None:
+    """A record's links made again after reading (LINKS), and the shared constant a fresh half
+    stream's holes are (copied at its first gap)."""
+    for owner, field, part, name in LINKS:
+        if kind == owner:
+            held = getattr(obj, part)
+            if held is not None:
+                setattr(held, name, getattr(obj, field))
+    if kind == "HalfStream":
+        from .wire.halfstream import BEFORE_START
+
+        if obj.holes == BEFORE_START:
+            obj.holes = BEFORE_START
+
+
+def _check_links(kind: str, obj: Any) -> None:
+    for owner, field, part, name in LINKS:
+        if kind == owner:
+            held = getattr(obj, part)
+            if held is not None and getattr(held, name) is not getattr(obj, field):
+                raise StateError(f"{kind}.{part}.{name} is not {kind}.{field}")
+
+
+#: the callbacks a state may hold: (record type, method name) -> the types of a partial's arguments
+METHODS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("Side_", "first_bytes"): (), ("Side_", "frame"): (), ("Side_", "plausible"): (),
+    ("Decoder", "_tls_client"): ("ConnState",), ("Decoder", "_settle"): ("ConnState",),
+}
+
+
+def _classes() -> dict[str, type]:
+    """Record type -> the class it is made of (imported here, not named by any file)."""
+    from .decode.connstate import ConnState, Endpoints, Request
+    from .decode.exchanges import Decoder, _Side
+    from .decode.roles import Roles
+    from .kafka.body import Facts
+    from .kafka.headers import RequestHeader
+    from .kafka.topicids import TopicIds
+    from .tls.budget import TrialBudget
+    from .tls.direction import TlsDirection
+    from .tls.guess import TlsGuess
+    from .tls.session import TlsSession
+    from .wire.frames import Accounting, Frame, Framer
+    from .wire.halfstream import HalfStream
+    from .wire.health import Health, Side
+    from .wire.loss import Holes, Numbering
+    from .wire.tcp import Connection, Found, Held, Reassembler, Recent
+
+    return {"Reassembler": Reassembler, "Found": Found, "Recent": Recent, "Held": Held, "Connection": Connection,
+            "HalfStream": HalfStream, "Health": Health, "Side": Side, "Holes": Holes, "Numbering": Numbering,
+            "Framer": Framer, "Accounting": Accounting, "Frame": Frame, "Decoder": Decoder, "Side_": _Side,
+            "Roles": Roles, "TopicIds": TopicIds, "TrialBudget": TrialBudget,
+            "ConnState": ConnState, "Endpoints": Endpoints, "Request": Request, "RequestHeader": RequestHeader,
+            "Facts": Facts, "TlsGuess": TlsGuess, "TlsSession": TlsSession, "TlsDirection": TlsDirection}
+
+
+def _nothing(*_args: object) -> None:
+    return None
+
+
+def _blank_makers() -> dict[str, Callable[[], object]]:
+    """How to make a blank record of each type: its constructor with placeholder arguments (every
+    declared field is set after)."""
+    c = _classes()
+
+    def conn():
+        return c["Connection"]((b"", 0), (b"", 0), 0, 0)
+
+    def frame():
+        return c["Frame"](0, 0, 0, 0, b"", False)
+
+    made: dict[str, Callable[[], object]] = {
+        "Reassembler": lambda: c["Reassembler"](None), "Found": lambda: c["Found"]({}), "Recent": c["Recent"],
+        "Held": c["Held"], "Connection": conn, "HalfStream": lambda: c["HalfStream"](None, 0),
+        "Health": c["Health"], "Side": c["Side"], "Holes": c["Holes"], "Numbering": c["Numbering"],
+        "Framer": lambda: c["Framer"](_nothing), "Accounting": c["Accounting"], "Frame": frame,
+        "Decoder": lambda: c["Decoder"](None),
+        "Side_": lambda: c["Side_"](c["Decoder"](None), c["ConnState"](conn()), 0),
+        "Roles": c["Roles"], "TopicIds": c["TopicIds"], "TrialBudget": lambda: c["TrialBudget"](0, 0), "ConnState": lambda: c["ConnState"](conn()),
+        "Endpoints": lambda: c["Endpoints"]("", 0, "", 0, ""), "Request": lambda: c["Request"](frame(), None, None),
+        "RequestHeader": lambda: c["RequestHeader"](0, 0, 0, None, None, 0), "Facts": c["Facts"],
+        "TlsGuess": lambda: c["TlsGuess"](_nothing), "TlsSession": lambda: c["TlsSession"](None, [], None),
+        "TlsDirection": lambda: c["TlsDirection"](None, 0)}
+    return made
+
+
+def declarations() -> dict[str, tuple[tuple[str, str], ...]]:
+    return RECORDS
+
+
+@functools.lru_cache(maxsize=1)
+def digest() -> str:
+    """sha256 of the declarations: a state written under other declarations is refused."""
+    text = json.dumps({"format": FORMAT, "records": declarations(),
+                       "methods": sorted([*k, *v] for k, v in METHODS.items())}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- the type language ------------------------------------------------------------------------------
+class _T:
+    """A parsed field type: ``kind`` and its parts."""
+
+    __slots__ = ("kind", "parts", "optional", "names", "size")
+
+    def __init__(self, kind: str, parts: tuple = (), optional: bool = False, names: tuple[str, ...] = (),
+                 size: int | None = None):
+        self.kind, self.parts, self.optional, self.names, self.size = kind, parts, optional, names, size
+
+
+_SCALARS: Final = {"int": int, "bool": bool, "str": str, "bytes": bytes, "float": float}
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` not inside brackets."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    out.append(text[start:].strip())
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def parse(text: str) -> _T:
+    text = text.strip()
+    optional = text.endswith("?")
+    if optional:
+        text = text[:-1]
+    size = None
+    if "#" in text and not text.endswith("]"):
+        text, n = text.rsplit("#", 1)
+        size = int(n)
+    alts = _split(text, "|")
+    if len(alts) > 1:
+        return _T("union", tuple(parse(a) for a in alts), optional)
+    if text.startswith("@"):
+        return _T("ref", (), optional, tuple(text[1:].split("/")))
+    if "[" in text:
+        head, inner = text[: text.index("[")], text[text.index("[") + 1: -1]
+        items = _split(inner, ",")
+        if head == "tuple" and items[-1] == "...":
+            return _T("tuple*", (parse(items[0]),), optional)
+        return _T(head, tuple(parse(i) for i in items), optional, (), size)
+    return _T(text, (), optional)
+
+
+# -- writing -----------------------------------------------------------------------------------------
+class _Writer:
+    def __init__(self) -> None:
+        self.types = _classes()
+        self.by_class = {cls: name for name, cls in self.types.items()}
+        self.decl = declarations()
+        self.ids: dict[int, int] = {}
+        self.records: list[list] = []
+        self.keep: list[object] = []  # (objects numbered: alive while their ids are)
+
+    def ref(self, obj: object, names: tuple[str, ...]) -> int:
+        n = self.ids.get(id(obj))
+        if n is not None:
+            if self.records[n][0] not in names:
+                raise StateError(f"a {self.records[n][0]} where a {'/'.join(names)} is declared")
+            return n
+        name = self.by_class.get(type(obj))
+        if name is None or name not in names:
+            raise StateError(f"{type(obj).__qualname__} is not carried where a {'/'.join(names)} is declared")
+        n = self.ids[id(obj)] = len(self.records)
+        self.keep.append(obj)
+        entry: list = [name, None]
+        self.records.append(entry)
+        fields = self.decl[name]
+        try:
+            _check_links(name, obj)
+            entry[1] = [self.value(getattr(obj, f), parse(t), f"{name}.{f}") for f, t in fields]
+        except AttributeError as e:
+            raise StateError(f"{name}: {e}") from e
+        return n
+
+    def value(self, v: Any, t: _T, where: str) -> Any:
+        if v is None:
+            if t.optional or t.kind in ("none", "plain"):
+                return None
+            raise StateError(f"{where}: nil where {t.kind} is declared")
+        k = t.kind
+        if k in _SCALARS or k == "dir":
+            if type(v) is not _SCALARS.get(k, int) or k == "dir" and v not in (0, 1):
+                raise StateError(f"{where}: {v!r} where {k} is declared")
+            return v
+        if k == "bytearray":
+            if type(v) is not bytearray:
+                raise StateError(f"{where}: {type(v).__name__} where bytearray is declared")
+            return bytes(v)
+        if k == "none":
+            raise StateError(f"{where}: a value where none is declared")
+        if k == "linked":
+            return None
+        if k == "union":
+            for alt in t.parts:
+                try:
+                    return self.value(v, alt, where)
+                except StateError:
+                    continue
+            raise StateError(f"{where}: {type(v).__name__} is none of the declared")
+        if k == "ref":
+            return self.ref(v, t.names)
+        if k in ("list", "set", "frozenset", "deque"):
+            if type(v) is not {"list": list, "set": set, "frozenset": frozenset, "deque": collections.deque}[k]:
+                raise StateError(f"{where}: {type(v).__name__} where {k} is declared")
+            items = sorted(v, key=repr) if k in ("set", "frozenset") else v
+            if t.size is not None and len(items) != t.size:
+                raise StateError(f"{where}: {len(items)} items where {t.size} are declared")
+            return [self.value(x, t.parts[0], where) for x in items]
+        if k == "tuple*":
+            if type(v) is not tuple:
+                raise StateError(f"{where}: {type(v).__name__} where tuple is declared")
+            return [self.value(x, t.parts[0], where) for x in v]
+        if k == "tuple":
+            if not isinstance(v, tuple) or len(v) != len(t.parts):
+                raise StateError(f"{where}: {type(v).__name__} where tuple of {len(t.parts)} is declared")
+            return [self.value(x, p, where) for x, p in zip(v, t.parts)]
+        if k in ("dict", "odict"):
+            if not isinstance(v, dict):
+                raise StateError(f"{where}: {type(v).__name__} where dict is declared")
+            return [[self.value(a, t.parts[0], where), self.value(b, t.parts[1], where)] for a, b in v.items()]
+        if k == "plain":
+            return _plain_out(v, where, 0)
+        if k == "call":
+            return self.call(v, where)
+        if k == "options":  # (kafka.body.RecordOptions: a named tuple of an int and two bools)
+            if type(v).__name__ != "RecordOptions" or [type(x) for x in v] != [int, bool, bool]:
+                raise StateError(f"{where}: {type(v).__name__} where record options are declared")
+            return list(v)
+        raise StateError(f"{where}: type {k} unknown")
+
+    def call(self, v: Any, where: str) -> list:
+        args: tuple = ()
+        if isinstance(v, functools.partial):
+            if v.keywords:
+                raise StateError(f"{where}: a callback with keywords")
+            args, v = v.args, v.func
+        owner, name = getattr(v, "__self__", None), getattr(v, "__name__", None)
+        kind = self.by_class.get(type(owner))
+        declared = METHODS.get((kind or "", name or ""))
+        if owner is None or declared is None or len(declared) != len(args):
+            raise StateError(f"{where}: a callback not declared ({type(owner).__qualname__}.{name})")
+        return [self.ref(owner, (kind,)), name, *[self.ref(a, (t,)) for a, t in zip(args, declared)]]
+
+
+def _plain_out(v: Any, where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise StateError(f"{where}: nested deeper than {MAX_DEPTH}")
+    if v is None or type(v) in (bool, int, float, str, bytes):
+        return v
+    if type(v) in (list, tuple):
+        return [_plain_out(x, where, depth + 1) for x in v]
+    if type(v) is dict:
+        out = {}
+        for a, b in v.items():
+            if type(a) is not str:
+                raise StateError(f"{where}: a key of type {type(a).__name__}")
+            out[a] = _plain_out(b, where, depth + 1)
+        return out
+    raise StateError(f"{where}: {type(v).__name__} in a plain value")
+
+
+def dump(header: dict[str, Any], roots: dict[str, object]) -> bytes:
+    """``roots`` (name -> stage) and everything they refer to, as a state file's bytes."""
+    import msgpack
+
+    from . import __version__
+
+    w = _Writer()
+    refs = {name: w.ref(obj, (_kind_of(obj, w),)) for name, obj in roots.items()}
+    body = {"format": FORMAT, "package": __version__, "digest": digest(), **header, **refs, "records": w.records}
+    try:
+        return MAGIC + msgpack.packb(body, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise StateError(f"the state could not be written ({e})") from e
+
+
+def _kind_of(obj: object, w: _Writer) -> str:
+    name = w.by_class.get(type(obj))
+    if name is None:
+        raise StateError(f"{type(obj).__qualname__} is not carried")
+    return name
+
+
+# -- reading -----------------------------------------------------------------------------------------
+def header_of(data: bytes, name: str) -> dict[str, Any]:
+    """The state file's map, checked for its magic, format, declarations' digest and shape (its
+    records not built yet)."""
+    import msgpack
+
+    if data.startswith(b"kafkawire carried state 1\n"):
+        raise StateError(f"state {name} is of format 1 (a pickle, written before spark-kafkawire read states as "
+                         "declared records): never read")
+    if not data.startswith(MAGIC):
+        raise StateError(f"state {name}: not a kafkawire state (no '{MAGIC.decode().strip()}' at its start)")
+    try:
+        body = msgpack.unpackb(data[len(MAGIC):], raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # (msgpack's errors on damaged bytes: ValueError, ExtraData, FormatError, ...)
+        raise StateError(f"state {name} could not be read ({type(e).__name__}: {e})") from e
+    if not isinstance(body, dict):
+        raise StateError(f"state {name}: not a kafkawire state (no map)")
+    if body.get("format") != FORMAT:
+        raise StateError(f"state {name} is of format {body.get('format')!r}, written by spark-kafkawire "
+                         f"{_said(body.get('package'))}; this version reads format {FORMAT}")
+    if body.get("digest") != digest():
+        raise StateError(f"state {name} was written by spark-kafkawire {_said(body.get('package'))} with other "
+                         "carried fields than this version's")
+    return body
+
+
+def _said(v: object) -> str:
+    from .escape import printable
+
+    return printable(str(v))[:40] if isinstance(v, str) else "(unknown)"
+
+
+_UNSET: Final = object()  # (a linked field: set by _linked, not from the file)
+
+
+class _Reader:
+    def __init__(self, records: Any, name: str):
+        if not isinstance(records, list):
+            raise StateError(f"state {name}: no records")
+        self.name = name
+        self.decl = declarations()
+        makers = _blank_makers()
+        self.kinds: list[str] = []
+        self.objs: list[object] = []
+        for r in records:
+            if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], str) and r[0] in self.decl
+                    and isinstance(r[1], list) and len(r[1]) == len(self.decl[r[0]])):
+                raise StateError(f"state {name}: record {len(self.kinds)} is not a declared record")
+            self.kinds.append(r[0])
+            self.objs.append(makers[r[0]]())
+        self.records = records
+
+    def fill(self) -> None:
+        for n, (kind, values) in enumerate(self.records):
+            obj = self.objs[n]
+            for (field, t), v in zip(self.decl[kind], values):
+                where = f"{kind}.{field}"
+                value = self.value(v, parse(t), where, 0)
+                if value is _UNSET:
+                    continue
+                try:
+                    setattr(obj, field, value)
+                except (TypeError, AttributeError, ValueError, OverflowError) as e:
+                    raise StateError(f"state {self.name}: {where}: {e}") from e
+
+        for kind, obj in zip(self.kinds, self.objs):
+            _linked(kind, obj)
+
+    def bad(self, where: str, what: str) -> StateError:
+        return StateError(f"state {self.name}: {where}: {what}")
+
+    def value(self, v: Any, t: _T, where: str, depth: int) -> Any:
+        if v is None:
+            if t.optional or t.kind in ("none", "plain"):
+                return None
+            if t.kind == "linked":
+                return _UNSET
+            raise self.bad(where, f"nil where {t.kind} is declared")
+        k = t.kind
+        if k in _SCALARS or k == "dir":
+            if type(v) is not _SCALARS.get(k, int) or k == "dir" and v not in (0, 1):
+                raise self.bad(where, f"{type(v).__name__} {v!r} where {k} is declared"[:200])
+            return v
+        if k == "bytearray":
+            if type(v) is not bytes:
+                raise self.bad(where, f"{type(v).__name__} where bytes are declared")
+            return bytearray(v)
+        if k == "none":
+            raise self.bad(where, "a value where none is declared")
+        if k == "union":
+            for alt in t.parts:
+                try:
+                    return self.value(v, alt, where, depth)
+                except StateError:
+                    continue
+            raise self.bad(where, f"{type(v).__name__} is none of the declared types")
+        if k == "ref":
+            return self.ref(v, t.names, where)
+        if k in ("list", "set", "frozenset", "deque", "tuple*"):
+            if type(v) is not list or t.size is not None and len(v) != t.size:
+                raise self.bad(where, f"{type(v).__name__} where {k} is declared")
+            items = [self.value(x, t.parts[0], where, depth + 1) for x in v]
+            try:
+                return {"list": list, "set": set, "frozenset": frozenset, "deque": collections.deque,
+                        "tuple*": tuple}[k](items)
+            except TypeError as e:  # (an unhashable member)
+                raise self.bad(where, str(e)) from e
+        if k == "tuple":
+            if type(v) is not list or len(v) != len(t.parts):
+                raise self.bad(where, f"not a tuple of {len(t.parts)}")
+            return tuple(self.value(x, p, where, depth + 1) for x, p in zip(v, t.parts))
+        if k in ("dict", "odict"):
+            if type(v) is not list:
+                raise self.bad(where, f"{type(v).__name__} where dict is declared")
+            out: dict = {} if k == "dict" else collections.OrderedDict()
+            for pair in v:
+                if type(pair) is not list or len(pair) != 2:
+                    raise self.bad(where, "a dict entry that is not a pair")
+                out[self.value(pair[0], t.parts[0], where, depth + 1)] = self.value(pair[1], t.parts[1], where,
+                                                                                     depth + 1)
+            return out
+        if k == "plain":
+            return self.plain(v, where, depth)
+        if k == "call":
+            return self.call(v, where)
+        if k == "options":
+            if type(v) is not list or [type(x) for x in v] != [int, bool, bool]:
+                raise self.bad(where, "not record options (an int and two bools)")
+            from .kafka.body import RecordOptions
+
+            return RecordOptions(*v)
+        raise self.bad(where, f"type {k} unknown")
+
+    def ref(self, v: Any, names: tuple[str, ...], where: str) -> object:
+        if type(v) is not int or not 0 <= v < len(self.objs):
+            raise self.bad(where, f"{v!r} is not a record's number")
+        if self.kinds[v] not in names:
+            raise self.bad(where, f"a {self.kinds[v]} where a {'/'.join(names)} is declared")
+        return self.objs[v]
+
+    def plain(self, v: Any, where: str, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise self.bad(where, f"nested deeper than {MAX_DEPTH}")
+        if v is None or type(v) in (bool, int, float, str, bytes):
+            return v
+        if type(v) is list:
+            return [self.plain(x, where, depth + 1) for x in v]
+        if type(v) is dict:
+            return {a: self.plain(b, where, depth + 1) for a, b in v.items()}
+        raise self.bad(where, f"{type(v).__name__} in a plain value")
+
+    def call(self, v: Any, where: str) -> Callable:
+        if type(v) is not list or len(v) < 2 or type(v[1]) is not str or type(v[0]) is not int \
+                or not 0 <= v[0] < len(self.objs):
+            raise self.bad(where, "not a declared callback")
+        kind = self.kinds[v[0]]
+        declared = METHODS.get((kind, v[1]))
+        if declared is None or len(v) != 2 + len(declared):
+            raise self.bad(where, f"{kind}.{v[1]} is not a declared callback")
+        method = getattr(self.objs[v[0]], v[1])
+        if not declared:
+            return method
+        return functools.partial(method, *[self.ref(a, (t,), where) for a, t in zip(v[2:], declared)])
+
+
+def load(data: bytes, name: str, roots: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, object]]:
+    """A state file's header and its root records (``roots``: their names and types), built."""
+    body = header_of(data, name)
+    reader = _Reader(body.get("records"), name)
+    out: dict[str, object] = {}
+    for root in roots:
+        kind = {"decoder": "Decoder", "reasm": "Reassembler"}[root]
+        out[root] = reader.ref(body.get(root), (kind,), root)
+    reader.fill()
+    return body, out
+
+
+def markdown() -> str:
+    """The declarations as docs/state.md's tables (a test holds the doc to them)."""
+    lines = ["| record | field | type |", "|---|---|---|"]
+    for name, fields in RECORDS.items():
+        for i, (field, t) in enumerate(fields):
+            lines.append(f"| {name if i == 0 else ''} | `{field}` | `{t}` |")
+    lines += ["", "| callback (record, method) | its partial's arguments |", "|---|---|"]
+    lines += [f"| `{k[0]}.{k[1]}` | {', '.join(v) or '(none)'} |" for k, v in METHODS.items()]
+    return "\n".join(lines) + "\n"
