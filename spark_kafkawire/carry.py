@@ -107,7 +107,8 @@ class Carry:
         if self.leave is None:
             return
         write_bytes(self.leave, dumps(carried), self.endpoint)
-        entry = {"v": INDEX_FORMAT, "format": FORMAT, "last_file": carried.files[-1], "files": len(carried.files), "began": carried.began,
+        entry = {"v": INDEX_FORMAT, "format": FORMAT, "last_file": carried.files[-1], "files": len(carried.files),
+                 "began": carried.began,
                  "last": last_ns, "template": list(self.template) if self.template else None,
                  "continues": self.continues}
         write_bytes(index_path(self.leave), json.dumps(entry).encode(), self.endpoint)

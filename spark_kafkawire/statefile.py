@@ -52,7 +52,8 @@ class StateError(Exception):
 #: (JSON-like values with bytes), call (a declared method, see METHODS), options (the records
 #: options: an int and two bools), linked (the same object as another record's field, written as nil
 #: and linked again on reading: see LINKS), dir (a direction: 0 or 1); T? (T or nil); A|B (either);
-#: list[T] (list[T]#N: of N items) set[T] frozenset[T] deque[T] tuple[A, B] tuple[T, ...] dict[K, V] odict[K, V]; @Name (a
+#: list[T] (list[T]#N: of N items) set[T] frozenset[T] deque[T] tuple[A, B] tuple[T, ...] dict[K, V]
+#: odict[K, V]; @Name (a
 #: reference to a record of type Name; @A/B: of type A or B).
 RECORDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "Reassembler": (
@@ -227,7 +228,8 @@ def _blank_makers() -> dict[str, Callable[[], object]]:
         "Framer": lambda: c["Framer"](_nothing), "Accounting": c["Accounting"], "Frame": frame,
         "Decoder": lambda: c["Decoder"](None),
         "Side_": lambda: c["Side_"](c["Decoder"](None), c["ConnState"](conn()), 0),
-        "Roles": c["Roles"], "TopicIds": c["TopicIds"], "TrialBudget": lambda: c["TrialBudget"](0, 0), "ConnState": lambda: c["ConnState"](conn()),
+        "Roles": c["Roles"], "TopicIds": c["TopicIds"], "TrialBudget": lambda: c["TrialBudget"](0, 0),
+        "ConnState": lambda: c["ConnState"](conn()),
         "Endpoints": lambda: c["Endpoints"]("", 0, "", 0, ""), "Request": lambda: c["Request"](frame(), None, None),
         "RequestHeader": lambda: c["RequestHeader"](0, 0, 0, None, None, 0), "Facts": c["Facts"],
         "TlsGuess": lambda: c["TlsGuess"](_nothing), "TlsSession": lambda: c["TlsSession"](None, [], None),
@@ -258,6 +260,7 @@ class _T:
         self.kind, self.parts, self.optional, self.names, self.size = kind, parts, optional, names, size
 
 
+_CONTAINERS: Final = frozenset({"list", "set", "frozenset", "deque", "tuple*", "tuple", "dict", "odict"})
 _SCALARS: Final = {"int": int, "bool": bool, "str": str, "bytes": bytes, "float": float}
 
 
@@ -350,14 +353,29 @@ class _Writer:
         if k == "linked":
             return None
         if k == "union":
-            for alt in t.parts:
-                try:
-                    return self.value(v, alt, where)
-                except StateError:
-                    continue
-            raise StateError(f"{where}: {type(v).__name__} is none of the declared")
+            return self.union(v, t, where)
         if k == "ref":
             return self.ref(v, t.names)
+        if k in _CONTAINERS:
+            return self.container(v, t, where)
+        if k == "plain":
+            return _plain_out(v, where, 0)
+        if k == "call":
+            return self.call(v, where)
+        if k == "options":  # (kafka.body.RecordOptions: a named tuple of an int and two bools)
+            return _options_out(v, where)
+        raise StateError(f"{where}: type {k} unknown")
+
+    def union(self, v: Any, t: _T, where: str) -> Any:
+        for alt in t.parts:
+            try:
+                return self.value(v, alt, where)
+            except StateError:
+                continue
+        raise StateError(f"{where}: {type(v).__name__} is none of the declared")
+
+    def container(self, v: Any, t: _T, where: str) -> Any:
+        k = t.kind
         if k in ("list", "set", "frozenset", "deque"):
             if type(v) is not {"list": list, "set": set, "frozenset": frozenset, "deque": collections.deque}[k]:
                 raise StateError(f"{where}: {type(v).__name__} where {k} is declared")
@@ -377,14 +395,6 @@ class _Writer:
             if not isinstance(v, dict):
                 raise StateError(f"{where}: {type(v).__name__} where dict is declared")
             return [[self.value(a, t.parts[0], where), self.value(b, t.parts[1], where)] for a, b in v.items()]
-        if k == "plain":
-            return _plain_out(v, where, 0)
-        if k == "call":
-            return self.call(v, where)
-        if k == "options":  # (kafka.body.RecordOptions: a named tuple of an int and two bools)
-            if type(v).__name__ != "RecordOptions" or [type(x) for x in v] != [int, bool, bool]:
-                raise StateError(f"{where}: {type(v).__name__} where record options are declared")
-            return list(v)
         raise StateError(f"{where}: type {k} unknown")
 
     def call(self, v: Any, where: str) -> list:
@@ -396,9 +406,15 @@ class _Writer:
         owner, name = getattr(v, "__self__", None), getattr(v, "__name__", None)
         kind = self.by_class.get(type(owner))
         declared = METHODS.get((kind or "", name or ""))
-        if owner is None or declared is None or len(declared) != len(args):
+        if owner is None or kind is None or declared is None or len(declared) != len(args):
             raise StateError(f"{where}: a callback not declared ({type(owner).__qualname__}.{name})")
         return [self.ref(owner, (kind,)), name, *[self.ref(a, (t,)) for a, t in zip(args, declared)]]
+
+
+def _options_out(v: Any, where: str) -> list:
+    if type(v).__name__ != "RecordOptions" or [type(x) for x in v] != [int, bool, bool]:
+        raise StateError(f"{where}: {type(v).__name__} where record options are declared")
+    return list(v)
 
 
 def _plain_out(v: Any, where: str, depth: int) -> Any:
@@ -530,14 +546,36 @@ class _Reader:
         if k == "none":
             raise self.bad(where, "a value where none is declared")
         if k == "union":
-            for alt in t.parts:
-                try:
-                    return self.value(v, alt, where, depth)
-                except StateError:
-                    continue
-            raise self.bad(where, f"{type(v).__name__} is none of the declared types")
+            return self.union(v, t, where, depth)
         if k == "ref":
             return self.ref(v, t.names, where)
+        if k in _CONTAINERS:
+            return self.container(v, t, where, depth)
+        if k == "plain":
+            return self.plain(v, where, depth)
+        if k == "call":
+            return self.call(v, where)
+        if k == "options":
+            return self.options(v, where)
+        raise self.bad(where, f"type {k} unknown")
+
+    def union(self, v: Any, t: _T, where: str, depth: int) -> Any:
+        for alt in t.parts:
+            try:
+                return self.value(v, alt, where, depth)
+            except StateError:
+                continue
+        raise self.bad(where, f"{type(v).__name__} is none of the declared types")
+
+    def options(self, v: Any, where: str) -> Any:
+        if type(v) is not list or [type(x) for x in v] != [int, bool, bool]:
+            raise self.bad(where, "not record options (an int and two bools)")
+        from .kafka.body import RecordOptions
+
+        return RecordOptions(*v)
+
+    def container(self, v: Any, t: _T, where: str, depth: int) -> Any:
+        k = t.kind
         if k in ("list", "set", "frozenset", "deque", "tuple*"):
             if type(v) is not list or t.size is not None and len(v) != t.size:
                 raise self.bad(where, f"{type(v).__name__} where {k} is declared")
@@ -561,16 +599,6 @@ class _Reader:
                 out[self.value(pair[0], t.parts[0], where, depth + 1)] = self.value(pair[1], t.parts[1], where,
                                                                                      depth + 1)
             return out
-        if k == "plain":
-            return self.plain(v, where, depth)
-        if k == "call":
-            return self.call(v, where)
-        if k == "options":
-            if type(v) is not list or [type(x) for x in v] != [int, bool, bool]:
-                raise self.bad(where, "not record options (an int and two bools)")
-            from .kafka.body import RecordOptions
-
-            return RecordOptions(*v)
         raise self.bad(where, f"type {k} unknown")
 
     def ref(self, v: Any, names: tuple[str, ...], where: str) -> object:

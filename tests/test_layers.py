@@ -20,7 +20,7 @@ LAYERS = [
     ("decode", "decode"),  # connections: roles, state, pairing into exchanges, damage modes
     ("rows", "rows"),  # exchanges -> rows, Arrow tables
     # the read over all of the above: options, files, wiring, a series carried from one read to the next
-    ("read", {"options", "listing", "reader", "carry"}),
+    ("read", {"options", "listing", "reader", "carry", "statefile"}),
     # the thin layers over read_capture: Spark, the command line, the audits
     ("thin", {"spark", "cli", "figures", "audits", "__init__", "__main__", "_autoload"}),
 ]
