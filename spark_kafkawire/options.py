@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .wire.frames import DEFAULT_MAX_FRAME
+from .wire.inflate import DEFAULT_MAX_RATIO
 from .decode.modes import MODES
 from .kafka.codecs import DEFAULT_MAX_DECOMPRESSED
 from .kafka.records import DEFAULT_MAX_RECORDS
@@ -35,6 +36,7 @@ class Options:
     rows: str = "exchanges"
     include_records: bool = False
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
+    max_inflate_ratio: int = DEFAULT_MAX_RATIO
     ports: frozenset[int] | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME
     path_glob_filter: str = DEFAULT_GLOB
@@ -137,6 +139,7 @@ _RULES = {
     "includerecords": ("includeRecords", "include_records", False, _bool),
     "maxdecompressedbytes": ("maxDecompressedBytes", "max_decompressed_bytes", DEFAULT_MAX_DECOMPRESSED,
                              _whole(1 << 16, 1 << 40, " of bytes")),
+    "maxinflateratio": ("maxInflateRatio", "max_inflate_ratio", DEFAULT_MAX_RATIO, _whole(10, 1 << 30)),
     "ports": ("ports", "ports", None, _ports),
     # a frame must at least hold the largest request header (a 32767-byte client_id and more)
     "maxframebytes": ("maxFrameBytes", "max_frame_bytes", DEFAULT_MAX_FRAME,
@@ -177,6 +180,11 @@ _DOCS = {
         '1000000',
         'records read from one record batch in `rows=records`, 1 to 2^31; the rest of the batch becomes one '
         'row with status `over_cap` saying how many it held'),
+    'maxInflateRatio': (
+        '1000',
+        'a compressed capture file (gzip, xz, bzip2, zstd) may inflate to this many times its compressed bytes '
+        'read so far, once past 64 MiB, 10 to 2^30; past it the file stops with a `capture_damaged` row saying '
+        'so (a compression bomb is not inflated for minutes); a file cut short gives what precedes the cut'),
     'ports': (
         'all',
         'comma-separated TCP ports, each 1 to 65535 (an empty list is an error); only connections with one of'
@@ -278,7 +286,8 @@ STREAM_OPTIONS: dict[str, tuple[str, str | None, str, str]] = {
         "stateLocation", None, "none",
         "a directory (local or a URI) beside the checkpoint where a rotation series' open connections wait between "
         "triggers for the series' next file, so that a series growing between triggers is stitched across them "
-        "(no key or secret is written there); without it each trigger's files are read apart"),
+        "(no key or secret is written there, and no code: declared records, see docs/state.md; `kafkawire state DIR` "
+        "says what it holds); without it each trigger's files are read apart"),
 }
 
 

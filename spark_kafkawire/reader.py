@@ -168,7 +168,7 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
             began = yield from read.next_file(path, began)
         elif len(files) > 1 or carry is not None:
             began = first_time(path, opts.endpoint_url)
-        reader = CaptureReader(path, opts.endpoint_url, lane=read.lane,
+        reader = CaptureReader(path, opts.endpoint_url, lane=read.lane, max_inflate_ratio=opts.max_inflate_ratio,
                                on_secrets=lambda text: _secrets(read.decoder, text), first_number=file_number(index, 0))
         settled = yield from read.packets(reader)
         damage = None if reader.damage is None else str(reader.damage)

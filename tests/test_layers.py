@@ -20,7 +20,7 @@ LAYERS = [
     ("decode", "decode"),  # connections: roles, state, pairing into exchanges, damage modes
     ("rows", "rows"),  # exchanges -> rows, Arrow tables
     # the read over all of the above: options, files, wiring, a series carried from one read to the next
-    ("read", {"options", "listing", "reader", "carry", "statefile"}),
+    ("read", {"options", "listing", "reader", "carry", "statefile", "statedecl"}),
     # the thin layers over read_capture: Spark, the command line, the audits
     ("thin", {"spark", "cli", "figures", "audits", "__init__", "__main__", "_autoload"}),
 ]
@@ -28,7 +28,7 @@ LAYERS = [
 #: within a layer, the order of its modules' steps (a module may import its own step and earlier
 #: ones); a layer not listed here has no order within it
 STEPS = {
-    "wire": [{"fs", "flow", "loss", "halfstream", "boundary"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
+    "wire": [{"fs", "flow", "loss", "halfstream", "boundary", "inflate"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"recordstream"}, {"direction"}, {"trial"}, {"session"}],
     "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"batchheader", "codecs"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"}, {"message"},
               {"headline", "partitions", "topicids"}],

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spark_kafkawire import carry, statefile
+from spark_kafkawire import carry, statedecl, statefile
 from spark_kafkawire.reader import iter_batches
 from spark_kafkawire.rows.table import arrow_schema
 from test_carry import _trigger
@@ -252,8 +252,8 @@ def test_the_kept_state_is_this_versions(tmp_path: Path) -> None:
 def test_the_declarations_are_every_field_of_each_stage() -> None:
     """Each record type declares exactly the attributes its class has (in this build): a field added
     to a carried stage and not declared would be lost at a cut."""
-    makers = statefile._blank_makers()
-    for name, fields in statefile.RECORDS.items():
+    makers = statedecl._blank_makers()
+    for name, fields in statedecl.RECORDS.items():
         obj = makers[name]()
         cls = type(obj)
         if hasattr(cls, "__mypyc_attrs__"):
@@ -347,7 +347,7 @@ def test_a_mutated_state_is_refused_or_read_never_a_crash(tmp_path_factory, data
 
 
 def test_docs_name_every_declared_field() -> None:
-    assert statefile.markdown() in (ROOT / "docs" / "state.md").read_text()
+    assert statedecl.markdown() in (ROOT / "docs" / "state.md").read_text()
 
 
 def test_the_state_command_says_what_a_directory_holds(tmp_path: Path) -> None:

@@ -12,12 +12,15 @@ damage and then sets :attr:`CaptureReader.damage` to a :class:`Damage` saying wh
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, NamedTuple
 
 from .fs import open_binary
+from .inflate import COMPRESSIONS as _COMPRESSIONS
+from .inflate import DEFAULT_MAX_RATIO
 
 READ_CHUNK = 1 << 20  # bytes read at a time
 MAX_RECORD = 1 << 26  # 64 MiB: far above any real snaplen; bounds what one bad length can allocate
@@ -31,7 +34,7 @@ PCAP_MAGICS = {
 PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
 #: compressed capture files, known by their first bytes (not their names), as tshark reads them
-COMPRESSIONS = {"gzip": GZIP_MAGIC, "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd", "bzip2": b"BZh"}
+COMPRESSIONS = _COMPRESSIONS
 
 
 class CaptureError(Exception):
@@ -84,28 +87,15 @@ def compression(head: bytes) -> str | None:
     return None
 
 
-def _open(path: str, endpoint: str | None = None) -> BinaryIO:
-    """The file's bytes, decompressed as its first bytes say (gzip, xz, zstd, bzip2), streamed."""
+def _open(path: str, endpoint: str | None = None, max_ratio: int = DEFAULT_MAX_RATIO) -> BinaryIO:
+    """The file's bytes, decompressed as its first bytes say (gzip, xz, zstd, bzip2), streamed
+    (inflate.py: kept up to a cut, bounded by ``max_ratio``)."""
     f = open_binary(path, endpoint)
     kind = compression(f.peek(6)[:6])  # type: ignore[attr-defined]
-    if kind == "gzip":  # (each module imported only for a file compressed so)
-        import gzip
+    if kind is not None:
+        from .inflate import Inflating
 
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    if kind == "xz":
-        import lzma
-
-        return lzma.LZMAFile(f, mode="rb")  # type: ignore[return-value]
-    if kind == "bzip2":
-        import bz2
-
-        return bz2.BZ2File(f, mode="rb")  # type: ignore[return-value]
-    if kind == "zstd":
-        import io
-
-        import zstandard
-
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True), 1 << 20)
+        return io.BufferedReader(Inflating(f, kind, max_ratio), 1 << 20)
     return f
 
 
@@ -132,8 +122,10 @@ class CaptureReader:
     """Iterate over the packets of one capture file: ``for pkt in CaptureReader(path)``."""
 
     def __init__(self, path: str, endpoint: str | None = None, lane=None,
-                 on_secrets: Callable[[bytes], None] | None = None, first_number: int = 0):
+                 on_secrets: Callable[[bytes], None] | None = None, first_number: int = 0,
+                 max_inflate_ratio: int = DEFAULT_MAX_RATIO):
         self.path = path  # a local path or a URI (see fs.py)
+        self.max_inflate_ratio = max_inflate_ratio  # (a compressed file: inflate.py's bound)
         #: packets are numbered from first_number + 1 (a file of a rotation series read after others:
         #: its numbers are file_number(i, n), see series.py); Damage says the file's own number
         self.first_number = first_number
@@ -149,7 +141,7 @@ class CaptureReader:
         self.on_secrets = on_secrets
 
     def __iter__(self) -> Iterator[Packet | RowsDue]:
-        with _open(self.path, self.endpoint) as f:
+        with _open(self.path, self.endpoint, self.max_inflate_ratio) as f:
             head = self._read(f, 4)
             if self.stream_error:  # a gzip file whose stream breaks before the first record
                 self._damaged(self.first_number + 1, 0, "file header unreadable")
@@ -177,10 +169,15 @@ class CaptureReader:
     def _readinto(self, f: BinaryIO, into: memoryview) -> int:
         """Bytes read into ``into``: 0 at the file's end, or where its stream breaks."""
         try:
-            return f.readinto(into) or 0  # type: ignore[attr-defined]  # a BufferedReader or GzipFile
+            got = f.readinto(into) or 0  # type: ignore[attr-defined]  # a BufferedReader
         except _STREAM_ERRORS as e:  # a compressed stream cut short or corrupt: damage here
             self.stream_error = f"compressed stream unreadable: {e}"
             return 0
+        if not got:  # (a compressed file's stream, inflate.py: ended, or stopped, and why)
+            error = getattr(getattr(f, "raw", None), "error", None)
+            if error is not None:
+                self.stream_error = f"compressed stream unreadable: {error}"
+        return got
 
     def _read(self, f: BinaryIO, n: int) -> bytes:
         """n bytes, fewer only where the file or its stream ends."""
