@@ -110,3 +110,17 @@ def test_an_ordinary_compressed_capture_reads_as_its_plain_self(tmp_path: Path) 
         path.write_bytes(first + second)
         got, want = read_capture(str(path)), read_capture(str(sample))
         assert got.num_rows == want.num_rows and got.column("status").to_pylist() == want.column("status").to_pylist()
+
+
+def test_files_beginning_in_the_same_microsecond_are_one_series() -> None:
+    """One-packet files (editcap -c 1) where two begin in the same microsecond: the directory reads
+    as the whole capture does (every exchange complete where the whole's is)."""
+    from test_series import _exchanges, _offsets
+
+    folder = ROUND6 / "series-equal-first-time"
+    parts = sorted(folder.iterdir())
+    got = read_capture(str(folder))
+    whole = read_capture(str(ROUND6 / "series-equal-first-time-whole.pcap"))
+    offsets = {str(p): n for p, n in zip(parts, _offsets(parts).values())}
+    assert _exchanges(got, offsets) == _exchanges(whole)
+    assert got.column("status").to_pylist().count("complete") == whole.column("status").to_pylist().count("complete")

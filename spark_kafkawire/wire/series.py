@@ -200,7 +200,10 @@ def _packet_time(buf: bytes, start: int, endian: str, ifaces: list[Interface]) -
 def overlaps(first: int, last: int, next_first: int) -> bool:
     """Does a file that begins at ``next_first`` overlap the file before it (its packets from
     ``first`` to ``last``), so that it cannot continue it? (OVERLAP_NS; a file that begins when the
-    one before began is a copy of it, not its continuation)"""
+    one before began is a copy of it, not its continuation; except after a file of one instant, as
+    ``editcap -c 1`` or a busy rotation makes: a file that begins in that same microsecond follows it)"""
+    if next_first == first == last:
+        return False
     return next_first <= first or next_first < last - min(OVERLAP_NS, (last - first) // 2)
 
 
