@@ -436,7 +436,8 @@ def plain_warnings(prefix: str = "kafkawire", skipped: list[tuple[str, str]] | N
             if str(message) in said:  # the same files listed again (the job lists its captures twice)
                 return
             said.add(str(message))
-            print(f"{prefix}: {printable(str(message).removeprefix('kafkawire: '))}", file=sys.stderr)
+            # (its names are escaped where it is made, listing.py: escaped once, not twice)
+            print(f"{prefix}: {str(message).removeprefix('kafkawire: ')}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
 

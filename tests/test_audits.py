@@ -986,6 +986,28 @@ def test_one_hostile_record_or_a_fifo_does_not_stop_the_job(spark, tmp_path):
     assert not unsafe, unsafe
 
 
+def test_capture_file_names_are_escaped_in_the_report_and_the_error_line(spark, tmp_path):
+    """Round 6: capture file names are attacker-chosen. A capture named with ESC and BEL, and a FIFO
+    named with ESC: report.html (capture_files, slowest, skipped_files) holds neither character, only
+    their escapes; the FIFO's name on stderr is escaped once; a file that is not a capture is named
+    escaped in the job's one-line error."""
+    d = tmp_path / "caps"
+    d.mkdir()
+    shutil.copy(SAMPLES / "mock-kcat.pcap", d / "cap\x1b[7m\x07.pcap")
+    os.mkfifo(d / "pipe\x1b[31m.pcap")
+    r = _job(d, "--out", tmp_path / "out")
+    assert r.returncode in (0, 2, 3), r.stderr[-3000:]
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "\x1b" not in page and "\x07" not in page
+    assert "cap\\x1b[7m\\x07.pcap" in page and "pipe\\x1b[31m.pcap" in page
+    assert f"audit: skipped {d}/pipe\\x1b[31m.pcap: a FIFO, not a regular file" in r.stderr, r.stderr[-2000:]
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "junk\x1b[7m.pcap").write_bytes(bytes(range(256)) * 12)
+    r = _job(junk, "--out", tmp_path / "out2")
+    assert r.returncode == 1 and "\x1b" not in r.stderr and "junk\\x1b[7m.pcap" in r.stderr, r.stderr[-2000:]
+
+
 def test_records_seen_at_several_capture_points_are_delivered_once(spark, tmp_path):
     """The same traffic captured at four points (four copies of one capture): each record is
     produced once and fetched once per consumer, so the deliveries are those of one copy (the join

@@ -225,7 +225,9 @@ def main(argv: list[str]) -> int:
         elif not os.path.isdir(args.captures[0]) and "://" not in args.captures[0]:
             raise ValueError(f"{args.captures[0]}: not a directory")
     except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
-        print(f"audit: {str(e).removeprefix('kafkawire: ')}", file=sys.stderr)
+        from ..escape import printable
+
+        print(f"audit: {printable(str(e).removeprefix('kafkawire: '))}", file=sys.stderr)
         return 1
 
     from .output import OutputDir, OutputError, root_cause
@@ -234,7 +236,9 @@ def main(argv: list[str]) -> int:
     try:  # one run at a time; a directory that cannot be written is one line, before Spark starts
         out.lock()
     except OutputError as e:
-        print(f"audit: {e}", file=sys.stderr)
+        from ..escape import printable
+
+        print(f"audit: {printable(str(e))}", file=sys.stderr)
         return 1
     try:
         return run(args, out, policy, options, chosen)

@@ -9,6 +9,13 @@ import re
 
 from . import AUDITS
 from .base import Results, Verdict
+from ..escape import printable
+
+
+def _html(text: str) -> str:
+    """Text from a capture (file names, client ids) for the page: control characters shown as
+    escapes (as on the terminal: a raw ESC or BEL is no part of a page), then HTML-escaped."""
+    return html.escape(printable(text))
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:80em}
@@ -70,17 +77,17 @@ def table(rows: list[dict], limit: int = MAX_ROWS) -> str:
     cols = [c for c in rows[0] if c not in empty] or list(rows[0])
     if len(cols) > 1 and cols[0] == "capture_date":  # the column held in place names the row, not its day
         cols = cols[1:] + cols[:1]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    head = "".join(f"<th>{_html(c)}</th>" for c in cols)
     amounts = {c: not _IDENTIFIER.search(c) for c in cols}
     body = []
     for r in rows[:limit]:
-        cells = "".join(f'<td class="n">{html.escape(_cell(r[c]))}</td>'
+        cells = "".join(f'<td class="n">{_html(_cell(r[c]))}</td>'
                         if amounts[c] and isinstance(r[c], (int, float)) and not isinstance(r[c], bool)
-                        else f"<td>{html.escape(_cell(r[c], amounts[c]))}</td>" for c in cols)
+                        else f"<td>{_html(_cell(r[c], amounts[c]))}</td>" for c in cols)
         body.append(f"<tr>{cells}</tr>")
     more = f'<p class="note">{len(rows) - limit:,} more rows in the Parquet output</p>' if len(rows) > limit else ""
     if empty and len(cols) < len(rows[0]):
-        more += f'<p class="note">empty in every row: {html.escape(", ".join(empty))}</p>'
+        more += f'<p class="note">empty in every row: {_html(", ".join(empty))}</p>'
     return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
 
 
@@ -104,8 +111,8 @@ def _coverage(rows: list[dict] | None) -> str:
             gaps.append(f"{r['started_before_capture']} connections without their start")
         share = 1 - (r["undecoded_fraction"] or 0)
         cls = "ok" if share >= 0.99 else "open"
-        out.append(f"<tr><td>{html.escape(str(r['listener']))}</td><td class='{cls}'>{share:.1%}</td>"
-                   f"<td class='n'>{r['exchanges']:,}</td><td>{html.escape('; '.join(gaps) or 'nothing')}</td></tr>")
+        out.append(f"<tr><td>{_html(str(r['listener']))}</td><td class='{cls}'>{share:.1%}</td>"
+                   f"<td class='n'>{r['exchanges']:,}</td><td>{_html('; '.join(gaps) or 'nothing')}</td></tr>")
     if not rows:
         out.append("<tr><td colspan='4'>no Kafka listener in the captures</td></tr>")
     out.append("</table></div>")
@@ -128,24 +135,24 @@ def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 2
              f"<style>{STYLE}</style></head><body>",
              "<h1>Kafka traffic audit</h1>",
              f"<p class='{'fail' if failing else 'open' if open_ else 'ok' if verdicts else 'note'}'>"
-             f"{html.escape(said)}</p>",
+             f"{_html(said)}</p>",
              "<div class='scroll'><table><tr><th>policy</th><th>result</th><th>what was found</th></tr>"]
     for v in verdicts:
         cls, word = (("note", "not applicable") if v.status == "n/a" else ("ok", "holds") if v.ok else
                      ("fail", "fails") if v.ok is False else ("open", "inconclusive"))
-        parts.append(f"<tr><td>{html.escape(v.name)}</td><td class='{cls}'>{word}</td>"
-                     f"<td>{html.escape(v.detail)}</td></tr>")
+        parts.append(f"<tr><td>{_html(v.name)}</td><td class='{cls}'>{word}</td>"
+                     f"<td>{_html(v.detail)}</td></tr>")
     parts.append("</table></div>")
     parts.append(_coverage(results.get("capture_health", {}).get("coverage")))
     parts.append("<h2>What was read</h2><div class='scroll'><table>")
     for k, v in meta.items():
-        parts.append(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>")
+        parts.append(f"<tr><th>{_html(k)}</th><td>{_html(_cell(v))}</td></tr>")
     parts.append("</table></div><p class='note'>Contents: " + ", ".join(
         f"<a href='#{a}'>{a.replace('_', ' ')}</a>" for a in results) + "</p>")
     for audit, tables in results.items():
         described = AUDITS.get(audit)
         parts.append(f"<h2 id='{audit}'>{audit.replace('_', ' ')}</h2>"
-                     f"<p>{html.escape(described.intro if described else '')}</p>")
+                     f"<p>{_html(described.intro if described else '')}</p>")
         if described is not None and described.plots is not None:
             parts.append("".join(described.plots(tables, min_n)))
         for name, rows in tables.items():
