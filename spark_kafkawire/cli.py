@@ -76,13 +76,18 @@ def read(captures: Sequence[str], options: dict) -> pa.Table:
     files = list_files(list(captures), opts.path_glob_filter, opts.endpoint_url)
     if not files:
         raise CaptureError(f"no capture file in {', '.join(captures)} (pathGlobFilter {opts.path_glob_filter})")
+    from .wire.series import find_series
+
     progress = Progress(files)
     batches = []
-    for f in files:
-        for b in iter_batches(f, opts):
+    # a rotation series read as the one capture it was cut from (option stitch, as read_capture does)
+    runs = find_series(files, opts.endpoint_url) if opts.stitch else [[f] for f in files]
+    for run in runs:
+        for b in iter_batches(run if len(run) > 1 else run[0], opts):
             batches.append(b)
             progress.update(b.num_rows)
-        progress.update(0, file_done=True)
+        for _ in run:
+            progress.update(0, file_done=True)
     progress.close()
     return pa.Table.from_batches(batches, schema=arrow_schema(opts.rows))
 

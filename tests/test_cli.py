@@ -215,3 +215,31 @@ def test_summary_lists_the_versions_each_client_sends_as_tshark_decodes_them():
         cid, api, versions = line[:cut[0]].strip(), line[cut[1]:cut[2]].strip(), line[cut[2]:cut[3]].strip()
         ours.setdefault((cid, api), set()).update(int(v) for v in versions.replace("v", "").split(", "))
     assert theirs and {k: ours.get(k) for k in theirs} == theirs
+
+
+def test_a_rotation_series_reads_as_the_whole_capture(tmp_path):
+    """A capture cut by editcap into a directory: show, convert and summary read it as the one
+    capture (every exchange as the whole capture's status, one connection row per connection);
+    -o stitch=false reads each file apart (as many connection rows as a file holds a part)."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("editcap") is None:
+        pytest.skip("editcap (Wireshark) not installed")
+    capture = SAMPLES / "mock-confluent-group.pcapng"
+    folder = tmp_path / "rotated"
+    folder.mkdir()
+    subprocess.run(["editcap", "-c", "20", str(capture), str(folder / "part.pcapng")], check=True)
+    assert len(list(folder.iterdir())) > 2
+    whole = read_capture(str(capture))
+    run("convert", folder, "--to", tmp_path / "x.parquet")
+    got = pq.read_table(tmp_path / "x.parquet")
+    assert Counter(got.column("status").to_pylist()) == Counter(whole.column("status").to_pylist())
+    run("convert", folder, "--rows", "connections", "--to", tmp_path / "c.parquet")
+    conns = read_capture(str(capture), rows="connections").num_rows
+    assert pq.read_table(tmp_path / "c.parquet").num_rows == conns
+    run("convert", folder, "--rows", "connections", "-o", "stitch=false", "--to", tmp_path / "apart.parquet")
+    assert pq.read_table(tmp_path / "apart.parquet").num_rows > conns
+    summary = run("summary", folder).stdout
+    assert summary == run("summary", capture).stdout.replace(str(capture), str(folder))
