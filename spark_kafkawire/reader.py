@@ -28,7 +28,7 @@ from .rows.shapes import row_builder
 from .rows.table import COLUMNS, RowBuilder, arrow_schema
 from .rows.tee import Tee
 from .wire.lane import RowCounts
-from .wire.series import file_number, find_series, first_time, overlaps
+from .wire.series import different_starts, file_number, find_series, first_time, overlaps
 from .wire.tcp import Reassembler, last_seen
 from .tls.budget import TrialBudget
 from .kafka.topicids import TopicIds
@@ -165,7 +165,7 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
         if index:  # the next file of a rotation series
             if damage is not None:
                 read.decoder.damaged(damage)
-            began = yield from read.next_file(path, began)
+            began = yield from read.next_file(path, began, series[-2])
         elif len(files) > 1 or carry is not None:
             began = first_time(path, opts.endpoint_url)
         reader = CaptureReader(path, opts.endpoint_url, lane=read.lane, max_inflate_ratio=opts.max_inflate_ratio,
@@ -239,7 +239,8 @@ class _Read:
                     return True
         return False
 
-    def next_file(self, path: str, began: int | None) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
+    def next_file(self, path: str, began: int | None, before: str | None = None
+                  ) -> Generator[tuple[str, pa.RecordBatch], None, int | None]:
         """Between two files of a series (the one read began at ``began``): where the next does not
         overlap it in time (series.overlaps), open connections are held for their next segments to
         show whether they go on (tcp.Held); where it does, they are not one capture, and
@@ -249,7 +250,9 @@ class _Read:
             b.add_file(path)
         last = last_seen(self.reasm)
         first = first_time(path, self.opts.endpoint_url)
-        if last is None or first is None or began is None or not overlaps(began, last, first):
+        endpoint = self.opts.endpoint_url
+        distinct = None if before is None else lambda: different_starts(before, path, endpoint)
+        if last is None or first is None or began is None or not overlaps(began, last, first, distinct):
             self.reasm.held.hold(self.reasm)
             return first
         self.decoder.ending = True

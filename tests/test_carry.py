@@ -39,6 +39,7 @@ PART_COUNTS = tuple(f"{side}_{what}" for side in ("client", "broker") for what i
 #: what names a connection in all its rows
 CONNECTION = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "first_time")
 SASL = (17, 36)  # SaslHandshake, SaslAuthenticate
+ROUND6 = Path(__file__).resolve().parents[2] / "shared" / "fuzz-findings" / "round6"
 
 
 def _whole_connections(table, offsets: dict[str, int] | None, skip: set) -> collections.Counter:
@@ -241,6 +242,42 @@ def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path)
     assert cut, "an exchange is cut between the runs"
     assert _whole_connections(pq.read_table(out / "rows" / "connections"), offsets, set()) == \
         _whole_connections(read_capture(str(capture), rows="connections"), None, set())
+
+
+def test_a_planted_state_between_nights_runs_nothing(spark, tmp_path: Path, monkeypatch) -> None:
+    """Round 6 through the nightly job: state-rce.carry planted in the place of the series' state
+    between two --incremental runs (CKPT/series/exchanges/): the second run writes no marker file
+    (the pickle's command), ends with a report, and says on stderr that the state is not read."""
+    from test_audits import _job
+
+    planted = ROUND6 / "state-rce.carry"
+    if not planted.exists():
+        pytest.skip("fuzz findings not beside the checkout")
+    capture = Path(__file__).resolve().parents[1] / "sample_pcaps" / "mock-confluent-group.pcapng"
+    parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
+    folder, out, ck = tmp_path / "rotating", tmp_path / "out", tmp_path / "ck"
+    folder.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary",
+            "--complete-after-seconds", "0"]
+    half = len(parts) // 2
+    for i, p in enumerate(parts):
+        if i == half:
+            first = _job(*args)
+            assert first.returncode in (0, 2), first.stderr[-3000:]
+            states = list((ck / "series").rglob("*.carry"))
+            assert states, "the first night left its series' state"
+            for s in states:
+                shutil.copy(planted, s)
+        shutil.copy(p, folder / p.name)
+        os.utime(folder / p.name, (1_000_000 + i, 1_000_000 + i))
+    second = _job(*args, "--verbose")  # (the workers' stderr, where the refusal is said, on the job's)
+    assert second.returncode in (0, 2), second.stderr[-3000:]
+    assert not list(cwd.glob("kw-rce-marker*")) and not list(tmp_path.rglob("kw-rce-marker*"))
+    assert (out / "report.html").is_file()
+    assert "format 1 (a pickle" in second.stderr, second.stderr[-3000:]
 
 
 def test_key_material_is_never_written(tmp_path: Path):

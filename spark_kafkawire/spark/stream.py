@@ -41,6 +41,7 @@ import os
 import re
 import sys
 import time
+from functools import partial
 from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -51,7 +52,7 @@ from ..escape import printable
 from ..listing import list_files, pack
 from ..options import STREAM_OPTIONS, Options, _paths_option
 from ..reader import iter_batches
-from ..wire.series import find_series, first_time, overlaps, template
+from ..wire.series import different_starts, find_series, first_time, overlaps, template
 from .. import carry
 from ..carry import Carry
 from ..rows.shapes import status_batch
@@ -285,7 +286,8 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             for key, e in found.items():
                 began, last = e.get("began"), e.get("last")
                 if key in used or e.get("template") != list(shape) or e.get("last_file") not in before or \
-                        first is None or began is None or last is None or overlaps(began, last, first):
+                        first is None or began is None or last is None or \
+                        overlaps(began, last, first, partial(different_starts, str(e["last_file"]), run[0], endpoint)):
                     continue
                 if best is None or last > best[1]["last"]:
                     best = (key, e)

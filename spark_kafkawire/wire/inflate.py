@@ -40,6 +40,10 @@ class InflateError(OSError):
     """A compressed file inflates beyond the bound (the message says how far it got)."""
 
 
+def _said(e: BaseException) -> str:
+    return str(e) or type(e).__name__
+
+
 class Inflating(io.RawIOBase):
     """The decompressed bytes of ``raw`` (compressed as ``kind``: gzip, xz, bzip2 or zstd)."""
 
@@ -54,7 +58,7 @@ class Inflating(io.RawIOBase):
         self.read_in = 0  # compressed bytes read so far
         self.raw_done = False
         self.spill = b""  # bytes made and not yet handed out (zstd)
-        self.error: BaseException | None = None  # why the stream stopped before its end
+        self.error: str | None = None  # why the stream stopped before its end (text: no traceback kept)
 
     def _new(self):
         if self.kind == "gzip":
@@ -84,11 +88,11 @@ class Inflating(io.RawIOBase):
         try:
             return self._readinto(b)
         except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as e:
-            self.error = e
+            self.error = _said(e)
             return 0
         except Exception as e:  # (zstandard.ZstdError)
             if type(e).__module__.startswith("zstandard"):
-                self.error = e
+                self.error = _said(e)
                 return 0
             raise
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import re
 import struct
-from typing import Final
+from functools import partial
+from typing import Callable, Final
 
 from .capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, Interface, _interface, _open, _ts_ns, \
     compression
@@ -197,14 +198,29 @@ def _packet_time(buf: bytes, start: int, endian: str, ifaces: list[Interface]) -
     return _ts_ns((hi << 32) | lo, tps, offset_s)
 
 
-def overlaps(first: int, last: int, next_first: int) -> bool:
+def overlaps(first: int, last: int, next_first: int, distinct: Callable[[], bool] | None = None) -> bool:
     """Does a file that begins at ``next_first`` overlap the file before it (its packets from
     ``first`` to ``last``), so that it cannot continue it? (OVERLAP_NS; a file that begins when the
     one before began is a copy of it, not its continuation; except after a file of one instant, as
-    ``editcap -c 1`` or a busy rotation makes: a file that begins in that same microsecond follows it)"""
-    if next_first == first == last:
-        return False
+    ``editcap -c 1`` or a busy rotation makes: a file that begins in that same microsecond follows it
+    where ``distinct`` says their first packets differ, see :func:`different_starts`)"""
+    if next_first == first == last and distinct is not None:
+        return not distinct()
     return next_first <= first or next_first < last - min(OVERLAP_NS, (last - first) // 2)
+
+
+def different_starts(path: str, other: str, endpoint: str | None = None) -> bool:
+    """Do two files differ in their first HEAD_BYTES (decompressed)? Copies of one capture do not;
+    two files of a rotation that begin in the same microsecond hold different packets there."""
+    def head(p: str) -> bytes | None:
+        try:
+            with _open(p, endpoint) as f:
+                return f.read(HEAD_BYTES)
+        except (CaptureError, OSError, ValueError):
+            return None
+
+    a, b = head(path), head(other)
+    return a is not None and b is not None and a != b
 
 
 def find_series(files: list[str], endpoint: str | None = None) -> list[list[str]]:
@@ -239,8 +255,9 @@ def _chains(members: list[str], endpoint: str | None) -> list[list[str]]:
     chains: list[tuple[list[str], int, int | None]] = []
     for t, f in timed:
         # (a file whose last time is not known, compressed: continued by a file that begins later)
-        fits = [i for i, (_c, begin, end) in enumerate(chains)
-                if (t > begin if end is None else not overlaps(begin, end, t))]
+        fits = [i for i, (c, begin, end) in enumerate(chains)
+                if (t > begin if end is None else
+                    not overlaps(begin, end, t, partial(different_starts, c[-1], f, endpoint)))]
         if fits:
             i = max(fits, key=lambda i: chains[i][2] or 0)
             chains[i][0].append(f)
