@@ -61,6 +61,18 @@ class Carried:
         self.decoder = decoder
         self.reasm = reasm
 
+    def counts(self) -> dict[str, int]:
+        """What waits in this state for the series' next file: open connections, requests without
+        their response yet, bytes of frames in progress (the index entry's, for the audit report)."""
+        conns = requests = held = 0
+        for conn in self.reasm.live:
+            conns += 1
+            st = conn.state
+            if st is not None:
+                requests += len(st.pending)
+                held += sum(len(f.buf) for f in getattr(st, "framers", []))
+        return {"connections": conns, "requests": requests, "frame_bytes": held}
+
     def attach(self, sink, keylog) -> None:
         """After loading: the later read's row sink and key log in place of those let go."""
         d = self.decoder
@@ -110,7 +122,7 @@ class Carry:
         entry = {"v": INDEX_FORMAT, "format": FORMAT, "last_file": carried.files[-1], "files": len(carried.files),
                  "began": carried.began,
                  "last": last_ns, "template": list(self.template) if self.template else None,
-                 "continues": self.continues}
+                 "continues": self.continues, **carried.counts()}
         write_bytes(index_path(self.leave), json.dumps(entry).encode(), self.endpoint)
 
 
@@ -285,6 +297,19 @@ def loads(data: bytes, name: str = "state") -> Carried:
     if reasm.listener is not roots["decoder"]:  # type: ignore[attr-defined]
         raise CarryError(f"state {name}: its reassembler does not feed its decoder")
     return Carried(files, began, tuple(shapes), roots["decoder"], reasm)
+
+
+def waiting(folder: str, endpoint: str | None = None) -> dict[str, int]:
+    """What the states of a state directory hold for their series' next files, summed over them:
+    states, open connections, requests waiting for a response, bytes of frames in progress (from
+    the index entries; a state written before they were counted counts as none)."""
+    out = {"states": 0, "connections": 0, "requests": 0, "frame_bytes": 0}
+    for entry in entries(folder, endpoint).values():
+        out["states"] += 1
+        for k in ("connections", "requests", "frame_bytes"):
+            v = entry.get(k)
+            out[k] += v if type(v) is int and v >= 0 else 0
+    return out
 
 
 # -- what a state directory holds (kafkawire state DIR) ---------------------------------------------

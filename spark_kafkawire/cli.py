@@ -305,7 +305,9 @@ def _parser() -> argparse.ArgumentParser:
         ours = version("spark-kafkawire")
     except PackageNotFoundError:
         ours = "(not installed)"
-    ap = argparse.ArgumentParser(prog="kafkawire", description="Kafka traffic in pcap/pcapng captures, decoded.")
+    from .arguments import OneLineParser
+
+    ap = OneLineParser(prog="kafkawire", description="Kafka traffic in pcap/pcapng captures, decoded.")
     ap.add_argument("--version", action="version", version=f"kafkawire {ours}")
     sub = ap.add_subparsers(dest="command", required=True)
 

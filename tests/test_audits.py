@@ -790,6 +790,17 @@ def test_the_job_gates_only_on_evidence(spark, tmp_path):
     assert re.search(r"^audit: 1 file waits to be complete \(unchanged for --complete-after-seconds 60, or followed "
                      r"by a newer file of the series\): new\.pcap \(counts from \d\d:\d\d:\d\d UTC\)", waiting.stdout,
                      re.M), waiting.stdout
+    # a night that reads new files names those still being written too, in its output and its report
+    shutil.copy(tmp_path / "one.pcap", fresh / "old.pcap")
+    os.utime(fresh / "old.pcap", (an_hour_ago, an_hour_ago))
+    os.utime(fresh / "new.pcap", None)
+    both = _job(fresh, "--incremental", "--checkpoint", tmp_path / "ckpt3", "--out", tmp_path / "g", "--audits",
+                "upgrade_readiness")
+    assert both.returncode == 0, both.stdout + both.stderr[-2000:]
+    assert "audit of 1 capture file" in both.stdout
+    assert re.search(r"^audit: 1 file waits to be complete .*: new\.pcap \(counts from", both.stdout, re.M), both.stdout
+    page = (tmp_path / "g" / "report.html").read_text()
+    assert "left for the next run" in page and "new.pcap (counts from" in page
 
 
 def test_the_lag_legend_never_covers_the_lines():

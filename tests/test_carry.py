@@ -202,43 +202,65 @@ def test_forgotten_series_end(tmp_path: Path) -> None:
         ["another.pcap", "other.pcap"]  # (the series' state let go; each other capture's own waits)
 
 
+def _two_nights(tmp_path: Path, between=None, second_args=()):
+    """mock-confluent-group.pcapng cut in files of 20 packets and rotated into a directory that two
+    --incremental runs of the audit job read: the first before half its files arrived, the second
+    after the rest (``between(ck)`` runs between them). Returns the parts, the folder, --out,
+    --checkpoint and both runs."""
+    from test_audits import _job
+
+    capture = Path(__file__).resolve().parents[1] / "sample_pcaps" / "mock-confluent-group.pcapng"
+    parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
+    folder, out, ck = tmp_path / "rotating", tmp_path / "out", tmp_path / "ck"
+    folder.mkdir()
+    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary",
+            "--complete-after-seconds", "0"]
+    half, first = len(parts) // 2, None
+    for i, p in enumerate(parts):
+        if i == half:
+            first = _job(*args)
+            assert first.returncode in (0, 2), first.stderr[-3000:]
+            first.report = (out / "report.html").read_text()
+            if between is not None:
+                between(ck)
+        shutil.copy(p, folder / p.name)
+        os.utime(folder / p.name, (1_000_000 + i, 1_000_000 + i))
+    second = _job(*args, *second_args)
+    assert second.returncode in (0, 2), second.stderr[-3000:]
+    return capture, parts, folder, out, ck, first, second
+
+
 def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path) -> None:
     """The audit job's --incremental runs over a directory a capture is rotated into (through Spark's
     stream, Trigger.AvailableNow): the first run reads the first files, the second the rest. The rows
     written equal the whole capture's: the exchanges cut between the runs are paired once, with the
     facts of the connection's first file; each connection's rows add up to its row in the whole.
     Only the requests still waiting for a response at the end of the last file are not rows yet
-    (the whole capture ends them: "capture ended before a response")."""
-    from test_audits import _job
-
-    capture = Path(__file__).resolve().parents[1] / "sample_pcaps" / "mock-confluent-group.pcapng"
-    parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
-    folder = tmp_path / "rotating"
-    folder.mkdir()
-    out, ck = tmp_path / "out", tmp_path / "ck"
-    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary",
-            "--complete-after-seconds", "0"]
-    half = len(parts) // 2
-    for i, p in enumerate(parts):
-        if i == half:
-            first = _job(*args)
-            assert first.returncode in (0, 2), first.stderr[-3000:]
-        shutil.copy(p, folder / p.name)
-        os.utime(folder / p.name, (1_000_000 + i, 1_000_000 + i))
-    second = _job(*args)
-    assert second.returncode in (0, 2), second.stderr[-3000:]
+    (the whole capture ends them: "capture ended before a response"). The first run says, in its
+    output and its report, how many requests wait in the state for the next file: as many as the
+    whole capture has requests in the first run's files answered (or never) in later ones."""
+    capture, parts, folder, out, ck, first, second = _two_nights(tmp_path)
     assert list((ck / "series").iterdir()), "the runs kept their series' state beside the checkpoint"
+    half = len(parts) // 2
     offsets = {str(folder / p.name): n for p, n in zip(parts, _offsets(parts).values())}
     import pyarrow.parquet as pq
 
     got = pq.read_table(out / "rows" / "exchanges")
     whole = read_capture(str(capture))
-    waiting = pc.equal(whole.column("detail"), "capture ended before a response")
-    whole = whole.filter(pc.invert(pc.fill_null(waiting, False)))
+    waiting = pc.fill_null(pc.equal(whole.column("detail"), "capture ended before a response"), False)
+    firsts = sorted(offsets.values())
+    in_file = lambda packet: sum(1 for n in firsts if n < packet)  # noqa: E731 - (1-based file of a packet)
+    held = [r for r in whole.to_pylist() if r["request_packet"] is not None and in_file(r["request_packet"]) <= half
+            and (r["response_packet"] is None and r["detail"] == "capture ended before a response"
+                 or r["response_packet"] is not None and in_file(r["response_packet"]) > half)]
+    assert held, "a request waits across the cut"
+    said = f"with {len(held):,} request{'s' if len(held) != 1 else ''} waiting for a response there"
+    assert said in first.stdout, first.stdout[-2000:]
+    assert "left for the next run" in first.report and said in first.report
+    whole = whole.filter(pc.invert(waiting))
     assert _exchanges(got, offsets) == _exchanges(whole)
     cut = [r for r in whole.to_pylist() if r["request_packet"] is not None and r["response_packet"] is not None
-           and sum(1 for n in offsets.values() if n < r["request_packet"]) <= half
-           < sum(1 for n in offsets.values() if n < r["response_packet"])]
+           and in_file(r["request_packet"]) <= half < in_file(r["response_packet"])]
     assert cut, "an exchange is cut between the runs"
     assert _whole_connections(pq.read_table(out / "rows" / "connections"), offsets, set()) == \
         _whole_connections(read_capture(str(capture), rows="connections"), None, set())
@@ -248,33 +270,20 @@ def test_a_planted_state_between_nights_runs_nothing(spark, tmp_path: Path, monk
     """Round 6 through the nightly job: state-rce.carry planted in the place of the series' state
     between two --incremental runs (CKPT/series/exchanges/): the second run writes no marker file
     (the pickle's command), ends with a report, and says on stderr that the state is not read."""
-    from test_audits import _job
-
     planted = ROUND6 / "state-rce.carry"
     if not planted.exists():
         pytest.skip("fuzz findings not beside the checkout")
-    capture = Path(__file__).resolve().parents[1] / "sample_pcaps" / "mock-confluent-group.pcapng"
-    parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
-    folder, out, ck = tmp_path / "rotating", tmp_path / "out", tmp_path / "ck"
-    folder.mkdir()
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary",
-            "--complete-after-seconds", "0"]
-    half = len(parts) // 2
-    for i, p in enumerate(parts):
-        if i == half:
-            first = _job(*args)
-            assert first.returncode in (0, 2), first.stderr[-3000:]
-            states = list((ck / "series").rglob("*.carry"))
-            assert states, "the first night left its series' state"
-            for s in states:
-                shutil.copy(planted, s)
-        shutil.copy(p, folder / p.name)
-        os.utime(folder / p.name, (1_000_000 + i, 1_000_000 + i))
-    second = _job(*args, "--verbose")  # (the workers' stderr, where the refusal is said, on the job's)
-    assert second.returncode in (0, 2), second.stderr[-3000:]
+
+    def plant(ck: Path) -> None:
+        states = list((ck / "series").rglob("*.carry"))
+        assert states, "the first night left its series' state"
+        for s in states:
+            shutil.copy(planted, s)
+
+    *_, out, _ck, _first, second = _two_nights(tmp_path, plant, ["--verbose"])  # (workers' stderr on the job's)
     assert not list(cwd.glob("kw-rce-marker*")) and not list(tmp_path.rglob("kw-rce-marker*"))
     assert (out / "report.html").is_file()
     assert "format 1 (a pickle" in second.stderr, second.stderr[-3000:]

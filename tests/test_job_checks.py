@@ -115,3 +115,30 @@ def test_a_job_that_decodes_here_starts_no_python_worker(tmp_path, where):
                        env=dict(os.environ, PYSPARK_PYTHON=str(worker)))
     assert r.returncode in (0, 2, 3), r.stderr[-2000:]
     assert (tmp_path / "out" / "report.html").exists() and not mark.exists()
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--incremntal"], "audit: unrecognized arguments: --incremntal (did you mean --incremental?); "
+                       "audit.py --help lists the options"),
+    (["--max-eror-rate=0.1"], "audit: unrecognized arguments: --max-eror-rate=0.1 (did you mean --max-error-rate?); "
+                              "audit.py --help lists the options"),
+    (["--max-error-rate", "abc"], "audit: argument --max-error-rate: invalid float value: 'abc'; "
+                                  "audit.py --help lists the options"),
+])
+def test_a_mistyped_option_is_one_line_and_exit_status_1(tmp_path, argv, said):
+    """An option argparse refuses is one line naming it (and the flag it was likely meant to be),
+    with exit status 1, the job's status for an error: not 22 lines of usage and status 2, which
+    means "a policy failed" to the scheduler."""
+    r = _job(tmp_path, *argv)
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.strip() == said, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_says_a_mistyped_option_in_one_line():
+    """The same for ``kafkawire``: a sub-command's unknown flag names the nearest of its flags."""
+    r = subprocess.run([sys.executable, "-m", "spark_kafkawire", "show", str(SAMPLES / "mock-kcat.pcap"), "--limt", "3"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.strip() == "kafkawire: unrecognized arguments: --limt 3 (did you mean --limit?); " \
+                               "kafkawire --help lists the options", r.stderr

@@ -87,8 +87,9 @@ def _policy_flags(ap) -> None:
 
 
 def parse(argv: list[str]):
-    ap = argparse.ArgumentParser(prog="audit.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    from ..arguments import OneLineParser
+
+    ap = OneLineParser(prog="audit.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
@@ -281,6 +282,25 @@ def _waiting(args, options: dict) -> str:
             "in whole count at once with --complete-after-seconds 0")
 
 
+def _left_for_later(args, options: dict) -> list[str]:
+    """What an --incremental run leaves for the next: the files that wait to be complete (and when
+    each counts), and what the series' states carry (requests waiting for their response in the
+    next file). Empty where nothing waits."""
+    from ..carry import waiting
+
+    lines = [w] if (w := _waiting(args, options)) else []
+    try:
+        held = waiting(f"{args.checkpoint}/series/exchanges", options.get("endpointUrl"))
+    except OSError:
+        return lines
+    if held["connections"]:
+        lines.append(f"{_count(held['connections'], 'open connection')} carried to the next file of "
+                     f"{held['states']:,} series in the checkpoint, with "
+                     f"{_count(held['requests'], 'request')} waiting for a response there "
+                     f"({held['frame_bytes']:,} bytes of frames in progress)")
+    return lines
+
+
 def _count(n: int, what: str) -> str:  # ``1 capture file``, ``2 capture files``
     return f"{n:,} {what}" + ("" if n == 1 else "s")
 
@@ -405,6 +425,9 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
             "capture dates in the tables": _dates(dates),
             "brokers": ", ".join(listeners), "target release": policy.target_release, "output": out.uri,
             "run": out.run_id}
+    later = _left_for_later(args, options) if args.incremental else []
+    if later:
+        meta["left for the next run"] = " ".join(later)
     _say(args, "writing the report")
     import threading
 
@@ -416,6 +439,17 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
+    _print_run(span, files, verdicts, results, later, report, out.uri)
+    if getattr(out, "spark_log", None):
+        os.unlink(out.spark_log)
+    return exit_status(verdicts)
+
+
+def _print_run(span, files: int, verdicts, results: dict, later: list[str], report: str, uri: str) -> None:
+    """The run on stdout: what it read, the verdicts, the exchange summary, what waits for the next
+    run, where the report and tables are."""
+    from ..escape import printable
+
     window = f"{span['a']} to {span['b']} (UTC)" if span["a"] is not None else "no exchange times"
     try:
         print(f"\naudit of {_count(files, 'capture file')}, {_count(span['n'], 'exchange')}, {window}")
@@ -424,13 +458,12 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         if "exchange_summary" in results:
             print("\nexchange summary (busiest first):")
             _print_table(results["exchange_summary"]["exchange_summary"][:25])
-        print(f"\nreport: {report}\nParquet: {out.uri}/<audit>/<table>/capture_date=...")
+        for line in later:
+            print(f"audit: {printable(line)}")
+        print(f"\nreport: {report}\nParquet: {uri}/<audit>/<table>/capture_date=...")
         sys.stdout.flush()
     except BrokenPipeError:  # its reader stopped (| head): the run is complete all the same
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if getattr(out, "spark_log", None):
-        os.unlink(out.spark_log)
-    return exit_status(verdicts)
 
 
 def _dates(dates: list[str]) -> str:
