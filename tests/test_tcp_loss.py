@@ -197,3 +197,51 @@ def _lane_segments(path):
 
 def test_min_steps_constant_is_what_the_docs_say():
     assert MIN_ID_STEPS == 8 and MAX_ID_GAP == 8
+
+
+def test_a_fill_numbered_after_the_top_segment_is_a_copy_however_soon_it_comes():
+    """A pipelined broker's response lost before the capture point (the client's end): the next
+    response opens a hole, and the copy, sent on the client's first duplicate ACK, fills it about
+    one round trip later, within the handshake's round trip. Its IPv4 number comes after the top
+    segment's: it was sent after it, so it is a copy of a lost segment (its first arrival was late:
+    broker_ms is not timed from it), not a segment that came out of order."""
+    h = Health()
+    h.segment(0, 0, 0, 0, 0x02, 1000, 0, 900)  # SYN
+    h.segment(1, 20_500_000, 5000 - 1, 1, 0x12, 1000, 0, 0)  # SYN-ACK: the round trip is 20.5 ms
+    h.segment(0, 20_600_000, 1, 5000, ACK, 1000, 0, 901)
+    _send(h, 0, list(range(902, 922)), seq0=1, size=210, t0=21_000_000)  # the client's requests
+    seq = _send(h, 1, list(range(1, 12)), seq0=5000, size=52, t0=21_000_000)
+    h.segment(1, 40_000_000, seq + 52, 1, ACK, 1000, 52, 13)  # 12 (a response) lost: a hole opens
+    h.segment(1, 60_300_000, seq, 1, ACK, 1000, 52, 14)  # its copy, 20.3 ms later, numbered after 13
+    assert h.side(1).out_of_order == 0 and h.side(1).lost == 1
+    assert h.resent_between(1, 5000, seq - 5000, seq - 5000 + 1)[0] == 1  # (the response's first byte)
+    # the same fill numbered below the top segment was sent before it: out of order, no loss
+    g = Health()
+    g.segment(0, 0, 0, 0, 0x02, 1000, 0, 900)
+    g.segment(1, 20_500_000, 5000 - 1, 1, 0x12, 1000, 0, 0)
+    g.segment(0, 20_600_000, 1, 5000, ACK, 1000, 0, 901)
+    seq = _send(g, 1, list(range(1, 12)), seq0=5000, size=52, t0=21_000_000)
+    g.segment(1, 40_000_000, seq + 52, 1, ACK, 1000, 52, 13)
+    g.segment(1, 40_300_000, seq, 1, ACK, 1000, 52, 12)
+    assert g.side(1).out_of_order == 1 and g.side(1).lost == 0
+
+
+def test_karns_rule_keeps_ambiguous_acks_out_of_the_least_round_trip():
+    """What is in flight when a copy is sent is acknowledged once the receiver has the bytes before
+    it too: those ACKs are still samples (as tshark's ack_rtt times them) but the least round trip
+    (network_ms of a connection seen from its middle) takes none of them; a fill seen once is timed."""
+    h = Health()
+    t = 0
+    for k in range(5):  # five round trips of 20 ms: data, then its ACK
+        h.segment(0, t, 1 + 100 * k, 1, ACK, 1000, 100, 10 + k)
+        h.segment(1, t + 20_000_000, 1, 1 + 100 * (k + 1), ACK, 1000, 0, 50 + k)
+        t += 30_000_000
+    assert h.side(0).least_rtt() == 20_000_000
+    # a segment, a later one, the first sent again 200 ms on: one cumulative ACK after the copy
+    h.segment(0, t, 501, 1, ACK, 1000, 100, 20)
+    h.segment(0, t + 1_000_000, 601, 1, ACK, 1000, 100, 21)
+    h.segment(0, t + 200_000_000, 501, 1, ACK, 1000, 100, 22)  # a copy (seen twice)
+    h.segment(1, t + 201_000_000, 1, 701, ACK, 1000, 0, 60)  # ACK of both: 200 ms after the second
+    samples = h.side(0).samples
+    assert samples is not None and max(samples) >= 200_000_000  # (a sample, as tshark's)
+    assert h.side(0).least_rtt() == 20_000_000 and h.side(0).win_n == 5

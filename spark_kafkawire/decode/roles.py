@@ -21,6 +21,10 @@ from ..wire.flow import community_id
 from ..wire.packets import ip_text
 
 ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
+#: how far below the first request waiting a mid-stream response's correlation id may be (it answers
+#: a request sent before the capture began: one of those the client kept in flight, Kafka's own
+#: clients at most 5 per connection)
+EARLIER_REQUESTS: Final = 1024
 #: addresses' text by their bytes (a capture's connections share a few addresses); bounded
 _ADDRESS_TEXT: Final[dict[bytes, str]] = {}
 ADDRESSES_KEPT: Final = 4096
@@ -142,6 +146,13 @@ class Roles:
         # the other direction is not in the capture at all: no request to match, structure only
         if corr >= 0 and st.framers[1 - d].pos == 0 and (role is not None or not looks_like_request(data)):
             return ALIGNED_ONLY
+        # a connection seen from its middle: the responses of this direction's first bytes answer
+        # requests sent before the capture, numbered just below the first ones waiting (structure only)
+        if st.framers[d].acct.frames == 0:
+            waiting = [c for c in st.pending] + [read_i32_be(f.data, 4) for dd, f in st.queue
+                                                 if dd != d and len(f.data) >= 8 and looks_like_request(f.data)]
+            if waiting and min(waiting) - EARLIER_REQUESTS <= corr < min(waiting):
+                return ALIGNED_ONLY
         return False
 
 

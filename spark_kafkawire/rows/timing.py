@@ -8,7 +8,8 @@ time leaves it null, with the reason in ``detail``: a segment of the response se
 copy lost, so its first arrival is late), or a skip in the broker's IPv4 numbering just before the
 response (a packet of the broker's lost before the capture point: the response seen may be a copy
 sent again, wire/health.py). A request segment sent again because its first copy was lost moves the
-start to that copy.
+start to that copy. Each exchange bounds the round trip it is given (``bounded``): the part beyond
+the capture point is at most the exchange's own time from request to response.
 
 And where the capture point sits (column ``capture_side`` of connection rows): from the handshake's
 round trip, or where it was not captured from the connection's own data-to-ACK round trips.
@@ -86,6 +87,8 @@ class Split:
         self.basis = basis
         if rq is None or rs is None or rq.last_ts is None:
             return
+        rtt, broker_rtt = bounded(rtt, broker_rtt, rs.ts_ns - rq.last_ts)
+        self.network_ms = rtt / 1e6
         if response_resent:
             self.why = "broker_ms not timed: the response's first segment was sent again (loss)"
             return
@@ -104,6 +107,22 @@ class Split:
             start = request_last
         # (at least 0: a round trip near the request shorter than the one measured)
         self.broker_ms = max(0, rs.ts_ns - start - broker_rtt) / 1e6
+
+
+def bounded(rtt: int, beyond: int, gap: int) -> tuple[int, int]:
+    """(round trip, its part beyond the capture point) as one exchange bounds them (ns): its own time
+    from the request's last byte to the response's first (``gap``) is a sample of the part beyond the
+    capture point (data answered by data: the response cannot come back sooner), and at the client's
+    end (the part before under SIDE_SHARE of the whole) of the whole round trip: there network_ms
+    never exceeds latency_ms. A gap below 0 (times running backwards) bounds nothing."""
+    if gap < 0:
+        return rtt, beyond
+    before = rtt - beyond
+    if before < SIDE_SHARE * rtt:
+        rtt = min(rtt, gap)
+    elif beyond > gap:
+        rtt = gap + before
+    return rtt, min(beyond, gap)
 
 
 def transfer_ms(frame: Frame | None) -> float | None:

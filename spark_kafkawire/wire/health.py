@@ -25,7 +25,9 @@ Rules, per segment of direction d (the other direction is r):
 * **round trip**: an ACK of r's that acknowledges exactly the end of a data segment of d (the first
   copy of it not yet acknowledged: a segment sent again after its bytes were acknowledged is timed
   anew, as tshark does) is a sample of d's round trip, from that segment to the ACK, as the capture
-  point sees it (tshark's tcp.analysis.ack_rtt). A keep-alive's byte is not data here. Up to
+  point sees it (tshark's tcp.analysis.ack_rtt). The least round trip (least_rtt) leaves out, by
+  Karn's rule, the ACKs of bytes in flight when a copy was sent (see Side.wait). A keep-alive's byte
+  is not data here. Up to
   MAX_SAMPLES are kept per direction; past that every other one, so the median is over samples
   spread evenly through the connection.
 * a **duplicate ACK** (for fast retransmissions): no payload, the same window (not 0), sequence and
@@ -63,9 +65,10 @@ from .loss import MAX_ID_GAP, Holes, Numbering
 MAX_UNACKED: Final = 4096
 MAX_SAMPLES: Final = 1 << 16
 MAX_RESENT: Final = 256
-#: the window of the least round trip from data to ACK (TCP's own min-RTT filter keeps 10 s): the
-#: least of the current window and the one before
-RTT_WINDOW_NS: Final[i64] = 10_000_000_000
+#: the window of the least round trip from data to ACK: the least of the current window and the one
+#: before. TCP's own min-RTT filter keeps 10 s; a request-response connection's ACKs mostly wait for
+#: the receiver's next data or its delayed-ACK timer, and a prompt one may come only every few seconds
+RTT_WINDOW_NS: Final[i64] = 120_000_000_000
 #: samples the windows must hold before their least is taken (one ACK may have waited for an answer)
 MIN_RTT_SAMPLES: Final[i64] = 3
 FAST_WINDOW_NS: Final[i64] = 20_000_000
@@ -76,11 +79,14 @@ _SYN: Final[i64] = 0x02
 _RST: Final[i64] = 0x04
 _ACK: Final[i64] = 0x10
 _MASK: Final[i64] = 0xFFFFFFFF
+#: marks a segment's end (Side.ends) whose ACK is no sample of the path: Karn's rule (Side.wait)
+_AMBIGUOUS: Final[i64] = 1 << 40
 _HALF: Final[i64] = 0x80000000
 #: what a segment with payload is (for the exchange rows, only segments sent again are kept)
 NEW: Final = 0
 SENT_AGAIN: Final = 1
 OUT_OF_ORDER: Final = 2
+FILLED: Final = 3  # (a late fill of a hole: lost before the capture point, which saw it once)
 
 
 def _bounded(ts: int) -> i64:
@@ -166,25 +172,31 @@ class Side:
             holes.hole(self.nextseq, seq)
         return NEW
 
-    def wait(self, end: i64, ts: i64, new: bool) -> None:
+    def wait(self, end: i64, ts: i64, new: bool, once: bool = True) -> None:
         """A data segment waits for its ACK, unless a copy of it already does (the first copy is
-        timed). New data ends past everything before it; a copy is put in its place."""
+        timed). New data ends past everything before it; a copy is put in its place. Karn's rule for
+        the least round trip: what is in flight when a copy or a late fill is sent is acknowledged
+        once the receiver has the bytes before it too, not when it got its own, and a copy's ACK may
+        answer either copy: their ACKs are still samples (tshark's ack_rtt), not of the path. A fill
+        the capture saw ``once`` (its first copy lost before the capture point) is timed as new data."""
         ends = self.ends
         sent = self.sent
         if ends is None or sent is None:
-            self.ends = [end]
+            self.ends = [end if new or once else end | _AMBIGUOUS]
             self.sent = [ts]
             return
         if new:
             ends.append(end)
             sent.append(ts)
         else:
+            for k in range(len(ends)):
+                ends[k] |= _AMBIGUOUS
             i = len(ends)
             while i > 0 and _before(end, ends[i - 1]):
                 i -= 1
-            if i > 0 and ends[i - 1] == end:
+            if i > 0 and ends[i - 1] & _MASK == end:
                 return
-            ends.insert(i, end)
+            ends.insert(i, end if once else end | _AMBIGUOUS)
             sent.insert(i, ts)
         if len(ends) > MAX_UNACKED:
             del ends[0]
@@ -201,8 +213,8 @@ class Side:
         for end in ends:
             if _before(ack, end):
                 break
-            if end == ack:
-                self.sample(ts - sent[n], ts)
+            if end & _MASK == ack:
+                self.sample(ts - sent[n], ts, end == ack)
             n += 1
         if n == len(ends):
             ends.clear()
@@ -211,19 +223,13 @@ class Side:
             del ends[:n]
             del sent[:n]
 
-    def sample(self, ns: i64, ts: i64 = 0) -> None:
+    def sample(self, ns: i64, ts: i64 = 0, path: bool = True) -> None:
+        """A round trip from data to its ACK (``path``: one the least round trip may take; not one
+        of Karn's ambiguous ones, see wait)."""
         if ns < 0:  # an ACK timed before its data (times running backwards): no round trip
             return
-        if self.win_min < 0 or ts - self.win_start > RTT_WINDOW_NS or ts < self.win_start:
-            self.prev_min = self.win_min
-            self.prev_n = self.win_n
-            self.win_min = ns
-            self.win_n = 1
-            self.win_start = ts
-        else:
-            self.win_n += 1
-            if ns < self.win_min:
-                self.win_min = ns
+        if path:
+            self.least(ns, ts)
         self.skip += 1
         if self.skip < self.stride:
             return
@@ -236,6 +242,19 @@ class Side:
         if len(samples) >= MAX_SAMPLES:
             self.samples = samples[::2]
             self.stride *= 2
+
+    def least(self, ns: i64, ts: i64) -> None:
+        """A sample into the windowed least round trip (least_rtt)."""
+        if self.win_min < 0 or ts - self.win_start > RTT_WINDOW_NS or ts < self.win_start:
+            self.prev_min = self.win_min
+            self.prev_n = self.win_n
+            self.win_min = ns
+            self.win_n = 1
+            self.win_start = ts
+        else:
+            self.win_n += 1
+            if ns < self.win_min:
+                self.win_min = ns
 
     def again(self, seq: i64, length: i64, ts: i64, lost: bool, before: bool) -> None:
         """A segment sent again; ``lost``: its first copy was lost on the path (``before`` the capture
@@ -319,7 +338,10 @@ class Health:
         me = self.a if d == 0 else self.b
         other = self.b if d == 0 else self.a
         self.last_ts = ts
+        was: i64 = me.ids.last
         skipped: i64 = me.ids.numbered(ip_id, length) if ip_id >= 0 else 0
+        # (numbered after the last packet of d's: sent after it, where d numbers its packets one by one)
+        later = ip_id >= 0 and was >= 0 and 0 < ((ip_id - was) & 0xFFFF) <= MAX_ID_GAP and me.ids.plausible()
         special = flags & (_SYN | _FIN | _RST)
         if flags & _SYN:
             if not flags & _ACK:
@@ -330,13 +352,14 @@ class Health:
         end = (seq + length + (1 if flags & _SYN else 0) + (1 if flags & _FIN else 0)) & _MASK
         below = length > 0 and me.seen and _before(seq, nextseq)
         alive = below and length <= 1 and not special and seq == (nextseq - 1) & _MASK  # a keep-alive
-        kind = self._again(me, other, ts, seq, length, nextseq) if below and not alive else me.ahead(seq, length)
+        kind = self._again(me, other, ts, seq, length, nextseq, later) if below and not alive else \
+            me.ahead(seq, length)
         advanced = not me.seen or _before(nextseq, end)
         if skipped and not (length and me.seen and _before(nextseq, seq)):  # (a hole opened explains them)
             me.ids.suspects = min(MAX_ID_GAP, me.ids.suspects + skipped)
         if length and not alive:
             me.data_segments += 1
-            me.wait(end, ts, advanced and kind == NEW)
+            me.wait(end, ts, advanced and kind == NEW, kind != SENT_AGAIN)
             if me.ids.suspects > 0 and kind == NEW:
                 me.ids.suspect(seq, length)
         if advanced:
@@ -360,14 +383,17 @@ class Health:
             me.acked = True
             me.window = win
 
-    def _again(self, me: Side, other: Side, ts: i64, seq: i64, length: i64, nextseq: i64) -> int:
+    def _again(self, me: Side, other: Side, ts: i64, seq: i64, length: i64, nextseq: i64, later: bool) -> int:
         """A segment with payload starting below the highest sequence number: which kind. A whole
         copy of bytes already seen is sent again, whenever it comes; its first copy was lost beyond
         the capture point unless the receiver had acknowledged its bytes (a spurious copy). One that
         fills a hole is sent again where it is a fast retransmission, or came later than the
         connection's first round trip after the top segment (its first copy was lost before the
-        capture point: both count as lost); else (within that round trip, or already acknowledged:
-        the capture saw it after the receiver had it) it is only out of order."""
+        capture point: both count as lost), or its IPv4 number comes after the top segment's where
+        the sender numbers its packets one by one (``later``: it was sent after it, so it is a copy,
+        however soon it came: a copy sent on the first duplicate ACK comes about one round trip
+        after); else (within that round trip, or already acknowledged: the capture saw it after the
+        receiver had it) it is only out of order."""
         end: i64 = (seq + length) & _MASK
         acked = other.acked and not _before(other.lastack, end)
         holes = me.holes
@@ -376,11 +402,11 @@ class Health:
             return SENT_AGAIN
         threshold = self.first_rtt if self.first_rtt > 0 else DEFAULT_OOO_NS
         fast = other.dupacks >= 2 and other.lastack == seq and ts - other.lastack_ts < FAST_WINDOW_NS
-        if not fast and (acked or ts - me.nextseq_ts < threshold):
+        if not fast and not (later and not acked) and (acked or ts - me.nextseq_ts < threshold):
             me.out_of_order += 1
             return OUT_OF_ORDER
         me.again(seq, length, ts, True, True)
-        return SENT_AGAIN
+        return FILLED
 
     # -- what the rows read ---------------------------------------------------------------------------
     def side(self, d: int) -> Side:
