@@ -31,6 +31,7 @@ MODULE_MARKS = {
     # live traffic through the delay forwarder, its times held to 2 ms: run alone (a busy machine's
     # scheduling of the forwarder can exceed that), with the server tests
     "test_network_split": ("timing", "external", "slow"),
+    "test_production_time": ("timing", "external", "slow"),
 }
 
 
