@@ -28,7 +28,7 @@ import pyarrow as pa
 from .wire.capture import CaptureError
 from .escape import csv_cell, printable
 from . import figures
-from .decode.status import CAPTURE_DAMAGED
+from .firstlook import SUMMARY_ROWS, summary
 from .wire.fs import StorageError
 from .reader import Options, iter_batches, list_files
 from .rows.table import COLUMNS, arrow_schema
@@ -37,8 +37,9 @@ from .rows.table import COLUMNS, arrow_schema
 #: what ``show`` prints as a table when no --columns are given (every column with --columns all,
 #: and always in the csv and json formats)
 DEFAULT_COLUMNS = {
-    "exchanges": ["request_time", "client_ip", "client_port", "broker_port", "api_name", "api_version",
-                  "correlation_id", "client_id", "latency_ms", "status", "error_name", "topics"],
+    "exchanges": ["request_time", "client_ip", "client_port", "broker_ip", "broker_port", "api_name", "api_version",
+                  "correlation_id", "client_id", "latency_ms", "network_ms", "broker_ms", "status", "error_name",
+                  "topics"],
     "messages": ["time", "client_port", "direction", "api_name", "api_version", "correlation_id", "client_id",
                  "size", "status", "error_name", "topics"],
     "partitions": ["request_time", "client_port", "api_name", "api_version", "client_id", "topic", "partition",
@@ -71,6 +72,28 @@ class Progress:
             print(file=sys.stderr)
 
 
+#: the rotation series the last read() joined, each a list of its files in time order
+JOINED: list[list[str]] = []
+
+
+def joined_note(health: pa.Table | None = None) -> str | None:
+    """How the last read joined its files (the rotation series read as one capture each), and,
+    from its connection rows (``health``), how many connections began before the capture: one line
+    for stderr, or None where there is nothing to say."""
+    parts = []
+    for run in JOINED:
+        names = [os.path.basename(f) for f in run]
+        parts.append(f"{len(run)} files read as one capture, a rotation series ({names[0]} to {names[-1]}: "
+                     "its connections go on from file to file; -o stitch=false reads them apart)")
+    if health is not None and health.num_rows:
+        is_conn = figures.mask(figures.CONNECTION, health).to_pylist()
+        began = sum(1 for i, s in enumerate(health.column("start_captured").to_pylist()) if is_conn[i] and s is False)
+        if began:
+            parts.append(f"{began:,} connection{'s' if began != 1 else ''} began before the capture (their first "
+                         "requests and the facts they carried are not in it)")
+    return printable("; ".join(parts)) if parts else None
+
+
 def read(captures: Sequence[str], options: dict) -> pa.Table:
     opts = Options.parse(options)
     files = list_files(list(captures), opts.path_glob_filter, opts.endpoint_url)
@@ -82,6 +105,7 @@ def read(captures: Sequence[str], options: dict) -> pa.Table:
     batches = []
     # a rotation series read as the one capture it was cut from (option stitch, as read_capture does)
     runs = find_series(files, opts.endpoint_url) if opts.stitch else [[f] for f in files]
+    JOINED[:] = [run for run in runs if len(run) > 1]
     for run in runs:
         for b in iter_batches(run if len(run) > 1 else run[0], opts):
             batches.append(b)
@@ -128,9 +152,23 @@ def _text(v) -> str:
     return str(v)
 
 
-def _cut(text: str, width: int) -> str:
-    """A cell of at most ``width`` characters; one cut short ends with an ellipsis."""
-    return text if len(text) <= width else text[:width - 1] + "\u2026"
+#: cells never cut: a reason is read whole
+WHOLE = {"detail", "file_damage", "why"}
+#: cells cut from the left, the file's own name kept whole (a rotated file's name holds its time)
+PATHS = {"capture_file", "response_file"}
+
+
+def _cut(text: str, width: int, column: str = "") -> str:
+    """A cell of at most ``width`` characters; one cut short ends with an ellipsis. A reason
+    (WHOLE) is never cut; a path (PATHS) loses its directories first, from the left, and never its
+    file's own name."""
+    if len(text) <= width or column in WHOLE:
+        return text
+    if column in PATHS:
+        name = text.rsplit("/", 1)[-1]
+        keep = max(width - 1, len(name))
+        return "\u2026" + text[-keep:]
+    return text[:width - 1] + "\u2026"
 
 
 def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "", limit: int | None = None) -> None:
@@ -142,7 +180,7 @@ def print_table(table: pa.Table, out=None, width: int = 60, indent: str = "", li
     if more:
         table = table.slice(0, limit)
     names = [printable(n) for n in table.column_names]
-    rows = [[_cut(printable(_text(v)), width) for v in r.values()] for r in table.to_pylist()]
+    rows = [[_cut(printable(_text(v)), width, k) for k, v in r.items()] for r in table.to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
     print(indent + "  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip(), file=out)
     print(indent + "  ".join("-" * w for w in widths), file=out)
@@ -186,105 +224,6 @@ def write(table: pa.Table, fmt: str, out, raw_csv: bool = False) -> None:
         out.write(buf.getvalue().to_pybytes().decode())
     else:
         print_table(table, out)
-
-
-# -- summary -----------------------------------------------------------------------------------------
-SUMMARY_ROWS = 50  # rows of each summary table shown; a line counts the rest
-
-
-def summary(table: pa.Table, health: pa.Table, min_latency_n: int = figures.MIN_LATENCY_N) -> dict[str, pa.Table]:
-    """Per api, client and broker, the exchange_summary audit's figures (figures.SUMMARY:
-    exchanges, errors, timed exchanges, p50/p99 latency in ms where at least ``min_latency_n`` were
-    timed, unanswered, version negotiations); errors by name; statuses; then per file the capture
-    health audit's figures. Like tshark's -z statistics, the figures defined where the audits'
-    are (figures.py)."""
-    flags = {name: figures.mask(what, table).to_pylist() for name, what in figures.SUMMARY if isinstance(what, tuple)}
-    counted = figures.mask(figures.SUMMARISED, table).to_pylist()
-    damage = figures.mask(figures.DAMAGED, table).to_pylist()
-    groups: dict[tuple, dict] = {}
-    errors: dict[tuple, int] = {}
-    statuses: dict[str, int] = {}
-    damaged: dict[str, int] = {}
-    rows = table.select(["capture_file", "api_name", "client_id", "broker_ip", "broker_port", "error_name",
-                         "latency_ms", "status"]).to_pylist()
-    for i, r in enumerate(rows):
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-        if damage[i]:
-            damaged[r["capture_file"]] = damaged.get(r["capture_file"], 0) + 1
-        if not counted[i]:
-            continue
-        api = r["api_name"] or figures.NOT_CAPTURED
-        g = groups.setdefault((api, r["client_id"], f"{r['broker_ip']}:{r['broker_port']}"),
-                              {"exchanges": 0, "latency": [], **{name: 0 for name in flags}})
-        g["exchanges"] += 1
-        for name, marks in flags.items():
-            g[name] += marks[i]
-        if flags["timed"][i]:
-            g["latency"].append(r["latency_ms"])
-        if flags["errors"][i]:
-            errors[(api, r["error_name"])] = errors.get((api, r["error_name"]), 0) + 1
-    order = sorted(groups.items(), key=lambda kv: (-kv[1]["exchanges"], kv[0][0], kv[0][1] or ""))
-
-    def measure(g: dict, name: str, what) -> float | int | None:
-        if isinstance(what, float):
-            return figures.quantile(g["latency"], what) if g["timed"] >= min_latency_n else None
-        return g[name]
-
-    by_api = pa.table({"api_name": [k[0] for k, _ in order], "client_id": [k[1] for k, _ in order],
-                       "broker": [k[2] for k, _ in order],
-                       **{name: [measure(g, name, what) for _, g in order] for name, what in figures.SUMMARY}})
-    err = sorted(errors.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))
-    by_error = pa.table({"api_name": [k[0] for k, _ in err], "error_name": [k[1] for k, _ in err],
-                         "exchanges": [n for _, n in err]})
-    st = sorted(statuses.items(), key=lambda kv: (-kv[1], kv[0]))
-    by_status = pa.table({"status": [k for k, _ in st], "rows": [n for _, n in st]})
-    return {"exchanges by api, client and broker": by_api, "errors": by_error, "statuses": by_status,
-            "api versions by client": _versions(table), "capture health": _files(health, damaged)}
-
-
-def _versions(table: pa.Table) -> pa.Table:
-    """Per client (id, software it named) and api: the request versions it sent and how many
-    exchanges: the upgrade question (which versions does each client use?) answered without Spark.
-    (The audit job's upgrade_readiness says which of them a target release refuses.)"""
-    seen: dict[tuple, dict[int, int]] = {}
-    cols = table.select(["client_id", "client_software_name", "client_software_version", "api_key", "api_name",
-                         "api_version"]).to_pylist()
-    for r in cols:
-        if r["api_version"] is None or r["api_name"] is None:
-            continue
-        software = " ".join(x for x in (r["client_software_name"], r["client_software_version"]) if x) or None
-        versions = seen.setdefault((r["client_id"], software, r["api_key"], r["api_name"]), {})
-        versions[r["api_version"]] = versions.get(r["api_version"], 0) + 1
-    order = sorted(seen.items(), key=lambda kv: (kv[0][0] or "", kv[0][1] or "", kv[0][2]))
-    return pa.table({"client_id": [k[0] for k, _ in order], "client_software": [k[1] for k, _ in order],
-                     "api_name": [k[3] for k, _ in order],
-                     "versions": [", ".join(f"v{v}" for v in sorted(vs)) for _, vs in order],
-                     "exchanges": [sum(vs.values()) for _, vs in order]})
-
-
-def _files(health: pa.Table, damaged: dict[str, int]) -> pa.Table:
-    """Per capture file: connections, the per-direction sums of figures.FILE_SUMS, damaged
-    exchanges, and the file's own damage."""
-    files: dict[str, dict] = {}
-
-    def of(name: str) -> dict:
-        return files.setdefault(name, {"connections": 0, **{s: 0 for s in figures.FILE_SUMS},
-                                       "damaged_exchanges": damaged.get(name, 0), "file_damage": "none"})
-
-    is_connection = figures.mask(figures.CONNECTION, health).to_pylist()
-    for i, r in enumerate(health.to_pylist()):
-        f = of(r["capture_file"])
-        if r["status"] == CAPTURE_DAMAGED:
-            f["file_damage"] = r["detail"]
-        elif is_connection[i]:
-            f["connections"] += 1
-            for s in figures.FILE_SUMS:
-                f[s] += figures.both(r, s)
-    for name in damaged:
-        of(name)
-    names = sorted(files)
-    columns = ["connections", *figures.FILE_SUMS, "damaged_exchanges", "file_damage"]
-    return pa.table({"capture_file": names, **{col: [files[n][col] for n in names] for col in columns}})
 
 
 # -- main --------------------------------------------------------------------------------------------
@@ -379,6 +318,13 @@ def _undecrypted(options: dict, table: pa.Table, shape: str) -> str | None:
     return f"{what}: --tls-keylog FILE decrypts them"
 
 
+def _say_joined(health: pa.Table | None) -> None:
+    """The note on how files were joined (joined_note), once, on stderr before the output."""
+    note = joined_note(health)
+    if note:
+        print(f"kafkawire: {note}", file=sys.stderr, flush=True)
+
+
 def _summary(args, options: dict[str, str]) -> str | None:
     """``kafkawire summary``: the tables, then the note on connections not decrypted, if any."""
     if "rows" in options:
@@ -387,6 +333,7 @@ def _summary(args, options: dict[str, str]) -> str | None:
         raise ValueError(f"--max-rows {args.max_rows}: give 1 or more")
     table = read(args.captures, {**options, "rows": "exchanges"})
     health = read(args.captures, {**options, "rows": "connections"})
+    _say_joined(health)
     for title, t in summary(table, health, args.min_latency_n).items():
         print(f"\n{title}")
         print_table(t, limit=args.max_rows)
@@ -399,6 +346,7 @@ def _show(args, options: dict[str, str]) -> str | None:
         raise ValueError(f"--limit {args.limit}: give 0 or more")
     shape = _shape(args, options)
     table = read(args.captures, {**options, "rows": shape})
+    _say_joined(table if shape == "connections" else None)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     if columns == ["all"]:
         columns = None
@@ -414,6 +362,7 @@ def _convert(args, options: dict[str, str]) -> None:
         raise ValueError(f"--to {args.to}: give a .parquet or .csv file")
     shape = _shape(args, options)
     table = read(args.captures, {**options, "rows": shape})
+    _say_joined(table if shape == "connections" else None)
     if args.to.endswith(".parquet"):
         import pyarrow.parquet as pq
 

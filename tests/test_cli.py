@@ -54,7 +54,7 @@ def test_summary_counts_per_api_equal_tshark():
     names = {r["api_key"]: r["api_name"] for r in read_capture(CAPTURE).to_pylist() if r["api_key"] is not None}
     theirs = Counter(names[k] for (_c, _b, d, _corr), (k, _v, _cid) in pdus.items() if d == "request" and k in names)
     out = run("summary", CAPTURE).stdout
-    section = out.split("exchanges by api, client and broker\n")[1].split("\n\nerrors")[0].splitlines()
+    section = out.split("exchanges by api, client and broker\n")[1].split("\n\nclients")[0].splitlines()
     header = section[0]
     at = header.index("exchanges")  # columns are padded to the header's positions
     ours = Counter()
@@ -181,7 +181,7 @@ def test_cut_cells_end_with_an_ellipsis_and_summaries_count_what_they_leave_out(
     out = run("show", CAPTURE, "--columns", "request", "--limit", "5").stdout.splitlines()[2:]
     assert out and all(len(ln) <= 60 for ln in out) and any(ln.endswith("\u2026") for ln in out)
     whole = run("summary", SAMPLES, "--max-rows", "1000").stdout
-    groups = whole.split("\nerrors\n")[0].strip().splitlines()[3:]  # title, header and rule first
+    groups = whole.split("\nclients\n")[0].strip().splitlines()[3:]  # title, header and rule first
     cut = run("summary", SAMPLES, "--max-rows", "2").stdout
     assert f"... {len(groups) - 2} more rows" in cut
 
@@ -244,3 +244,58 @@ def test_a_rotation_series_reads_as_the_whole_capture(tmp_path):
     # (the tables before capture health, which is per file)
     summary = run("summary", folder).stdout.split("\ncapture health")[0]
     assert summary == run("summary", capture).stdout.split("\ncapture health")[0]
+
+
+def _midstream(pcap: Path) -> int:
+    """Connections whose first packet in the capture is not a SYN (begun before it), with dpkt."""
+    import dpkt
+
+    first: dict[frozenset, bool] = {}
+    with open(pcap, "rb") as f:
+        for _ts, buf in dpkt.pcap.Reader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            tcp = getattr(ip, "data", None)
+            if not isinstance(tcp, dpkt.tcp.TCP):
+                continue
+            key = frozenset({(ip.src, tcp.sport), (ip.dst, tcp.dport)})
+            first.setdefault(key, bool(tcp.flags & dpkt.tcp.TH_SYN))
+    return sum(1 for syn in first.values() if not syn)
+
+
+def test_the_first_look_says_how_files_were_joined_and_shows_the_split(tmp_path):
+    """A capture cut a third of the way in, then rotated into files: summary says once on stderr
+    that the files were read as one rotation series and how many connections began before the
+    capture (as many as dpkt finds whose first packet is no SYN); show's table has the broker's
+    address and the latency split, a reason is never cut, a rotated file's name keeps its time."""
+    import shutil
+
+    import pytest
+
+    import damage
+
+    if shutil.which("editcap") is None:
+        pytest.skip("editcap (Wireshark) not installed")
+    packets, linktype = damage.read(CAPTURE)
+    late = damage.write(tmp_path / "late.pcap", packets[len(packets) // 3:], linktype)
+    folder = tmp_path / ("a-long-directory-name-" * 3)
+    folder.mkdir()
+    subprocess.run(["editcap", "-c", str(len(packets) // 5), str(late), str(folder / "kafka.pcap")], check=True)
+    files = sorted(folder.iterdir())
+    assert len(files) >= 3
+    began = _midstream(late)
+    assert began >= 1
+    r = run("summary", folder)
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("kafkawire: ")]
+    assert said == [f"kafkawire: {len(files)} files read as one capture, a rotation series ({files[0].name} to "
+                    f"{files[-1].name}: its connections go on from file to file; -o stitch=false reads them apart); "
+                    f"{began} connection{'s' if began != 1 else ''} began before the capture (their first requests "
+                    "and the facts they carried are not in it)"], r.stderr
+    assert "\nclients\nclient_id  library  exchanges  connections  network_p50_ms" in r.stdout
+    assert "read as one capture" not in run("summary", folder, "-o", "stitch=false").stderr
+    head = run("show", folder, "--limit", "1").stdout.splitlines()[0].split()
+    assert {"broker_ip", "network_ms", "broker_ms"} <= set(head)
+    shown = run("show", folder, "--columns", "capture_file,detail", "--where", "detail is not null").stdout
+    whole = [r["detail"] for r in read_capture(str(folder)).to_pylist() if r["detail"]]
+    assert whole and all(d in shown for d in set(whole))  # (every reason whole)
+    cells = [ln.split()[0] for ln in shown.splitlines()[2:] if ln.strip()]
+    assert cells and all(c.startswith("\u2026") and c.endswith(tuple(f.name for f in files)) for c in cells), cells

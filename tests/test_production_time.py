@@ -183,3 +183,28 @@ def test_the_broker_time_policy_judges_a_long_poll_beyond_its_wait(spark, ends, 
     [verdict] = policies({"network": got}, Policy(max_broker_p99_ms=100))
     assert verdict.ok, verdict.detail
     assert "beyond each request's MaxWaitMs where the response was empty" in verdict.detail
+
+
+def test_the_first_look_gives_each_client_its_library_latency_split_and_losses(ends):
+    """``kafkawire summary``'s clients table on the client end's capture: a row per client, its
+    library where the capture names it as the clients are (we ran them: librdkafka, aiokafka,
+    kafka-python; a null is allowed, a wrong name is not), network p50 within 2 ms of the injected
+    round trip (twice 10 ms), and the segments lost each way, summed over the clients, 80% to 110%
+    of the forwarder's own drop log."""
+    from test_cli import run
+
+    from spark_kafkawire.firstlook import clients
+
+    client_end, _broker_end, dropped = ends
+    assert "\nclients\nclient_id  library  exchanges" in run("summary", client_end).stdout
+    rows = {r["client_id"]: r for r in clients(read_capture(client_end), read_capture(client_end, rows="connections"),
+                                                10).to_pylist()}
+    truth = {"rdk-p": "librdkafka", "aio-c": "aiokafka", "aio-p": "aiokafka", "kp-busy": "kafka-python",
+             "kp-idle": "kafka-python"}
+    assert set(truth) <= set(rows), rows
+    for client, library in truth.items():
+        assert rows[client]["library"] in (library, None), rows[client]
+        assert abs(rows[client]["network_p50_ms"] - 20) < 2, rows[client]
+    lost = [sum(r[col] for r in rows.values()) for col in ("client_lost", "broker_lost")]
+    for got, want in zip(lost, dropped):
+        assert 0.8 * want <= got <= 1.1 * want, (lost, dropped)

@@ -136,6 +136,23 @@ def test_rotated_series_reads_as_the_whole(capture: Path, tmp_path: Path) -> Non
     assert cuts, f"{capture.name}: no cut made two files"
 
 
+def test_a_connection_seen_only_as_a_pure_ack_goes_on_in_a_later_file(tmp_path: Path) -> None:
+    """A capture begun mid-connection where a connection's one packet in the first file is a pure
+    ACK, and its next, 28 s later, are in the fourth: the series reads it as the one connection the
+    whole capture has (its pure ACK's sequence number continues it), not as two."""
+    import damage
+
+    packets, linktype = damage.read(ROOT / "sample_pcaps" / "tansu-admin-txn.pcap")
+    late = damage.write(tmp_path / "late.pcap", packets[len(packets) // 3:], linktype)
+    parts = _cut(late, tmp_path / "parts", ["-c", str(len(packets) // 5)])
+    assert len(parts) >= 3
+    whole = read_capture(str(late), rows="connections").to_pylist()
+    got = read_capture(str(tmp_path / "parts"), rows="connections").to_pylist()
+    key = [(r["client_port"], r["broker_port"], r["protocol"], r["start_captured"], r["end_captured"]) for r in whole]
+    assert sorted(key) == sorted((r["client_port"], r["broker_port"], r["protocol"], r["start_captured"],
+                                  r["end_captured"]) for r in got)
+
+
 def test_read_apart_without_stitch(tmp_path: Path) -> None:
     """stitch=false reads each file by itself: exchanges cut by the rotation lose a half."""
     capture = ROOT / "sample_pcaps" / "tansu-confluent-codecs.pcap"

@@ -464,8 +464,9 @@ def last_seen(reasm: "Reassembler") -> int | None:
 
 def _continues(conn: Connection, d: int, flags: int, seq: int, ack: int) -> bool:
     """Does a segment in direction d continue the connection (sequence continuity, see CONTINUITY)?
-    Its sequence number where the direction has sent (a SYN again: the same ISN, no data yet), else its
-    acknowledgment of what the other direction sent (a SYN-ACK after a SYN in the file before)."""
+    Its sequence number where the direction has sent (a SYN again: the same ISN, no data yet; only
+    pure ACKs: their sequence number, as TCP health kept it), else its acknowledgment of what the
+    other direction sent (a SYN-ACK after a SYN in the file before)."""
     if conn.done:
         return False
     if flags & TCP_SYN and conn.isn[d] is not None:  # a SYN sent again: only before any data
@@ -473,8 +474,14 @@ def _continues(conn: Connection, d: int, flags: int, seq: int, ack: int) -> bool
     half = conn.halves[d]
     if half.base is not None and not flags & TCP_SYN:
         return _near(seq, half.base + half.nxt)
+    seen = conn.health.side(d)  # (a direction that sent only pure ACKs so far: their numbers)
+    if seen.seen and not flags & TCP_SYN:
+        return _near(seq, seen.nextseq)
     other = conn.halves[1 - d]
-    return bool(flags & TCP_ACK) and other.base is not None and _near(ack, other.base + other.nxt)
+    if other.base is None:
+        heard = conn.health.side(1 - d)
+        return bool(flags & TCP_ACK) and heard.seen and _near(ack, heard.nextseq)
+    return bool(flags & TCP_ACK) and _near(ack, other.base + other.nxt)
 
 
 def _near(a: int, b: int) -> bool:
