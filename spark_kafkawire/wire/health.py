@@ -148,9 +148,9 @@ class Side:
         self.prev_n: i64 = 0
 
     def least_rtt(self) -> i64:
-        """The least round trip from this direction's data to the other's ACK over the last 10 to
-        20 seconds of samples (ns), as TCP's windowed min-RTT filter keeps it; -1 with fewer than
-        MIN_RTT_SAMPLES samples there."""
+        """The least round trip from this direction's data to the other's ACK over the last one to
+        two RTT_WINDOW_NS of samples (ns), as TCP's windowed min-RTT filter keeps it (Karn's rule:
+        see wait); -1 with fewer than MIN_RTT_SAMPLES samples there."""
         if self.win_n + self.prev_n < MIN_RTT_SAMPLES:
             return -1
         a = self.win_min
@@ -229,7 +229,7 @@ class Side:
         if ns < 0:  # an ACK timed before its data (times running backwards): no round trip
             return
         if path:
-            self.least(ns, ts)
+            _least(self, ns, ts)
         self.skip += 1
         if self.skip < self.stride:
             return
@@ -242,19 +242,6 @@ class Side:
         if len(samples) >= MAX_SAMPLES:
             self.samples = samples[::2]
             self.stride *= 2
-
-    def least(self, ns: i64, ts: i64) -> None:
-        """A sample into the windowed least round trip (least_rtt)."""
-        if self.win_min < 0 or ts - self.win_start > RTT_WINDOW_NS or ts < self.win_start:
-            self.prev_min = self.win_min
-            self.prev_n = self.win_n
-            self.win_min = ns
-            self.win_n = 1
-            self.win_start = ts
-        else:
-            self.win_n += 1
-            if ns < self.win_min:
-                self.win_min = ns
 
     def again(self, seq: i64, length: i64, ts: i64, lost: bool, before: bool) -> None:
         """A segment sent again; ``lost``: its first copy was lost on the path (``before`` the capture
@@ -312,6 +299,20 @@ class Side:
         """Segments the capture shows were lost on the path, on either side of the capture point."""
         before = self.ids.gaps if self.ids.trusted() else self.lost_before
         return self.lost_after + before
+
+
+def _least(side: Side, ns: i64, ts: i64) -> None:
+    """A sample into a direction's windowed least round trip (Side.least_rtt)."""
+    if side.win_min < 0 or ts - side.win_start > RTT_WINDOW_NS or ts < side.win_start:
+        side.prev_min = side.win_min
+        side.prev_n = side.win_n
+        side.win_min = ns
+        side.win_n = 1
+        side.win_start = ts
+    else:
+        side.win_n += 1
+        if ns < side.win_min:
+            side.win_min = ns
 
 
 class Health:
