@@ -97,7 +97,7 @@ RECORDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "Endpoints": (
         ("client_ip", "str"), ("client_port", "int"), ("broker_ip", "str"), ("broker_port", "int"),
         ("community_id", "str"), ("rtt_ns", "int?"), ("broker_rtt_ns", "int?"), ("tcp", "@Connection?"),
-        ("client_dir", "dir")),
+        ("client_dir", "dir"), ("first_ns", "int?")),
     "Request": (("frame", "@Frame"), ("header", "@RequestHeader?"), ("acks", "int?"), ("body", "plain"),
                 ("error", "str?"), ("skip", "bool"), ("facts", "@Facts?")),
     "RequestHeader": (("api_key", "int"), ("api_version", "int"), ("correlation_id", "int"),

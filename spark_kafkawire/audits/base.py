@@ -241,7 +241,8 @@ def refused(ex: DataFrame, release: str) -> DataFrame:
     return out.where(F.col("refusal") != "newer").unionByName(newer).withColumn("release", F.lit(release))
 
 
-CONN = ["capture_file", "client_ip", "client_port", "broker_ip", "broker_port"]
+#: what names one connection in its rows, whichever file or night each came from (rows.columns)
+CONN = ["client_ip", "client_port", "broker_ip", "broker_port", "connection_time"]
 
 
 CLIENT = ["client_id", "client_ip"]
@@ -319,6 +320,13 @@ def _spark(cond: figures.Condition) -> Column:
     if op == "in":
         return col.isin(*args[1])
     return {"eq": col == args[1], "ne": col != args[1], "gt": col > args[1]}[op]
+
+
+def connections(cond: Column | None = None) -> Column:
+    """How many connections a group's rows are of (those of rows meeting ``cond``): each once, however
+    many rows it has (one per part: the nights of --incremental runs; exchanges of several files)."""
+    named = F.struct(*CONN)
+    return F.count_distinct(named if cond is None else F.when(cond, named))
 
 
 def count_of(cond: figures.Condition) -> Column:

@@ -7,7 +7,8 @@ from pyspark.sql import functions as F
 
 from .. import figures
 from ..decode.status import CAPTURE_DAMAGED
-from .base import SKIPPED_FILES, Audit, Policy, Results, Rows, Verdict, condition, count_of, ex_time, listener
+from .base import (CONN, SKIPPED_FILES, Audit, Policy, Results, Rows, Verdict, condition, connections, count_of,
+                   ex_time, listener)
 
 
 def _directions(what: str) -> F.Column:
@@ -21,7 +22,7 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     read (``skipped_files``: each with why), so that none is passed over silently."""
     c = rows.connections.withColumn("capture_date", F.to_date(F.coalesce("first_time", "last_time")))
     conn = c.select("capture_date", "capture_file", "client_ip", "client_port", "broker_ip", "broker_port",
-                    "protocol", "start_captured", "end_captured", "status",
+                    "connection_time", "protocol", "start_captured", "end_captured", "status",
                     _directions("bytes").alias("bytes"), _directions("gap_bytes").alias("gap_bytes"),
                     _directions("gaps").alias("gaps"), _directions("resyncs").alias("resyncs"),
                     _directions("skipped_bytes").alias("skipped_bytes"),
@@ -32,14 +33,31 @@ def capture_health(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                         count_of(figures.REQUEST_MISSING).alias("request_missing"),
                         count_of(figures.DAMAGED).alias("damaged_exchanges"),
                         F.max(F.when(F.col("status") == CAPTURE_DAMAGED, F.col("detail"))).alias("file_damage"),
-                        F.count("*").alias("exchanges")))
-    files = (conn.where(condition(figures.CONNECTION)).groupBy("capture_file")
-             .agg(F.min("capture_date").alias("capture_date"), F.count("*").alias("connections"),
+                        F.count("*").alias("exchanges"),
+                        F.sum(F.coalesce("request_size", F.lit(0)) + F.coalesce("response_size", F.lit(0)))
+                        .alias("frame_bytes"),
+                        F.min(F.to_date("time")).alias("exchange_date")))
+    # every connection with a row in the file (a connection row, or an exchange whose request is in
+    # it), each once: a connection of a rotation series is in each file it sent in
+    connected = condition(figures.CONNECTION)
+    present = (conn.where(connected).select("capture_file", *CONN)
+               .unionByName(ex.where(F.col("client_ip").isNotNull()).select("capture_file", *CONN))
+               .groupBy("capture_file").agg(connections().alias("connections")))
+    files = (conn.where(connected).groupBy("capture_file")
+             .agg(F.min("capture_date").alias("connection_date"),
                   F.sum("bytes").alias("bytes"), F.sum("gap_bytes").alias("gap_bytes"), F.sum("gaps").alias("gaps"),
                   F.sum("resyncs").alias("resyncs"), F.sum("skipped_bytes").alias("skipped_bytes"),
-                  F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"))
-             .join(per_file_ex, "capture_file", "full")
-             .withColumn("gap_fraction", F.col("gap_bytes") / (F.col("bytes") + F.col("gap_bytes")))
+                  connections(~F.col("start_captured")).alias("started_before_capture"))
+             .join(per_file_ex, "capture_file", "full").join(present, "capture_file", "left")
+             .withColumn("capture_date", F.coalesce(F.least("connection_date", "exchange_date"), "connection_date",
+                                                    "exchange_date"))
+             .na.fill(0, ["connections", "bytes", "gap_bytes", "gaps", "resyncs", "skipped_bytes",
+                          "started_before_capture", "exchanges", "frame_bytes"])
+             .withColumn("gap_fraction", F.when(F.col("bytes") + F.col("gap_bytes") > 0,
+                                                F.col("gap_bytes") / (F.col("bytes") + F.col("gap_bytes"))))
+             .select("capture_date", "capture_file", "connections", "exchanges", "frame_bytes", "bytes", "gap_bytes",
+                     "gaps", "resyncs", "skipped_bytes", "started_before_capture", "unanswered", "request_missing",
+                     "damaged_exchanges", "file_damage", "gap_fraction")
              .orderBy("capture_file"))
     damaged_conns = (conn.where((F.col("gaps") > 0) | (F.col("resyncs") > 0) | (F.col("skipped_bytes") > 0))
                      .orderBy(F.desc("gap_bytes")))
@@ -68,14 +86,14 @@ def coverage(rows: Rows) -> DataFrame:
                    .when(tls, F.coalesce("tls_undecrypted_bytes", F.lit(0))).otherwise(0))
     per = (c.groupBy("listener")
            .agg(F.min(F.to_date(F.coalesce("first_time", "last_time"))).alias("capture_date"),
-                F.count("*").alias("connections"),
-                F.sum(F.when(F.col("protocol") == "kafka", 1).otherwise(0)).alias("kafka_connections"),
-                F.sum(F.when(tls, 1).otherwise(0)).alias("tls_connections"),
-                count_of(figures.TLS_NOT_DECRYPTED).alias("tls_not_decrypted"),
-                F.sum(F.when(tls & F.col("tls_version").isNull(), 1).otherwise(0)).alias("tls_version_unknown"),
-                F.sum(F.when(tls & F.col("tls_cert_subject").isNull() & (F.col("tls_version") != "TLS 1.2"), 1)
-                      .otherwise(0)).alias("certificates_hidden"),
-                F.sum(F.when(~F.col("start_captured"), 1).otherwise(0)).alias("started_before_capture"),
+                connections().alias("connections"),
+                connections(F.col("protocol") == "kafka").alias("kafka_connections"),
+                connections(tls).alias("tls_connections"),
+                connections(condition(figures.TLS_NOT_DECRYPTED)).alias("tls_not_decrypted"),
+                connections(tls & F.col("tls_version").isNull()).alias("tls_version_unknown"),
+                connections(tls & F.col("tls_cert_subject").isNull() & (F.col("tls_version") != "TLS 1.2"))
+                .alias("certificates_hidden"),
+                connections(~F.col("start_captured")).alias("started_before_capture"),
                 F.sum(_directions("bytes")).alias("bytes"), F.sum(lost).alias("lost_bytes"),
                 F.sum(skipped).alias("skipped_bytes"), F.sum(undecrypted).alias("tls_undecrypted_bytes"),
                 F.sum(F.when(~tls, _directions("bytes")).otherwise(0)).alias("plaintext_bytes"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .base import Audit, Policy, Rows, ex_time
+from .base import Audit, Policy, Rows, connections, ex_time
 
 
 def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
@@ -19,7 +19,7 @@ def clients(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
                 F.array_sort(F.collect_set(api_v)).alias("apis"),
                 F.array_join(F.array_sort(F.collect_set("sasl_mechanism")), ", ").alias("sasl_mechanism"),
                 F.array_join(F.array_sort(F.collect_set("sasl_user")), ", ").alias("sasl_user"),
-                F.countDistinct("client_port", "broker_ip", "broker_port").alias("connections"),
+                connections().alias("connections"),
                 F.count("*").alias("exchanges"),
                 F.sum(F.coalesce("request_size", F.lit(0))).alias("request_bytes"),
                 F.sum(F.coalesce("response_size", F.lit(0))).alias("response_bytes"),

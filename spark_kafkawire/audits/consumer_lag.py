@@ -26,7 +26,7 @@ def lag_samples(rows: Rows) -> DataFrame:
                                    & (F.coalesce(F.col("error_code"), F.lit(0)) == 0))
              .select(F.col("topic"), F.col("partition"), F.col("offset").alias("fetch_offset"),
                      "high_watermark", "last_stable_offset", F.col("record_count").alias("records_returned"),
-                     t.alias("time"), *CONN, "client_id", "correlation_id"))
+                     t.alias("time"), *CONN, "capture_file", "client_id", "correlation_id"))
     appended = (rows.partitions.where((F.col("api_key") == PRODUCE_KEY) & (F.col("offset") >= 0)
                                       & (F.col("record_count") > 0)
                                       & (F.coalesce(F.col("error_code"), F.lit(0)) == 0))

@@ -16,9 +16,12 @@ _Q = [0.5, 0.99]
 
 
 def _links(conns: DataFrame, *keys: str) -> DataFrame:
-    """Connections and their handshake round trips, capture sides and resets, per keys."""
+    """Connections and their handshake round trips, capture sides and resets, per keys. A connection
+    read in parts (across the nights of --incremental runs: a row per part) counts once; its parts'
+    counts add up."""
     return (conns.groupBy("capture_date", *keys)
-            .agg(F.count("*").alias("connections"), F.count("handshake_rtt_ms").alias("round_trips"),
+            .agg(F.count_distinct(*CONN).alias("connections"),
+                 F.count_distinct(F.when(F.col("handshake_rtt_ms").isNotNull(), F.struct(*CONN))).alias("round_trips"),
                  F.round(F.min("handshake_rtt_ms"), 3).alias("rtt_min_ms"),
                  F.round(F.percentile("handshake_rtt_ms", 0.5), 3).alias("rtt_p50_ms"),
                  F.round(F.max("handshake_rtt_ms"), 3).alias("rtt_max_ms"),

@@ -9,7 +9,7 @@ from .. import protocol
 from ..decode.status import SASL_TOKEN
 from ..protocol import SASL_APIS as SASL
 from ..tls.suites import SUITES
-from .base import Audit, Policy, Results, Rows, Verdict, ex_time, found, listener
+from .base import CONN, Audit, Policy, Results, Rows, Verdict, connections, ex_time, found, listener
 
 
 #: the suites whose records an AEAD cipher protects (tls/suites.py): any other is flagged weak
@@ -22,11 +22,12 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     where others do."""
     ex = (ex_time(rows.exchanges).where(F.col("api_key").isNotNull() | (F.col("status") == SASL_TOKEN))
           .withColumn("listener", listener()))
-    conn_keys = ["capture_file", "client_ip", "client_port", "listener"]
+    # a connection once, whichever files or nights its exchanges came from (its date: its first's)
     # credentials on the wire: a SaslAuthenticate request, or a raw token after SaslHandshake v0
     sent = (F.col("api_key") == protocol.SASL_AUTHENTICATE_KEY) | (F.col("status") == SASL_TOKEN)
-    per_conn = (ex.groupBy("capture_date", *conn_keys)
-                .agg(F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
+    per_conn = (ex.groupBy(*CONN, "listener")
+                .agg(F.min("capture_date").alias("capture_date"),
+                     F.max("sasl_mechanism").alias("sasl_mechanism"), F.max("sasl_user").alias("sasl_user"),
                      F.max("client_id").alias("client_id"),
                      F.max(F.coalesce(sent, F.lit(False))).alias("credentials_sent"),
                      F.array_sort(F.collect_set("api_name")).alias("apis"),
@@ -51,15 +52,15 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
             .orderBy("listener"))
     conns = rows.connections.withColumn("listener", listener()).withColumn("capture_date", F.to_date("first_time"))
     tls_conns = conns.where(F.col("protocol") == "tls")
-    tls = tls_conns.groupBy("capture_date", "listener").agg(F.count("*").alias("tls_connections"))
+    tls = tls_conns.groupBy("capture_date", "listener").agg(connections().alias("tls_connections"))
     mech = mech.join(tls, ["capture_date", "listener"], "full").na.fill(
         0, ["tls_connections", "kafka_connections", "login_attempts", "authenticated", "failed_logins"])
     # a PLAIN login is readable on the wire where the connection is not TLS (a TLS connection is
     # decoded as Kafka too where its key log was given), once credentials were sent (a handshake the
     # broker never answered, with no token after it, is not)
-    encrypted = tls_conns.select("capture_file", "client_ip", "client_port", "listener").distinct()
+    encrypted = tls_conns.select(*CONN, "listener").distinct()
     plain = (per_conn.where((F.col("sasl_mechanism") == "PLAIN") & F.col("credentials_sent"))
-             .join(encrypted, ["capture_file", "client_ip", "client_port", "listener"], "left_anti")
+             .join(encrypted, [*CONN, "listener"], "left_anti")
              .groupBy("capture_date", "listener", "client_ip", "client_id", "sasl_user")
              .agg(F.count("*").alias("connections"))
              .orderBy("listener", "client_ip"))
@@ -75,12 +76,12 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     weak = F.col("tls_version").isin("SSL 3.0", "TLS 1.0", "TLS 1.1") | ~F.col("tls_cipher").isin(AEAD_SUITES)
     tls_versions = (tls_conns.groupBy("capture_date", "listener", "client_ip", "tls_version", "tls_cipher", "tls_ja3",
                                      "tls_ja4")
-                    .agg(F.count("*").alias("connections"))
+                    .agg(connections().alias("connections"))
                     .withColumn("weak", F.coalesce(weak, F.lit(False)))
                     .orderBy("listener", "client_ip", "tls_version"))
     certs = (tls_conns.where(F.col("tls_cert_not_after").isNotNull())
              .groupBy("capture_date", "listener", "tls_cert_subject", "tls_cert_issuer", "tls_cert_not_after")
-             .agg(F.count("*").alias("connections"))
+             .agg(connections().alias("connections"))
              .withColumn("days_left", F.datediff(F.to_date("tls_cert_not_after"), F.current_date()))
              .withColumn("expiring", F.col("days_left") < F.lit(policy.min_certificate_days))
              .orderBy("days_left"))
@@ -90,7 +91,7 @@ def security(rows: Rows, policy: Policy) -> dict[str, DataFrame]:
     both = by_client.where(F.array_contains("protocols", "tls") & F.array_contains("protocols", "kafka"))
     mixed = (conns.where(F.col("protocol") == "kafka").join(both.select("capture_date", "client_ip"),
                                                             ["capture_date", "client_ip"])
-             .groupBy("capture_date", "client_ip", "listener").agg(F.count("*").alias("plaintext_connections"))
+             .groupBy("capture_date", "client_ip", "listener").agg(connections().alias("plaintext_connections"))
              .orderBy("client_ip", "listener"))
     return {"sasl_mechanisms": mech, "plain_without_tls": plain, "unauthenticated": unauth,
             "tls_versions": tls_versions, "certificates": certs, "plaintext_beside_tls": mixed}

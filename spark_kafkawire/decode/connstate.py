@@ -61,11 +61,11 @@ class Endpoints:
     fields are read without a lookup, and every row reads them.)"""
 
     __slots__ = ("client_ip", "client_port", "broker_ip", "broker_port", "community_id", "rtt_ns", "broker_rtt_ns",
-                 "tcp", "client_dir")
+                 "tcp", "client_dir", "first_ns")
 
     def __init__(self, client_ip: str, client_port: int, broker_ip: str, broker_port: int, community_id: str,
                  rtt_ns: int | None = None, broker_rtt_ns: int | None = None, tcp: Connection | None = None,
-                 client_dir: int = 0):
+                 client_dir: int = 0, first_ns: int | None = None):
         self.client_ip = client_ip
         self.client_port = client_port
         self.broker_ip = broker_ip
@@ -80,6 +80,7 @@ class Endpoints:
         #: which of its directions carries the requests: the exchange rows' segments sent again
         self.tcp = tcp
         self.client_dir = client_dir
+        self.first_ns = first_ns  # the connection's first packet's time (rows' connection_time)
 
     def __repr__(self) -> str:
         return (f"Endpoints({self.client_ip}:{self.client_port} -> {self.broker_ip}:{self.broker_port}, "

@@ -163,4 +163,4 @@ def _endpoints(st: ConnState, role: int) -> Endpoints:
     plain = st.tls_session is None and st.tls is None and st.tls_guess is None
     return Endpoints(address_text(client[0]), client[1], address_text(broker[0]), broker[1],
                      community_id(client[0], client[1], broker[0], broker[1]), rtt, broker_rtt,
-                     conn if plain else None, role)
+                     conn if plain else None, role, conn.first_ts)

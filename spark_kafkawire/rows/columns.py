@@ -40,7 +40,10 @@ ENDPOINTS = _cols("capture_file", "string", "absolute path of the capture; in a 
           "the connection's two ends (roles decided from the frames; a connection without a Kafka frame takes the "
           "lower port as the broker's)") + \
     _cols("community_id", "string", "the connection's Community ID (v1, seed 0: SHA-1 of its endpoints and "
-          "protocol, as Zeek, Suricata and Arkime write it), to join their logs")
+          "protocol, as Zeek, Suricata and Arkime write it), to join their logs") + \
+    _cols("connection_time", "timestamp", "UTC; the connection's first packet in the capture (its connection "
+          "row's `first_time`): with the four columns before, names one connection in every row of it, across "
+          "the files of a series and the reads of a stream (a client that reuses a port later opens another)")
 #: the columns that say which exchange a row is of
 IDENTITY = _cols("api_key api_name api_version", "smallint string smallint",
                  "from the request header; names as in Kafka (Produce, Fetch, ListOffsets, …)") + \

@@ -14,6 +14,7 @@ class EndpointsColumns:
         self.broker_ip = cols["broker_ip"]
         self.broker_port = cols["broker_port"]
         self.community_id = cols["community_id"]
+        self.connection_time = cols["connection_time"]
 
 
 class IdentityColumns(EndpointsColumns):

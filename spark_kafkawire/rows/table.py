@@ -164,7 +164,7 @@ class RowBuilder(RowCounts):
         being read)."""
         k.capture_file.append(self.files[number >> FILE_SHIFT] if number >= 0 else self.files[-1])
         if ep is None:
-            for col in (k.client_ip, k.client_port, k.broker_ip, k.broker_port, k.community_id):
+            for col in (k.client_ip, k.client_port, k.broker_ip, k.broker_port, k.community_id, k.connection_time):
                 col.append(None)
             return
         k.client_ip.append(ep.client_ip)
@@ -172,6 +172,7 @@ class RowBuilder(RowCounts):
         k.broker_ip.append(ep.broker_ip)
         k.broker_port.append_int(ep.broker_port)
         k.community_id.append(ep.community_id)
+        k.connection_time.append(ep.first_ns)
 
     def _headline(self, extra: tuple | None) -> None:
         """The headline columns, from the exchange's headline values (HEADLINE_NAMES's order)."""
