@@ -1036,3 +1036,30 @@ def test_records_seen_at_several_capture_points_are_delivered_once(spark, tmp_pa
     key = ["topic", "partition", "log_offset", "client_id", "delivery_ms"]
     assert sorted(map(tuple, deliveries(four).select(*key).collect())) == \
         sorted(map(tuple, deliveries(one).select(*key).collect()))
+
+
+def test_tls_policies_are_judged_from_handshakes_without_the_key_log(spark, tmp_path):
+    """TLS captures read without their key logs (no Kafka exchange decoded): the version and suite
+    policy is judged from the handshakes all the same, as the test servers were configured
+    (tests/tls/manifest.json: a CBC suite fails, an AEAD one holds), and the certificate policy
+    from the TLS 1.2 certificates seen in clear; a TLS 1.3 server's certificate is encrypted: that
+    part, and only that, stays inconclusive, saying so."""
+    tls = ROOT / "tests" / "tls"
+    manifest = json.loads((tls / "manifest.json").read_text())
+
+    from spark_kafkawire.audits import policies
+
+    def judged(name: str) -> dict:
+        rows = rows_of(spark, tmp_path / name, [tls / f"{name}.pcap"])
+        results = {a: run(a, rows) for a in ("security", "capture_health")}
+        return {v.name.split(" ")[1]: v for v in policies(results, Policy())
+                if "TLS" in v.name or "certificate" in v.name}
+
+    cbc = judged("tls12-aes128cbc-sha256")
+    assert manifest["tls12-aes128cbc-sha256"]["ciphers"] == "ECDHE-RSA-AES128-SHA256"
+    assert cbc["TLS"].status == "FAIL" and "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256" in cbc["TLS"].detail, cbc["TLS"]
+    assert cbc["server"].status in ("ok", "FAIL"), cbc["server"]  # (its certificate is in clear)
+    gcm = judged("tls13-aes256gcm")
+    assert manifest["tls13-aes256gcm"]["version"] == "TLSv1_3"
+    assert gcm["TLS"].status == "ok", gcm["TLS"]
+    assert gcm["server"].status == "inconclusive" and "only decrypted" in gcm["server"].detail, gcm["server"]

@@ -202,7 +202,7 @@ def test_forgotten_series_end(tmp_path: Path) -> None:
         ["another.pcap", "other.pcap"]  # (the series' state let go; each other capture's own waits)
 
 
-def _two_nights(tmp_path: Path, between=None, second_args=()):
+def _two_nights(tmp_path: Path, between=None, second_args=(), audits: str = "exchange_summary"):
     """mock-confluent-group.pcapng cut in files of 20 packets and rotated into a directory that two
     --incremental runs of the audit job read: the first before half its files arrived, the second
     after the rest (``between(ck)`` runs between them). Returns the parts, the folder, --out,
@@ -213,7 +213,7 @@ def _two_nights(tmp_path: Path, between=None, second_args=()):
     parts = _cut(capture, tmp_path / "parts", ["-c", "20"])
     folder, out, ck = tmp_path / "rotating", tmp_path / "out", tmp_path / "ck"
     folder.mkdir()
-    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", "exchange_summary",
+    args = [folder, "--out", out, "--incremental", "--checkpoint", ck, "--audits", audits,
             "--complete-after-seconds", "0"]
     half, first = len(parts) // 2, None
     for i, p in enumerate(parts):
@@ -264,6 +264,43 @@ def test_incremental_job_runs_stitch_a_series_across_runs(spark, tmp_path: Path)
     assert cut, "an exchange is cut between the runs"
     assert _whole_connections(pq.read_table(out / "rows" / "connections"), offsets, set()) == \
         _whole_connections(read_capture(str(capture), rows="connections"), None, set())
+
+
+def test_two_nights_count_each_connection_once(spark, tmp_path: Path) -> None:
+    """After two --incremental nights over a rotated capture (connections carried from the first
+    night's last file into the second night's first, each a row per night): every table that counts
+    connections counts each once, as many as dpkt finds in the whole capture (its TCP connections,
+    all to the brokers of a mock cluster); and capture_files gives each file its capture date, its exchanges and the
+    connections with a row in it."""
+    import dpkt
+    import pyarrow.parquet as pq
+
+    capture, parts, folder, out, _ck, _first, _second = _two_nights(tmp_path, audits="network,security,clients")
+    seen = set()  # (every TCP connection of the capture is to a broker of the mock cluster)
+    with open(capture, "rb") as f:
+        for _ts, buf in dpkt.pcapng.Reader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            tcp = getattr(ip, "data", None)
+            if isinstance(tcp, dpkt.tcp.TCP):
+                seen.add(frozenset({(ip.src, tcp.sport), (ip.dst, tcp.dport)}))
+    parted = pq.read_table(out / "rows" / "connections").to_pylist()
+    assert len(parted) > len(seen), "connections carried across the nights have a row per night"
+
+    def table(audit: str, name: str) -> list[dict]:
+        return pq.read_table(out / audit / name).to_pylist()
+
+    assert sum(r["connections"] for r in table("network", "network_by_listener")) == len(seen)
+    assert sum(r["connections"] for r in table("capture_health", "coverage")) == len(seen)
+    kafka = {c["client_port"] for c in read_capture(str(capture)).to_pylist() if c["api_key"] is not None}
+    assert sum(r["kafka_connections"] for r in table("security", "sasl_mechanisms")) == len(kafka)
+    files = {Path(r["capture_file"]).name: r for r in table("capture_health", "capture_files")}
+    assert set(files) == {p.name for p in parts}
+    per_file = collections.Counter(Path(r["capture_file"]).name
+                                   for r in pq.read_table(out / "rows" / "exchanges").to_pylist())
+    for name, r in files.items():
+        assert r["capture_date"] is not None and "DEFAULT" not in str(r["capture_date"]), r
+        assert r["exchanges"] == per_file[name], r
+        assert r["connections"] >= (1 if per_file[name] else 0), r
 
 
 def test_a_planted_state_between_nights_runs_nothing(spark, tmp_path: Path, monkeypatch) -> None:

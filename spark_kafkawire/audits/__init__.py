@@ -52,7 +52,10 @@ def judge(verdicts: list[Verdict], results: Results, policy: Policy) -> list[Ver
     """A verdict that holds on the tables is ok only where capture_health's coverage shows it saw
     enough of what it checks (what its ``needs`` names): at least ``min_exchanges`` decoded Kafka
     exchanges, and no Kafka listener with more than ``max_undecoded_fraction`` of its bytes not
-    decoded where those bytes could hide a failure. Otherwise it is inconclusive, and its detail
+    decoded where those bytes could hide a failure. The TLS policies rest on the handshakes, in
+    clear with or without a key log: every connection's handshake seen (its version and suite), and
+    for certificates, every certificate (a TLS 1.3 one is encrypted: without the key log, that part
+    is what stays inconclusive). Otherwise it is inconclusive, and its detail
     says why in one line. A failure stands: what was seen fails. (Without the coverage table, the
     tables alone are judged.)"""
     cov = results.get("capture_health", {}).get("coverage")
@@ -67,6 +70,8 @@ def _evidence(v: Verdict, cov: list[dict], policy: Policy) -> Verdict:
     if v.needs == "capture":
         if not sum(r["bytes"] or 0 for r in cov):
             why.append("no Kafka traffic was captured")
+    elif v.needs in ("handshakes", "certificates"):
+        pass  # (judged from the TLS handshakes, in clear whether or not their records were decrypted)
     elif exchanges < policy.min_exchanges:
         why.append(f"{exchanges} Kafka exchanges decoded (min_exchanges {policy.min_exchanges})")
     if v.needs == "decoded":
@@ -83,7 +88,8 @@ def _evidence(v: Verdict, cov: list[dict], policy: Policy) -> Verdict:
     if not why:
         return v
     more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
-    return Verdict(v.name, None, "; ".join(why[:3]) + more, v.needs)
+    seen = f"{v.detail}, but " if v.needs == "certificates" and v.applies else ""  # (the part judged)
+    return Verdict(v.name, None, seen + "; ".join(why[:3]) + more, v.needs)
 
 
 def _hidden(r: dict, plaintext: bool = False) -> str:

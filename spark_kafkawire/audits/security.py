@@ -116,9 +116,11 @@ def verdicts(results: Results, policy: Policy) -> list[Verdict]:
                    for r in tables["certificates"]
                    if r["days_left"] is not None and r["days_left"] < policy.min_certificate_days})
     certs = bool(tables["certificates"])
+    n = len({(r["listener"], r["tls_cert_subject"], r["tls_cert_not_after"]) for r in tables["certificates"]})
+    held = f"{n} server certificate{'s' if n != 1 else ''} seen, none expiring"
     out.append(Verdict(f"no server certificate expires within {policy.min_certificate_days} days", not soon,
-                       found(soon) if certs else "not applicable: no server certificate seen", "certificates",
-                       applies=certs))
+                       (found(soon) if soon else held) if certs else "not applicable: no server certificate seen",
+                       "certificates", applies=certs))
     return out
 
 
