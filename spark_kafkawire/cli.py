@@ -29,7 +29,7 @@ from .wire.capture import CaptureError
 from .escape import csv_cell, printable
 from . import figures
 from .firstlook import SUMMARY_ROWS, summary
-from .wire.fs import StorageError
+from .wire.fs import STDIN, StorageError
 from .reader import Options, iter_batches, list_files
 from .rows.table import COLUMNS, arrow_schema
 
@@ -95,6 +95,10 @@ def joined_note(health: pa.Table | None = None) -> str | None:
 
 
 def read(captures: Sequence[str], options: dict) -> pa.Table:
+    if list(captures) == [STDIN]:  # (convert -: to its end or Ctrl-C)
+        from .stdin import whole
+
+        return whole(options)
     opts = Options.parse(options)
     files = list_files(list(captures), opts.path_glob_filter, opts.endpoint_url)
     if not files:
@@ -331,8 +335,13 @@ def _summary(args, options: dict[str, str]) -> str | None:
         raise ValueError("summary reads exchanges and connections rows: -o rows is not taken")
     if args.max_rows < 1:
         raise ValueError(f"--max-rows {args.max_rows}: give 1 or more")
-    table = read(args.captures, {**options, "rows": "exchanges"})
-    health = read(args.captures, {**options, "rows": "connections"})
+    if list(args.captures) == [STDIN]:  # (read once, into both shapes, until its end or Ctrl-C)
+        from .stdin import both_shapes
+
+        table, health = both_shapes(options)
+    else:
+        table = read(args.captures, {**options, "rows": "exchanges"})
+        health = read(args.captures, {**options, "rows": "connections"})
     _say_joined(health)
     for title, t in summary(table, health, args.min_latency_n).items():
         print(f"\n{title}")
@@ -345,6 +354,10 @@ def _show(args, options: dict[str, str]) -> str | None:
     if args.limit is not None and args.limit < 0:
         raise ValueError(f"--limit {args.limit}: give 0 or more")
     shape = _shape(args, options)
+    if list(args.captures) == [STDIN]:  # rows as they complete, none held (see stdin.py)
+        from .stdin import follow
+
+        return follow({**options, "rows": shape}, args, DEFAULT_COLUMNS[shape], sys.stdout)
     table = read(args.captures, {**options, "rows": shape})
     _say_joined(table if shape == "connections" else None)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None

@@ -300,3 +300,75 @@ def test_the_first_look_says_how_files_were_joined_and_shows_the_split(tmp_path)
     assert whole and all(d in shown for d in set(whole))  # (every reason whole)
     cells = [ln.split()[0] for ln in shown.splitlines()[2:] if ln.strip()]
     assert cells and all(c.startswith("\u2026") and c.endswith(tuple(f.name for f in files)) for c in cells), cells
+
+
+def _drained(pipe: int) -> None:
+    """Until its reader has taken every byte written to a pipe (then a moment to decode them)."""
+    import fcntl
+    import termios
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        pending = fcntl.ioctl(pipe, termios.FIONREAD, b"\0\0\0\0")
+        if int.from_bytes(pending, sys.byteorder) == 0:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+
+def test_a_capture_on_standard_input_is_read_as_it_comes_and_ended_by_ctrl_c(tmp_path):
+    """``kafkawire show -``: a pcap stream on standard input (tcpdump's own output, ``tcpdump -r
+    FILE -U -w -``) gives the rows the file gives; a stream that stops half way and stays open gives
+    its first rows before it ends (printed as they complete), and Ctrl-C ends it as a file's end
+    does: the rows of the half read, as read_capture gives them for that half written to a file."""
+    import os
+    import shutil
+    import signal
+
+    import pytest
+
+    import damage
+
+    if shutil.which("tcpdump") is None:
+        pytest.skip("tcpdump not installed")
+    piped = subprocess.run(f"tcpdump -r '{CAPTURE}' -U -w - 2>/dev/null | '{SCRIPT}' show - --format json",
+                           shell=True, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    rows = [json.loads(ln) for ln in piped.stdout.splitlines()]
+    whole = read_capture(str(CAPTURE)).to_pylist()
+    assert [(r["correlation_id"], r["status"]) for r in rows] == [(r["correlation_id"], r["status"]) for r in whole]
+    assert f"standard input ended: {len(whole)} rows shown" in piped.stderr
+    # half the packets, then the writer waits with the pipe open; Ctrl-C ends the read
+    packets, linktype = damage.read(CAPTURE)
+    half = damage.write(tmp_path / "half.pcap", packets[: len(packets) // 2], linktype)
+    expected = read_capture(str(half)).to_pylist()
+    read_end, write_end = os.pipe()
+    show = subprocess.Popen([str(SCRIPT), "show", "-", "--format", "json"], stdin=read_end, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(read_end)
+    os.write(write_end, half.read_bytes())
+    first = show.stdout.readline()  # (printed while the stream is still open)
+    assert json.loads(first)["correlation_id"] == expected[0]["correlation_id"]
+    _drained(write_end)
+    show.send_signal(signal.SIGINT)
+    out, err = show.stdout.read(), show.stderr.read()  # (not communicate: readline's buffer holds rows)
+    show.wait(60)
+    os.close(write_end)
+    got = [json.loads(first)] + [json.loads(ln) for ln in out.splitlines()]
+    assert show.returncode == 0, err
+    assert sorted((r["correlation_id"], r["client_port"], r["status"]) for r in got) == \
+        sorted((r["correlation_id"], r["client_port"], r["status"]) for r in expected)
+    # summary - : its tables at Ctrl-C
+    read_end, write_end = os.pipe()
+    summ = subprocess.Popen([str(SCRIPT), "summary", "-"], stdin=read_end, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(read_end)
+    os.write(write_end, half.read_bytes())
+    _drained(write_end)
+    summ.send_signal(signal.SIGINT)
+    out, err = summ.communicate(timeout=60)
+    os.close(write_end)
+    assert summ.returncode == 0 and "exchanges by api, client and broker" in out, err
+    statuses = out.split("\nstatuses\n")[1].split("\n\n")[0].splitlines()[2:]
+    assert sum(int(ln.split()[-1]) for ln in statuses) == len(expected)

@@ -168,9 +168,85 @@ class NotRegularFile(StorageError):
     writer would block the read forever, a device never ends)."""
 
 
+#: the path that names standard input (``tcpdump -U -w - | kafkawire show -``)
+STDIN = "-"
+
+
+class Stdin:
+    """The capture on standard input, read as its bytes come: each read gives what the pipe holds
+    (at least a byte, or none at its end), never waiting to fill a buffer, so that rows leave as
+    their packets arrive. ``stop()`` (from a signal handler: Ctrl-C) ends it as a file ends: a read
+    waiting is given the end, and every later one too."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd = fd
+        self.ahead = b""  # bytes peek() read and no read has taken yet
+        self.stopped = False
+        self.waiting = False  # inside os.read (where stop() interrupts it)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.waiting:
+            raise _Stopped
+
+    def _read(self, n: int) -> bytes:
+        if self.stopped:
+            return b""
+        self.waiting = True
+        try:
+            return os.read(self.fd, n)
+        except _Stopped:
+            return b""
+        finally:
+            self.waiting = False
+
+    def peek(self, n: int = 1) -> bytes:
+        while len(self.ahead) < n:
+            chunk = self._read(1 << 16)
+            if not chunk:
+                break
+            self.ahead += chunk
+        return self.ahead
+
+    def readinto(self, into) -> int:
+        if self.ahead:
+            n = min(len(into), len(self.ahead))
+            into[:n] = self.ahead[:n]
+            self.ahead = self.ahead[n:]
+            return n
+        data = self._read(len(into))
+        into[:len(data)] = data
+        return len(data)
+
+    def read(self, n: int = -1) -> bytes:
+        buf = bytearray(n if n >= 0 else 1 << 20)
+        got = self.readinto(memoryview(buf))
+        return bytes(buf[:got])
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Stdin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+class _Stopped(Exception):
+    """Raised in a read of standard input waiting when Stdin.stop() is called (see Stdin)."""
+
+
+#: the standard input stream a read of path "-" takes (one per process)
+STDIN_STREAM = Stdin()
+
+
 def open_binary(path: str, endpoint: str | None = None) -> BinaryIO:
-    """A buffered binary stream of a local path or URI. A local path that is not a regular file
-    raises NotRegularFile without blocking (it is opened without waiting, then looked at)."""
+    """A buffered binary stream of a local path or URI (``-``: standard input, see Stdin). A local
+    path that is not a regular file raises NotRegularFile without blocking (it is opened without
+    waiting, then looked at)."""
+    if path == STDIN:
+        return STDIN_STREAM  # type: ignore[return-value]  # (what the capture reader uses of a stream)
     local = local_path(path)
     if local is not None:
         fd = os.open(local, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
