@@ -88,7 +88,7 @@ def _evidence(v: Verdict, cov: list[dict], policy: Policy) -> Verdict:
     if not why:
         return v
     more = f"; and {len(why) - 3} more" if len(why) > 3 else ""
-    seen = f"{v.detail}, but " if v.needs == "certificates" and v.applies else ""  # (the part judged)
+    seen = f"{v.detail}, but " if v.needs == "certificates" and v.applies and v.detail != "none seen" else ""
     return Verdict(v.name, None, seen + "; ".join(why[:3]) + more, v.needs)
 
 
