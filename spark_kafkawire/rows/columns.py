@@ -77,11 +77,12 @@ _SPLIT = _cols(
     "round trip: there `network_ms` never exceeds `latency_ms`. At the broker's end `latency_ms` holds no "
     "network, and `network_ms` is larger. Tested on runs over a 20 and an 80 ms round trip cut a third of the way "
     "in (within 3 ms of the whole capture's handshake figure), and on three client libraries at once over a 20 ms "
-    "round trip losing 1% of the frames, cut a third of the way in: within 3 ms on 95% of all exchanges and on "
-    "at least 90% of each client's (librdkafka's producer, sending on a timer phase-locked with its responses, "
-    "ACKs them only with its next request until a loss or a burst draws a prompt ACK: until then the part before "
-    "the capture point holds that wait, about 1 in 13 of its exchanges). Null where neither tells it (a TLS "
-    "connection without its handshake, no data acknowledged yet)") + _cols(
+    "round trip losing 1% of the frames, cut a third of the way in: every connection within 3 ms from its first "
+    "exchange, but one: librdkafka's producer, sending on a timer phase-locked with its responses, ACKs them only "
+    "with its next request until a loss draws a prompt ACK (of a hole filled), and until then the part before "
+    "the capture point holds that wait (2% to 14% of its exchanges over six runs, up to 20 ms too long; from "
+    "then on within 3 ms on 98% or more). Null where neither tells it (a TLS connection without its handshake, "
+    "no data acknowledged yet)") + _cols(
     "broker_ms", "double",
     "how long the broker held the request: from the last transmission of the request's bytes (the packet that made "
     "the request whole, or a later copy of its bytes sent again because the first was lost) to the first arrival "
