@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -220,39 +221,48 @@ print(got)
 """
 
 
+@contextmanager
+def tansu_at_both_ends(net, out: dict):
+    """Tansu in the broker's namespace of ``net`` (impair.Impaired), its traffic captured at the
+    client's end and at the broker's into ``out['c']`` and ``out['b']``: yields its address; on the
+    way out (a second for the last frames first) the captures end and the broker stops."""
+    from make_samples import free_port, tansu_binary
+
+    port = free_port()
+    url = f"tcp://{net.broker_ip}:{port}"
+    broker = subprocess.Popen(net.command("b", [tansu_binary(), "broker", "--listener-url", url,
+                                                "--advertised-listener-url", url, "--silent"]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    dumps = [subprocess.Popen(net.command(side, ["tcpdump", "-q", "-U", "-s", "0", "-i", net.dev[side], "-w",
+                                                 str(out[side]), f"tcp port {port}"]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for side in "cb"]
+    try:
+        time.sleep(2)
+        yield f"{net.broker_ip}:{port}"
+        time.sleep(1)
+    finally:
+        for dump in dumps:
+            dump.send_signal(signal.SIGINT)
+            dump.wait(20)
+        broker.terminate()
+        broker.wait(10)
+
+
 def _both_ends(tmp_path, loss: float, n: int, seed: int) -> tuple:
     """A producer's n Produce requests of 20 kB and a consumer reading them back, over the forwarder
     dropping ``loss`` of the frames with payload each way, captured at the client's end and at the
     broker's: (client end's capture, broker end's, frames dropped (client's, broker's), consumed)."""
     from impair import Impaired
-    from make_samples import free_port, tansu_binary
 
     out = {side: tmp_path / f"{side}-{loss:g}.pcap" for side in "cb"}
     with Impaired(5, loss, seed=seed) as net:
-        port = free_port()
-        url = f"tcp://{net.broker_ip}:{port}"
-        broker = subprocess.Popen(net.command("b", [tansu_binary(), "broker", "--listener-url", url,
-                                                    "--advertised-listener-url", url, "--silent"]),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dumps = [subprocess.Popen(net.command(side, ["tcpdump", "-q", "-U", "-s", "0", "-i", net.dev[side], "-w",
-                                                     str(out[side]), f"tcp port {port}"]),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for side in "cb"]
-        try:
-            time.sleep(2)
-            where = f"{net.broker_ip}:{port}"
+        with tansu_at_both_ends(net, out) as where:
             r = subprocess.run(net.command("c", [sys.executable, "-c", PRODUCER, where, str(n), "20000"]),
                                capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr[-2000:]
             r = subprocess.run(net.command("c", [sys.executable, "-c", CONSUMER, where, str(n)]),
                                capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr[-2000:]
-            time.sleep(1)
-        finally:
-            for dump in dumps:
-                dump.send_signal(signal.SIGINT)
-                dump.wait(20)
-            broker.terminate()
-            broker.wait(10)
     return out["c"], out["b"], net.dropped, int(r.stdout.split()[-1])
 
 

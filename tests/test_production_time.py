@@ -15,10 +15,8 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -75,22 +73,12 @@ c.close()
 def ends(tmp_path_factory):
     """(client end's capture, broker end's, the frames the forwarder dropped each way)"""
     from impair import Impaired
-    from make_samples import free_port, tansu_binary
+    from test_network_split import tansu_at_both_ends
 
     tmp = tmp_path_factory.mktemp("production")
     out = {side: tmp / f"{side}.pcap" for side in "cb"}
     with Impaired(10, 0.01, seed=11) as net:
-        port = free_port()
-        url = f"tcp://{net.broker_ip}:{port}"
-        broker = subprocess.Popen(net.command("b", [tansu_binary(), "broker", "--listener-url", url,
-                                                    "--advertised-listener-url", url, "--silent"]),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dumps = [subprocess.Popen(net.command(side, ["tcpdump", "-q", "-U", "-s", "0", "-i", net.dev[side], "-w",
-                                                     str(out[side]), f"tcp port {port}"]),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for side in "cb"]
-        try:
-            time.sleep(2)
-            where = f"{net.broker_ip}:{port}"
+        with tansu_at_both_ends(net, out) as where:
             runs = [[RDKAFKA], [AIOKAFKA], [KAFKA_PYTHON, "busy"], [KAFKA_PYTHON, "idle"]]
             clients = [subprocess.Popen(net.command("c", [sys.executable, "-c", code, where, str(SECONDS), *more]),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -98,13 +86,6 @@ def ends(tmp_path_factory):
             for c in clients:
                 _out, err = c.communicate(timeout=SECONDS + 120)
                 assert c.returncode == 0, err[-2000:]
-            time.sleep(1)
-        finally:
-            for dump in dumps:
-                dump.send_signal(signal.SIGINT)
-                dump.wait(20)
-            broker.terminate()
-            broker.wait(10)
     return out["c"], out["b"], net.dropped
 
 
