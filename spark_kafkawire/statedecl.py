@@ -93,7 +93,7 @@ RECORDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
         ("sasl_raw", "bool"), ("secrets", "none"), ("sasl", "tuple[str?, str?]"), ("tls_session", "@TlsSession?"),
         ("tls_guess", "@TlsGuess?"), ("tested", "none"), ("spoken", "set[tuple[int, int]]"),
         ("first_client_id", "str?"), ("api_versions", "int?"), ("named", "tuple[str?]?"),
-        ("reported", "dict[str, plain]?")),
+        ("reported", "dict[str, plain]?"), ("shown", "set[tuple[str, bool]]"), ("trait_requests", "dict[int, int]")),
     "Endpoints": (
         ("client_ip", "str"), ("client_port", "int"), ("broker_ip", "str"), ("broker_port", "int"),
         ("community_id", "str"), ("rtt_ns", "int?"), ("broker_rtt_ns", "int?"), ("tcp", "@Connection?"),

@@ -91,13 +91,15 @@ def test_a_library_named_is_the_one_that_ran(tmp_path: Path, mid: bool) -> None:
 
 def test_libraries_that_send_no_software_name_are_named_by_their_requests() -> None:
     """aiokafka and kafkajs send ApiVersions v0 and v2 (no software name); clients.pcap's client ids
-    (lib-d-*, lib-e-*) are not their defaults: the requests alone name them, where a connection sent
-    at least three kinds (aiokafka's producer connections sent two each: not named)."""
+    (lib-d-*, lib-e-*) are not their defaults: the requests alone name them. aiokafka's producer is
+    named on the connection it produces on, from what its batches show (no producer id, epoch -1,
+    sequence 0, leader epoch -1: aiokafka's alone), not on its bootstrap connection (ApiVersions v0
+    and Metadata v5 only: other libraries send those too)."""
     named = collections.defaultdict(set)
     for cid, lib, _fp in _connections(CLIENTS):
         if cid and cid.startswith(("lib-d-", "lib-e-")):
             named[cid].add(lib)
-    assert named["lib-d-producer"] == {None} and "aiokafka" in named["lib-d-consumer"]
+    assert named["lib-d-producer"] == {None, "aiokafka"} and "aiokafka" in named["lib-d-consumer"]
     assert "kafkajs" in named["lib-e-producer"] and "kafkajs" in named["lib-e-consumer"]
 
 
@@ -114,8 +116,10 @@ def test_a_fingerprint_is_one_library_and_holds_across_captures() -> None:
     assert all(len(libs) == 1 for libs in libraries.values()), {fp: libs for fp, libs in libraries.items()
                                                                  if len(libs) > 1}
     assert by_capture["clients.pcap", "aiokafka"] & by_capture["tansu-aiokafka-any.pcap", "aiokafka"]
-    assert clients.fingerprint([(18, 0), (3, 5)], 0) == \
-        "kw1_a0_" + __import__("hashlib").sha256(b"3:5,18:0").hexdigest()[:12]
+    sha = __import__("hashlib").sha256
+    assert clients.fingerprint([(18, 0), (3, 5)], 0) == f"kw2_a0_{sha(b'3:5,18:0').hexdigest()[:12]}_000000000000"
+    assert clients.fingerprint([(0, 7)], None, [("produce.acks=-1", False), ("produce.ple=0", True)]) == \
+        f"kw2_a-_{sha(b'0:7').hexdigest()[:12]}_{sha(b'produce.acks=-1 produce.ple=0').hexdigest()[:12]}"
 
 
 @pytest.mark.parametrize("software, client_id, pairs, want", [
@@ -131,3 +135,130 @@ def test_a_fingerprint_is_one_library_and_holds_across_captures() -> None:
 ])
 def test_the_rules_in_order(software, client_id, pairs, want) -> None:
     assert clients.library(software, client_id, pairs) == want
+
+
+@pytest.mark.parametrize("shown, want", [
+    # a producer without a producer id: the epoch and sequence it writes are its library's own
+    ({"produce.ids=-1/-1/0", "produce.ple=-1"}, "aiokafka"),
+    ({"produce.ids=-1/0/0", "produce.ple=0"}, "kafkajs"),
+    ({"produce.ids=-1/-1/-1", "produce.ple=0"}, None),  # librdkafka and kafka-python without idempotence alike
+    ({"produce.ids=-1/-1/0", "produce.ple=0"}, None),  # no library was seen writing these together
+    # Fetch: no session, no leader epoch known: aiokafka and kafkajs (and librdkafka 2.0); kafkajs' 5 s
+    # wait is its default and no other library's at any setting; 500 ms is many libraries'
+    ({"fetch.session=-1", "fetch.cle=-1", "fetch.wait=5000"}, "kafkajs"),
+    ({"fetch.session=-1", "fetch.cle=-1", "fetch.wait=500"}, None),
+    ({"fetch.session=-1", "fetch.cle=0", "fetch.lso=-1"}, "librdkafka"),  # knows the leader epoch, no session
+    ({"commit.meta=null"}, "kafkajs"),
+])
+def test_what_requests_show_names_a_library(shown, want) -> None:
+    """The rules of protocol/clients.tsv (made from fingerprints.pcap), by hand-picked traits: the
+    trait lists in clients.tsv are what each library's connections showed (client ids, the manifest)."""
+    known = {t.name for ts in __import__("spark_kafkawire.protocol", fromlist=["x"]).client_traits().values()
+             for t in ts}
+    marked = [(t, next(tr.intrinsic for ts in clients.client_traits().values() for tr in ts
+                       if tr.name == t.split("=")[0])) for t in shown]
+    assert all(t.split("=")[0] in known for t in shown)
+    assert clients.library(None, "my-app", [], marked) == want
+
+
+def _cut_connections(src: Path, dst: Path, share: float) -> Path:
+    """``src`` with each TCP connection's first ``share`` of packets left out (dpkt): every
+    connection picked up mid-stream, as a capture begun while clients ran."""
+    import dpkt
+
+    with open(src, "rb") as f:
+        reader = dpkt.pcap.Reader(f)
+        link = reader.datalink()
+        packets = list(reader)
+
+    def conn(buf: bytes) -> tuple:
+        ip = (dpkt.ethernet.Ethernet(buf) if link == dpkt.pcap.DLT_EN10MB else dpkt.sll.SLL(buf)).data
+        return tuple(sorted([(ip.src, ip.data.sport), (ip.dst, ip.data.dport)]))
+
+    keys = [conn(buf) for _ts, buf in packets]
+    total = collections.Counter(keys)
+    seen: collections.Counter = collections.Counter()
+    with open(dst, "wb") as f:
+        writer = dpkt.pcap.Writer(f, linktype=link)
+        for (ts, buf), k in zip(packets, keys):
+            seen[k] += 1
+            if seen[k] > share * total[k]:
+                writer.writepkt(buf, ts)
+    return dst
+
+
+FINGERPRINTS = ROOT / "tests" / "insights"
+#: how many requests with traits (Produce, Fetch, OffsetCommit, ...) a connection must send after the
+#: cut to be counted as one that could be named
+TELLING = 3
+
+
+def _recall(path: Path, truth: dict[str, dict]) -> collections.Counter:
+    """(library, role, 'connections' | 'named' | 'null' | 'WRONG: x') counts of the connections that
+    sent at least TELLING requests with traits in ``path``."""
+    rows = read_capture(str(path)).to_pylist()
+    first: dict[tuple, str] = {}
+    telling: collections.Counter = collections.Counter()
+    for r in rows:
+        conn = (r["client_port"], r["connection_time"])
+        if r["client_id"]:
+            first.setdefault(conn, r["client_id"])
+        if r["api_key"] in clients.TRAIT_KEYS and r["request"] is not None:
+            telling[conn] += 1
+    tally: collections.Counter = collections.Counter()
+    for r in read_capture(str(path), rows="connections").to_pylist():
+        conn = (r["client_port"], r["connection_time"])
+        who = truth.get(first.get(conn, ""))
+        if who is None or telling[conn] < TELLING:
+            continue
+        want, got = who["library"], r["client_library"]
+        key = (want, who["setting"])
+        tally[key + ("connections",)] += 1
+        tally[key + ("named" if got == want else "null" if got is None else f"WRONG: {got}",)] += 1
+    return tally
+
+
+@pytest.mark.parametrize("capture", ["fingerprints.pcap", "fingerprints-mock.pcap"])
+def test_mid_stream_connections_are_named_from_what_they_send(tmp_path: Path, capture: str) -> None:
+    """Real clients of four libraries (five releases) at their defaults and tuned, each connection cut
+    at a quarter, half and three quarters of its packets: no library named is wrong, and most
+    connections that go on sending are named. fingerprints-mock.pcap is librdkafka's mock cluster, a
+    broker the rules were not made from (they come from fingerprints.pcap, on Tansu), with kcat's
+    librdkafka 2.0, a release they never saw. docs/rows.md's table is what this prints (-s)."""
+    truth = json.loads((FINGERPRINTS / "manifest.json").read_text())[capture]["clients"]
+    total: collections.Counter = collections.Counter()
+    for share in (0.25, 0.5, 0.75):
+        total += _recall(_cut_connections(FINGERPRINTS / capture, tmp_path / f"cut-{share}.pcap", share), truth)
+    print(f"\n{capture}, cut at 1/4, 1/2, 3/4:")
+    for lib, setting in sorted({k[:2] for k in total}):
+        print(f"| {lib} | {setting} | {total[lib, setting, 'named']} of {total[lib, setting, 'connections']} |")
+    assert not [k for k in total if k[2].startswith("WRONG")], total
+    for lib in {k[0] for k in total}:
+        named = sum(v for k, v in total.items() if k[0] == lib and k[2] == "named")
+        connections = sum(v for k, v in total.items() if k[0] == lib and k[2] == "connections")
+        assert named >= 0.3 * connections, (lib, named, connections)
+
+
+def test_fingerprints_are_what_the_requests_sent() -> None:
+    """Each connection's client_fingerprint is kw2 of its pairs and of the traits its requests' JSON
+    bodies show (read again from the exchange rows by tests/tools/clientsig.py)."""
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    import clientsig
+
+    shown = clientsig.connection_traits(FINGERPRINTS / "fingerprints.pcap")
+    pairs: dict[tuple, set] = collections.defaultdict(set)
+    api_versions: dict[tuple, int] = {}
+    for r in read_capture(str(FINGERPRINTS / "fingerprints.pcap")).to_pylist():
+        conn = (r["client_ip"], r["client_port"], r["broker_ip"], r["broker_port"], r["connection_time"])
+        if r["api_key"] is not None:
+            pairs[conn].add((r["api_key"], r["api_version"]))
+            if r["api_key"] == 18:
+                api_versions.setdefault(conn, r["api_version"])
+    checked = 0
+    for r in read_capture(str(FINGERPRINTS / "fingerprints.pcap"), rows="connections").to_pylist():
+        conn = (r["client_ip"], r["client_port"], r["broker_ip"], r["broker_port"], r["connection_time"])
+        if r["client_fingerprint"] and shown.get(conn, (None, set()))[1]:
+            assert r["client_fingerprint"] == clients.fingerprint(pairs[conn], api_versions.get(conn),
+                                                                  shown[conn][1]), conn
+            checked += 1
+    assert checked >= 20

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol
+from ..kafka.clients import MAX_TRAITS, TRAIT_KEYS, TRAIT_REQUESTS, traits
 from ..kafka.clients import library as client_library
 from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
@@ -92,7 +93,8 @@ class ConnState:
 
     __slots__ = ("conn", "framers", "client_dir", "queue", "queued_counts", "pending", "endpoints", "software",
                  "tls", "framed", "sasl_raw", "secrets", "sasl", "tls_session",
-                 "tls_guess", "tested", "spoken", "first_client_id", "api_versions", "named", "reported")
+                 "tls_guess", "tested", "spoken", "first_client_id", "api_versions", "named", "reported", "shown",
+                 "trait_requests")
 
     def __init__(self, conn: Connection):
         self.conn = conn
@@ -117,6 +119,10 @@ class ConnState:
         self.spoken: set[tuple[int, int]] = set()
         self.first_client_id: str | None = None
         self.api_versions: int | None = None
+        #: what its requests showed of the client (kafka/clients.traits), from the first TRAIT_REQUESTS
+        #: requests of each api key with traits: (trait, intrinsic); and how many were read, by api key
+        self.shown: set[tuple[str, bool]] = set()
+        self.trait_requests: dict[int, int] = {}
         self.named: tuple[str | None] | None = None  # the client library, while spoken says nothing new
         #: carried across reads (carry.py): the counts the connection's rows of earlier reads gave (its
         #: next row gives what came after); None: no row given yet
@@ -126,8 +132,23 @@ class ConnState:
         """The connection's client library as far as it has shown (kafka/clients.py), as a 1-tuple."""
         named = self.named
         if named is None:
-            named = self.named = (client_library(self.software[0], self.first_client_id, self.spoken),)
+            named = self.named = (client_library(self.software[0], self.first_client_id, self.spoken, self.shown),)
         return named
+
+    def wants_traits(self, api_key: int) -> bool:
+        """Are this api key's requests still read for what they show of the client (traits)?"""
+        return api_key in TRAIT_KEYS and self.trait_requests.get(api_key, 0) < TRAIT_REQUESTS
+
+    def show(self, api_key: int, body: dict | None) -> None:
+        """Keep what a request's decoded body shows of its client (kafka/clients.traits)."""
+        if body is None or not self.wants_traits(api_key):
+            return
+        self.trait_requests[api_key] = self.trait_requests.get(api_key, 0) + 1
+        shown = self.shown
+        for t in traits(api_key, body):
+            if t not in shown and len(shown) < MAX_TRAITS:
+                shown.add(t)
+                self.named = None
 
     def uncarried(self) -> str | None:
         """Why the connection's state may not be written for a later read of its rotation series

@@ -179,6 +179,11 @@ class Pairing:
             acks = body.get("Acks") if body is not None else \
                 leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks")
         st.observe(h, body)
+        if st.wants_traits(h.api_key) and h.header_version is not None:
+            # (every share reads the same requests for their traits, its own or not: a connection is
+            # named alike in every share)
+            st.show(h.api_key, body if body is not None else
+                    _body_of(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)[0])
         self._wait(st, Request(frame, h, acks, body, err, skip, facts))
 
     def _wait(self, st: ConnState, req: Request) -> None:

@@ -148,12 +148,47 @@ class ClientRules:
     client_ids: tuple[tuple[str, str], ...]
     #: (library, the (api key, version) pairs its release sends a current broker, where seen)
     requests: tuple[tuple[str, frozenset[tuple[int, int]], str], ...]
+    #: library -> the intrinsic traits (client_traits.tsv) its connections were seen showing, any setting
+    traits: dict[str, frozenset[str]]
+    #: library -> the setting traits its connections showed at the library's default settings
+    defaults: dict[str, frozenset[str]]
+    #: library -> the setting traits its connections showed at any setting
+    settings: dict[str, frozenset[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTrait:
+    """A row of client_traits.tsv: what one field of a request shows about its client."""
+
+    api_key: int
+    name: str
+    path: tuple[str, ...]  # field names; a name ending in [] is a list walked
+    kind: str  # how the value is written (exact, sign, null, names, b64u16, ids)
+    intrinsic: bool  # how the library is written (else a setting)
+
+
+@lru_cache(maxsize=1)
+def client_traits() -> dict[int, tuple[ClientTrait, ...]]:
+    """client_traits.tsv, by api key, read once."""
+    out: dict[int, list[ClientTrait]] = {}
+    for line in data_text("client_traits.tsv").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, name, path, kind, which, _meaning = line.split("\t")
+        if kind not in ("exact", "sign", "null", "names", "b64u16", "ids") or which not in ("intrinsic", "setting"):
+            raise ValueError(f"client_traits.tsv: {name}: unknown class {kind!r} or kind {which!r}")
+        out.setdefault(int(key), []).append(ClientTrait(int(key), name, tuple(path.split(".")), kind,
+                                                        which == "intrinsic"))
+    return {k: tuple(v) for k, v in out.items()}
 
 
 @lru_cache(maxsize=1)
 def client_rules() -> ClientRules:
     """clients.tsv, read once."""
     software, client_ids, requests = [], [], []
+    traits: dict[str, frozenset[str]] = {}
+    defaults: dict[str, frozenset[str]] = {}
+    settings: dict[str, frozenset[str]] = {}
     for line in data_text("clients.tsv").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -165,6 +200,9 @@ def client_rules() -> ClientRules:
         elif kind == "requests":
             pairs = frozenset((int(k), int(v)) for k, v in (p.split(":") for p in match.split(",")))
             requests.append((library, pairs, source))
+        elif kind in ("traits", "defaults", "settings"):
+            into = traits if kind == "traits" else defaults if kind == "defaults" else settings
+            into[library] = into.get(library, frozenset()) | frozenset(match.split(" "))
         else:
             raise ValueError(f"clients.tsv: unknown kind {kind!r}")
-    return ClientRules(tuple(software), tuple(client_ids), tuple(requests))
+    return ClientRules(tuple(software), tuple(client_ids), tuple(requests), traits, defaults, settings)

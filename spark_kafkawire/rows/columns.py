@@ -330,9 +330,13 @@ CONNECTIONS = ENDPOINTS + _cols(
     "on a TLS connection's row, what its TLS says (as the `tls` row's detail); on a `capture_damaged` row, where "
     "the damage starts; else null") + _cols(
     "client_fingerprint", "string",
-    "how the connection spoke Kafka: `kw1_a<version of its ApiVersions request, or ->_<12 hex>`, the hex from a "
-    "SHA-256 of the sorted (api key, version) pairs it sent (their header versions and flexible encodings follow "
-    "from them). Connections that spoke alike have one fingerprint whatever their client ids say; null for a "
+    "how the connection spoke Kafka, in the spirit of JA4: `kw2_a<version of its ApiVersions request, or ->_<12 "
+    "hex>_<12 hex>`, the first hex from a SHA-256 of the sorted (api key, version) pairs it sent (their header "
+    "versions and flexible encodings follow from them), the second of the sorted traits its requests showed "
+    "(`000000000000` where none): field values such as Produce's acks and timeout, a batch's producer id, epoch "
+    "and sequence, Fetch's wait, sizes, isolation level and session, the assignors a consumer offers, in their "
+    "order; see [Client library](#client-library). Connections that spoke alike have one fingerprint whatever "
+    "their client ids say; a connection picked up mid-stream has the fingerprint of what it showed; null for a "
     "connection that sent no request") + _cols(
     "client_library", "string", "see [Client library](#client-library)") + \
     per_side(DIRECTION[:_COUNTS_END]) + per_side(DIRECTION[_COUNTS_END:]) + _cols(

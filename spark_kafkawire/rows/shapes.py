@@ -378,7 +378,7 @@ class ConnectionRows(RowBuilder):
         k.protocol.append(protocol_name)
         k.detail.append(tls.describe() if tls else None)
         st: ConnState | None = conn.state  # (the decoder's, see exchanges.Decoder)
-        k.client_fingerprint.append(fingerprint(st.spoken, st.api_versions) if st is not None else None)
+        k.client_fingerprint.append(fingerprint(st.spoken, st.api_versions, st.shown) if st is not None else None)
         k.client_library.append(st.library()[0] if st is not None else None)
         # a connection carried across reads (carry.py): each of its rows counts what came after the
         # counts of its rows before (reported), so that its rows' counts add up to the connection's

@@ -585,14 +585,215 @@ def clients(out: Path, n: int = 20) -> dict:
                            "kafkajs), each a producer and a consumer group, client ids not naming the library"}
 
 
-SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried, "slow": slow, "clients": clients}
+#: fingerprints.pcap's clients: each library at its defaults and with settings users commonly change
+#: (idempotence, compression, acks, timeouts, fetch wait and size, isolation level, assignor; aiokafka's
+#: and kafkajs' idempotent producers are not among them: Tansu does not answer their InitProducerId v0), as
+#: (library, setting name, producer settings, consumer settings) in each library's own spelling
+SETTINGS = {
+    "ck": ("librdkafka", {"default": ({}, {}),
+                          "tuned": ({"enable.idempotence": True, "compression.type": "lz4", "request.timeout.ms": 10000,
+                                     "linger.ms": 2},
+                                    {"fetch.wait.max.ms": 100, "fetch.min.bytes": 1000, "isolation.level":
+                                     "read_uncommitted", "partition.assignment.strategy": "cooperative-sticky"})}),
+    "kp": ("kafka-python", {"default": ({}, {}),
+                            "tuned": ({"enable_idempotence": False, "acks": 1, "compression_type": "gzip",
+                                       "request_timeout_ms": 10000},
+                                      {"fetch_max_wait_ms": 100, "fetch_min_bytes": 1000,
+                                       "isolation_level": "read_committed"})}),
+    "aio": ("aiokafka", {"default": ({}, {}),
+                         "tuned": ({"acks": 1, "compression_type": "gzip", "request_timeout_ms": 10000},
+                                   {"fetch_max_wait_ms": 100, "fetch_min_bytes": 1000,
+                                    "isolation_level": "read_committed"})}),
+    "js": ("kafkajs", {"default": ({}, {}),
+                       "tuned": ({"maxInFlightRequests": 1, "send": {"compression": "gzip", "timeout": 10000}},
+                                 {"maxWaitTimeInMs": 100, "minBytes": 1000, "readUncommitted": True})}),
+    "kcat": ("librdkafka", {"default": ({}, {}),
+                            "tuned": ({"enable.idempotence": "true", "compression.codec": "gzip"},
+                                      {"fetch.wait.max.ms": "100", "fetch.min.bytes": "1000"})}),
+}
+#: who cannot run where: kcat's librdkafka 2.0 does not take Tansu's ApiVersions answer; kafka-python
+#: 3.0 cannot decode the mock cluster's (and, pinned to an older version, gets no metadata)
+SKIP = {"tansu": {"kcat"}, "mock": {"kp"}}
+FP_RECORDS = 40  # records each producer sends, one at a time
+FP_GAP = 0.05  # s between them
+FP_LINGER = 4.0  # s each consumer goes on fetching after its last record
+
+
+def _fp_confluent(bootstrap: str, prefix: str, topic: str, pconf: dict, cconf: dict) -> int:
+    from confluent_kafka import Consumer, Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": f"{prefix}-producer", **pconf})
+    for i in range(FP_RECORDS):
+        p.produce(topic, key=b"k%d" % i, value=VALUE)
+        p.flush(10)
+        time.sleep(FP_GAP)
+    c = Consumer({"bootstrap.servers": bootstrap, "client.id": f"{prefix}-consumer", "group.id": f"{prefix}-group",
+                  "auto.offset.reset": "earliest", **cconf})
+    c.subscribe([topic])
+    got, t0, last = 0, time.time(), None
+    while time.time() - t0 < 40 and (last is None or time.time() - last < FP_LINGER):
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got += 1
+            if got == FP_RECORDS:
+                last = time.time()
+    c.close()
+    return got
+
+
+def _fp_kafka_python(bootstrap: str, prefix: str, topic: str, pconf: dict, cconf: dict) -> int:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-producer", **pconf)
+    for i in range(FP_RECORDS):
+        p.send(topic, key=b"k%d" % i, value=VALUE).get(10)
+        time.sleep(FP_GAP)
+    p.close()
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=f"{prefix}-consumer", group_id=f"{prefix}-group",
+                      auto_offset_reset="earliest", **cconf)
+    got, t0, last = 0, time.time(), None
+    while time.time() - t0 < 40 and (last is None or time.time() - last < FP_LINGER):
+        for records in c.poll(200).values():
+            got += len(records)
+        if got >= FP_RECORDS and last is None:
+            last = time.time()
+    c.close()
+    return got
+
+
+def _fp_aiokafka(bootstrap: str, prefix: str, topic: str, pconf: dict, cconf: dict) -> int:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run() -> int:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=f"{prefix}-producer", **pconf)
+        await p.start()
+        for i in range(FP_RECORDS):
+            await p.send_and_wait(topic, key=b"k%d" % i, value=VALUE)
+            await asyncio.sleep(FP_GAP)
+        await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=f"{prefix}-consumer",
+                             group_id=f"{prefix}-group", auto_offset_reset="earliest", **cconf)
+        await c.start()
+        got, t0, last = 0, time.time(), None
+        try:
+            while time.time() - t0 < 40 and (last is None or time.time() - last < FP_LINGER):
+                batch = await c.getmany(timeout_ms=200)
+                got += sum(len(v) for v in batch.values())
+                if got >= FP_RECORDS and last is None:
+                    last = time.time()
+        finally:
+            await c.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+def _fp_kafkajs(bootstrap: str, prefix: str, topic: str, pconf: dict, cconf: dict) -> int:
+    import subprocess
+    import tempfile
+
+    pconf = dict(pconf)
+    send = pconf.pop("send", {})
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["npm", "install", "--silent", "--prefix", tmp, "kafkajs@2.2.4"], check=True)
+        spec = json.dumps({"bootstrap": bootstrap, "prefix": prefix, "topic": topic, "n": FP_RECORDS,
+                           "gapMs": int(FP_GAP * 1000), "lingerMs": int(FP_LINGER * 1000), "producer": pconf,
+                           "consumer": cconf, "send": send})
+        out = subprocess.run(["node", str(HERE / "clients_kafkajs.js")], input=spec, capture_output=True, text=True,
+                             check=True, env={**os.environ, "NODE_PATH": f"{tmp}/node_modules"}, timeout=120)
+    return json.loads(out.stdout.splitlines()[-1])["consumed"]
+
+
+def _fp_kcat(bootstrap: str, prefix: str, topic: str, pconf: dict, cconf: dict) -> int:
+    import subprocess
+
+    x = [a for k, v in pconf.items() for a in ("-X", f"{k}={v}")]
+    # (one process per record would be one connection each: one producer fed through a paced pipe)
+    proc = subprocess.Popen(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", f"client.id={prefix}-producer",
+                             "-X", "linger.ms=0", *x], stdin=subprocess.PIPE, text=True)
+    for i in range(FP_RECORDS):
+        proc.stdin.write(f"v{i}\n")
+        proc.stdin.flush()
+        time.sleep(FP_GAP)
+    proc.stdin.close()
+    proc.wait(60)
+    y = [a for k, v in cconf.items() for a in ("-X", f"{k}={v}")]
+    c = subprocess.Popen(["kcat", "-C", "-u", "-b", bootstrap, "-G", f"{prefix}-group", "-X", f"client.id={prefix}-consumer",
+                          "-X", "auto.offset.reset=earliest", *y, topic], stdout=subprocess.PIPE, text=True)
+    got, t0, last = 0, time.time(), None
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(c.stdout, selectors.EVENT_READ)
+    while time.time() - t0 < 40 and (last is None or time.time() - last < FP_LINGER):
+        if sel.select(0.2) and c.stdout.readline():
+            got += 1
+            if got == FP_RECORDS:
+                last = time.time()
+    c.terminate()
+    c.wait(20)
+    return got
+
+
+FP_RUN = {"ck": _fp_confluent, "kp": _fp_kafka_python, "aio": _fp_aiokafka, "js": _fp_kafkajs, "kcat": _fp_kcat}
+
+
+def fingerprints(out: Path) -> dict:
+    """Each library at its defaults and tuned, one producer and one consumer group each, long enough that
+    every connection goes on after a cut: on Tansu (fingerprints.pcap, which the client rules are made
+    from) and on librdkafka's mock cluster (fingerprints-mock.pcap, where they are measured; kcat's
+    librdkafka 2.0 runs there only, a release the rules never saw; kafka-python on Tansu only: SKIP)."""
+    import aiokafka
+    import confluent_kafka
+    import kafka
+
+    entries: dict = {}
+    for broker in ("tansu", "mock"):
+        path = out if broker == "tansu" else out.with_name("fingerprints-mock.pcap")
+        clients, consumed = {}, {}
+        with (tansu() if broker == "tansu" else mock_cluster()) as (bootstrap, ports):
+            ports = [ports] if isinstance(ports, int) else ports
+            with capture(path, ports):
+                runs = [(lab, st) for lab in SETTINGS for st in SETTINGS[lab][1] if lab not in SKIP[broker]]
+                names = [f"fp-{lab}-{st}-topic" for lab, st in runs]
+                if broker == "tansu":
+                    _topics(bootstrap, names)
+                else:  # (the mock cluster makes a topic when a producer's Metadata request names it)
+                    from confluent_kafka import Producer
+
+                    admin = Producer({"bootstrap.servers": bootstrap, "client.id": "setup-admin"})
+                    for name in names:
+                        admin.list_topics(name, timeout=10)
+                for lab, st in runs:
+                    prefix = f"fp-{lab}-{st}"
+                    lib, settings = SETTINGS[lab]
+                    consumed[prefix] = FP_RUN[lab](bootstrap, prefix, f"{prefix}-topic", *settings[st])
+                    print(broker, prefix, consumed[prefix], flush=True)
+                    for role in ("producer", "consumer"):
+                        clients[f"{prefix}-{role}"] = {"library": lib, "setting": st, "runner": lab}
+        entries["fingerprints.pcap" if broker == "tansu" else "fingerprints-mock.pcap"] = {
+            "broker": broker, "broker_ports": ports, "clients": clients, "consumed": consumed,
+            "produced": FP_RECORDS, "settings": {lab: {st: list(v) for st, v in s.items()} for lab, (_l, s) in
+                                                 SETTINGS.items()},
+            "versions": {"ck": f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
+                               f"{confluent_kafka.libversion()[0]})", "kp": f"kafka-python {kafka.__version__}",
+                         "aio": f"aiokafka {aiokafka.__version__}", "js": "kafkajs 2.2.4", "kcat": "kcat (librdkafka 2.0)"},
+            "description": "each library at its defaults and tuned (settings), a producer sending one record at a time "
+                           "and a consumer group fetching on after its last record"}
+    return entries
+
+
+SCENARIOS = {"lineage": lineage, "lag": lag, "hygiene": hygiene, "carried": carried, "slow": slow, "clients": clients,
+             "fingerprints": fingerprints}
 
 
 def main(names: list[str]) -> None:
     manifest = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
     for name in names or list(SCENARIOS):
         out = HERE / f"{name}.pcap"
-        manifest[f"{name}.pcap"] = SCENARIOS[name](out)
+        made = SCENARIOS[name](out)
+        manifest.update(made if name == "fingerprints" else {f"{name}.pcap": made})
         print(name, out.stat().st_size, "bytes", flush=True)
     MANIFEST.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 

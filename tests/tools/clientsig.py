@@ -5,7 +5,10 @@
 The software names and default client ids are the libraries' own (their sources, cited per line);
 the request pairs are read from tests/insights/clients.pcap, where real clients of each library
 (tests/insights/make_insight_captures.py, scenario clients) produced and consumed against a
-current broker: for each library release, every (api key, version) pair its connections sent.
+current broker: for each library release, every (api key, version) pair its connections sent. The
+traits (protocol/client_traits.tsv) are read from tests/insights/fingerprints.pcap (scenario
+fingerprints: each library at its defaults and with common settings changed, on Tansu): per library,
+every intrinsic trait its connections showed, and the settings they showed at the defaults.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "spark_kafkawire" / "protocol" / "clients.tsv"
 CAPTURE = ROOT / "tests" / "insights" / "clients.pcap"
+FINGERPRINTS = ROOT / "tests" / "insights" / "fingerprints.pcap"
 
 #: ClientSoftwareName prefixes (ApiVersions v3+, KIP-511) and the library they are
 SOFTWARE = [
@@ -67,14 +71,68 @@ def request_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+def connection_traits(path: Path) -> dict[tuple, tuple[str | None, set[tuple[str, bool]]]]:
+    """Connection (client ip and port, broker ip and port, connection_time) -> (its first client id,
+    the traits its requests showed), read from the exchanges' request bodies as the decoder reads
+    them: the first TRAIT_REQUESTS requests of each api key."""
+    from spark_kafkawire import read_capture
+    from spark_kafkawire.kafka import clients
+
+    out: dict[tuple, tuple[str | None, set[tuple[str, bool]]]] = {}
+    counts: dict[tuple, int] = {}
+    rows = sorted(read_capture(str(path)).to_pylist(), key=lambda r: (r["request_time"] is None, r["request_time"]))
+    for r in rows:
+        conn = (r["client_ip"], r["client_port"], r["broker_ip"], r["broker_port"], r["connection_time"])
+        cid, shown = out.setdefault(conn, (r["client_id"], set()))
+        if cid is None and r["client_id"]:
+            out[conn] = (r["client_id"], shown)
+        if r["api_key"] not in clients.TRAIT_KEYS or r["request"] is None:
+            continue
+        n = counts[conn, r["api_key"]] = counts.get((conn, r["api_key"]), 0) + 1
+        if n <= clients.TRAIT_REQUESTS:
+            shown.update(clients.traits(r["api_key"], json.loads(r["request"])))
+    return out
+
+
+def trait_rows() -> list[tuple[str, str, str, str]]:
+    """(kind, traits, library, source): per library, its intrinsic traits (any setting) and its
+    settings at the defaults, in fingerprints.pcap."""
+    entry = json.loads((ROOT / "tests" / "insights" / "manifest.json").read_text())["fingerprints.pcap"]
+    intrinsic: dict[str, set[str]] = {}
+    defaults: dict[str, set[str]] = {}
+    settings: dict[str, set[str]] = {}
+    runners: dict[str, set[str]] = {}
+    for cid, shown in connection_traits(FINGERPRINTS).values():
+        who = entry["clients"].get(cid or "")
+        if who is None:
+            continue
+        lib = who["library"]
+        runners.setdefault(lib, set()).add(entry["versions"][who["runner"]])
+        intrinsic.setdefault(lib, set()).update(t for t, i in shown if i)
+        settings.setdefault(lib, set()).update(t for t, i in shown if not i)
+        if who["setting"] == "default":
+            defaults.setdefault(lib, set()).update(t for t, i in shown if not i)
+    out = []
+    for lib in sorted(intrinsic):
+        source = f"fingerprints.pcap: {', '.join(sorted(runners[lib]))}"
+        out.append(("traits", " ".join(sorted(intrinsic[lib])), lib, source))
+        out.append(("defaults", " ".join(sorted(defaults.get(lib, ()))), lib, source + ", default settings"))
+        out.append(("settings", " ".join(sorted(settings[lib])), lib, source + ", every setting run"))
+    return out
+
+
 def text() -> str:
     out = ["# How a connection's client library is named (spark_kafkawire/kafka/clients.py). Made by",
            "# tests/tools/clientsig.py: do not edit. kind, match, library, source:",
            "# software: a ClientSoftwareName prefix; client_id: a default client id (regular expression);",
-           "# requests: every (api key:version) a release of the library sent a current broker"]
+           "# requests: every (api key:version) a release of the library sent a current broker;",
+           "# traits: every intrinsic trait (client_traits.tsv) the library's connections showed, at any setting;",
+           "# defaults: the setting traits its connections showed at the library's default settings;",
+           "# settings: the setting traits its connections showed at any setting"]
     out += [f"software\t{m}\t{lib}\t{why}" for m, lib, why in SOFTWARE]
     out += [f"client_id\t{m}\t{lib}\t{why}" for m, lib, why in CLIENT_IDS]
     out += [f"requests\t{pairs}\t{lib}\t{why}" for lib, pairs, why in request_rows()]
+    out += [f"{kind}\t{traits}\t{lib}\t{why}" for kind, traits, lib, why in trait_rows()]
     return "\n".join(out) + "\n"
 
 
