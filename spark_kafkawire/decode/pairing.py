@@ -15,7 +15,7 @@ from typing import Callable, Final, Protocol
 from librt.strings import read_i32_be
 
 from .. import protocol
-from ..kafka.body import BodyError, Facts, RecordOptions
+from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions
 from ..kafka.message import decode_with_facts, leading_field
 from ..kafka.layouts import schemas
 from ..kafka.secrets import seal
@@ -30,6 +30,7 @@ from .status import (CAPTURE_DAMAGED, COMPLETE, DAMAGE, MALFORMED, NO_RESPONSE, 
                      SASL_TOKEN, SASL_TOKEN_DETAIL, TRUNCATED, UNDECODED, UNKNOWN_API)
 
 MAX_PENDING_REQUESTS: Final = 4096  # per connection; older unanswered requests are reported, not kept
+TRAIT_OPTIONS: Final = DEFAULT_RECORD_OPTIONS  # a trait body's records: batch headers only, as values
 
 
 class RowSink(Protocol):
@@ -82,6 +83,17 @@ def _body_of(api_key: int, version: int, request: bool, frame: Frame, pos: int,
         return None, f"no schema for api key {api_key} version {version} {kind}", None
     except BodyError as e:
         return None, f"{'request' if request else 'response'} body: {e}", None
+
+
+def _trait_body(h: RequestHeader, frame: Frame) -> dict | None:
+    """A request's body as values, read for what it shows of its client (kafka/clients.traits): read
+    alike whatever the rows asked for (a body written as JSON text keeps only its top level as values)
+    and in every share, its own request or not, so a connection is named alike in every read. No
+    api key with traits has a secret field."""
+    try:
+        return decode_with_facts(h.api_key, h.api_version, True, frame.data, h.body_offset, TRAIT_OPTIONS)[0]
+    except (KeyError, BodyError):
+        return None
 
 
 def request_columns(h: RequestHeader, ep: Endpoints | None, ts_ns: int) -> dict:
@@ -179,11 +191,8 @@ class Pairing:
             acks = body.get("Acks") if body is not None else \
                 leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks")
         st.observe(h, body)
-        if st.wants_traits(h.api_key) and h.header_version is not None:
-            # (every share reads the same requests for their traits, its own or not: a connection is
-            # named alike in every share)
-            st.show(h.api_key, body if body is not None else
-                    _body_of(h.api_key, h.api_version, True, frame, h.body_offset, self.record_options, st)[0])
+        if st.wants_traits(h.api_key) and h.header_version is not None and frame.complete:
+            st.show(h.api_key, _trait_body(h, frame))
         self._wait(st, Request(frame, h, acks, body, err, skip, facts))
 
     def _wait(self, st: ConnState, req: Request) -> None:

@@ -9,10 +9,10 @@
    were seen showing every intrinsic trait it shows (how the library is written: the epochs and
    sequences a producer writes where it has no producer id, whether Fetch uses sessions, the leader
    epochs it knows, what it commits as metadata, its subscription's version), narrowed by the
-   (api key, version) pairs it sent (at least MIN_PAIRS: every one a release of the library sent),
-   and where still more than one, by its settings: a setting value it shows that one of them sends
-   by default and no other library was seen sending at any setting (kafkajs' 5 s Fetch wait,
-   aiokafka's 40 s Produce timeout, an assignor's name). Named where one library is left.
+   (api key, version) pairs it sent (at least MIN_PAIRS: every one a release of the library sent).
+   Named where one library is left. Settings (acks, timeouts, Fetch's wait and sizes, assignors) are
+   in the fingerprint but name nothing: a library's default in one release is another's in the next
+   (kafka-python 2's 30 s session timeout is kafkajs' default; 3.0's is 45 s), and any user may set it.
 
 Otherwise null: a connection whose traits no library was seen showing, whose traits and pairs point
 at different libraries, or that several libraries could have sent alike. What each library was seen
@@ -130,8 +130,7 @@ def library(software: str | None, client_id: str | None, pairs: Iterable[tuple[i
         for pattern, lib in _patterns():
             if pattern.fullmatch(client_id):
                 return lib
-    intrinsic = {t for t, i in shown if i}
-    settings = {t for t, i in shown if not i}
+    intrinsic = {t for t, i in shown if i}  # (settings tell nothing: see the module)
     left = {lib for lib, seen in rules.traits.items() if intrinsic <= seen} if intrinsic else None
     seen_pairs = set(pairs)
     if len(seen_pairs) >= MIN_PAIRS:
@@ -144,18 +143,7 @@ def library(software: str | None, client_id: str | None, pairs: Iterable[tuple[i
                 return None  # traits and pairs point at different libraries
     if not left:
         return None
-    if len(left) > 1 and settings:
-        left = {lib for lib in left if _telling(lib, left, settings)}
     return left.pop() if len(left) == 1 else None
-
-
-def _telling(lib: str, left: set[str], settings: set[str]) -> bool:
-    """Does a setting value the connection shows tell ``lib`` from the other libraries: one of its
-    defaults that no other library (of those left or not: a release not seen may look like another
-    library) was seen sending at any setting?"""
-    rules = client_rules()
-    others = frozenset().union(*(seen for o, seen in rules.settings.items() if o != lib))
-    return bool(settings & rules.defaults.get(lib, frozenset()) - others)
 
 
 def fingerprint(pairs: Iterable[tuple[int, int]], api_versions: int | None,

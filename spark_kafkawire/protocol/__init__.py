@@ -150,10 +150,6 @@ class ClientRules:
     requests: tuple[tuple[str, frozenset[tuple[int, int]], str], ...]
     #: library -> the intrinsic traits (client_traits.tsv) its connections were seen showing, any setting
     traits: dict[str, frozenset[str]]
-    #: library -> the setting traits its connections showed at the library's default settings
-    defaults: dict[str, frozenset[str]]
-    #: library -> the setting traits its connections showed at any setting
-    settings: dict[str, frozenset[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +183,6 @@ def client_rules() -> ClientRules:
     """clients.tsv, read once."""
     software, client_ids, requests = [], [], []
     traits: dict[str, frozenset[str]] = {}
-    defaults: dict[str, frozenset[str]] = {}
-    settings: dict[str, frozenset[str]] = {}
     for line in data_text("clients.tsv").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -200,9 +194,8 @@ def client_rules() -> ClientRules:
         elif kind == "requests":
             pairs = frozenset((int(k), int(v)) for k, v in (p.split(":") for p in match.split(",")))
             requests.append((library, pairs, source))
-        elif kind in ("traits", "defaults", "settings"):
-            into = traits if kind == "traits" else defaults if kind == "defaults" else settings
-            into[library] = into.get(library, frozenset()) | frozenset(match.split(" "))
+        elif kind == "traits":
+            traits[library] = traits.get(library, frozenset()) | frozenset(match.split(" "))
         else:
             raise ValueError(f"clients.tsv: unknown kind {kind!r}")
-    return ClientRules(tuple(software), tuple(client_ids), tuple(requests), traits, defaults, settings)
+    return ClientRules(tuple(software), tuple(client_ids), tuple(requests), traits)

@@ -776,7 +776,7 @@ def fingerprints(out: Path) -> dict:
             "broker": broker, "broker_ports": ports, "clients": clients, "consumed": consumed,
             "produced": FP_RECORDS, "settings": {lab: {st: list(v) for st, v in s.items()} for lab, (_l, s) in
                                                  SETTINGS.items()},
-            "versions": {"ck": f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
+            "versions": {"ck": f"confluent-kafka {confluent_kafka.__version__} (librdkafka "
                                f"{confluent_kafka.libversion()[0]})", "kp": f"kafka-python {kafka.__version__}",
                          "aio": f"aiokafka {aiokafka.__version__}", "js": "kafkajs 2.2.4", "kcat": "kcat (librdkafka 2.0)"},
             "description": "each library at its defaults and tuned (settings), a producer sending one record at a time "

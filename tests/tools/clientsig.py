@@ -8,7 +8,7 @@ the request pairs are read from tests/insights/clients.pcap, where real clients 
 current broker: for each library release, every (api key, version) pair its connections sent. The
 traits (protocol/client_traits.tsv) are read from tests/insights/fingerprints.pcap (scenario
 fingerprints: each library at its defaults and with common settings changed, on Tansu): per library,
-every intrinsic trait its connections showed, and the settings they showed at the defaults.
+every intrinsic trait its connections showed.
 """
 
 from __future__ import annotations
@@ -95,12 +95,10 @@ def connection_traits(path: Path) -> dict[tuple, tuple[str | None, set[tuple[str
 
 
 def trait_rows() -> list[tuple[str, str, str, str]]:
-    """(kind, traits, library, source): per library, its intrinsic traits (any setting) and its
-    settings at the defaults, in fingerprints.pcap."""
+    """(kind, traits, library, source): per library, the intrinsic traits its connections showed in
+    fingerprints.pcap (at its defaults and tuned)."""
     entry = json.loads((ROOT / "tests" / "insights" / "manifest.json").read_text())["fingerprints.pcap"]
     intrinsic: dict[str, set[str]] = {}
-    defaults: dict[str, set[str]] = {}
-    settings: dict[str, set[str]] = {}
     runners: dict[str, set[str]] = {}
     for cid, shown in connection_traits(FINGERPRINTS).values():
         who = entry["clients"].get(cid or "")
@@ -109,15 +107,10 @@ def trait_rows() -> list[tuple[str, str, str, str]]:
         lib = who["library"]
         runners.setdefault(lib, set()).add(entry["versions"][who["runner"]])
         intrinsic.setdefault(lib, set()).update(t for t, i in shown if i)
-        settings.setdefault(lib, set()).update(t for t, i in shown if not i)
-        if who["setting"] == "default":
-            defaults.setdefault(lib, set()).update(t for t, i in shown if not i)
     out = []
     for lib in sorted(intrinsic):
         source = f"fingerprints.pcap: {', '.join(sorted(runners[lib]))}"
         out.append(("traits", " ".join(sorted(intrinsic[lib])), lib, source))
-        out.append(("defaults", " ".join(sorted(defaults.get(lib, ()))), lib, source + ", default settings"))
-        out.append(("settings", " ".join(sorted(settings[lib])), lib, source + ", every setting run"))
     return out
 
 
@@ -126,9 +119,7 @@ def text() -> str:
            "# tests/tools/clientsig.py: do not edit. kind, match, library, source:",
            "# software: a ClientSoftwareName prefix; client_id: a default client id (regular expression);",
            "# requests: every (api key:version) a release of the library sent a current broker;",
-           "# traits: every intrinsic trait (client_traits.tsv) the library's connections showed, at any setting;",
-           "# defaults: the setting traits its connections showed at the library's default settings;",
-           "# settings: the setting traits its connections showed at any setting"]
+           "# traits: every intrinsic trait (client_traits.tsv) the library's connections showed, at any setting"]
     out += [f"software\t{m}\t{lib}\t{why}" for m, lib, why in SOFTWARE]
     out += [f"client_id\t{m}\t{lib}\t{why}" for m, lib, why in CLIENT_IDS]
     out += [f"requests\t{pairs}\t{lib}\t{why}" for lib, pairs, why in request_rows()]
