@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import PUBLIC, SAMPLES
-from spark_kafkawire.kafka import message
+from spark_kafkawire.kafka import clients, message
 from spark_kafkawire import read_capture
 from spark_kafkawire.decode.predicate import Predicate
 
@@ -77,16 +77,18 @@ def test_excluded_frames_are_not_body_decoded(monkeypatch):
     calls.clear()
     got = read_capture(path, filters=[("api_key", "=", 0)])
     assert got.num_rows and set(got.column("api_key").to_pylist()) == {0}
-    # Produce bodies, plus what other rows depend on: ApiVersions requests (client software) and
-    # Metadata responses (topic ids)
-    assert {k for k in calls} <= {(0, True), (0, False), (18, True), (3, False)}
+    # Produce bodies, plus what other rows depend on: ApiVersions requests (client software),
+    # Metadata responses (topic ids) and the first requests of each kind with traits (client_library)
+    traits = {(k, True) for k in clients.TRAIT_KEYS}
+    assert {k for k in calls} <= {(0, True), (0, False), (18, True), (3, False)} | traits
     assert len(calls) < everything
 
 
 @pytest.mark.spies
 def test_connections_rows_decode_no_body_but_the_connections_own_facts(monkeypatch):
     """rows=connections decodes only the requests a connection's facts come from (ApiVersions: its
-    client software; SASL: its login), never a response."""
+    client software; SASL: its login; the first TRAIT_REQUESTS of each kind with traits: its
+    client_fingerprint and client_library), never a response."""
     calls = []
 
     def decode(api_key, version, request, *rest):
@@ -94,8 +96,11 @@ def test_connections_rows_decode_no_body_but_the_connections_own_facts(monkeypat
         return {}, 0, None
 
     monkeypatch.setattr("spark_kafkawire.decode.pairing.decode_with_facts", decode)
-    assert read_capture(SAMPLES / "mock-kcat.pcap", rows="connections").num_rows
-    assert calls and set(calls) <= {(18, True), (17, True), (36, True)}
+    connections = read_capture(SAMPLES / "mock-kcat.pcap", rows="connections").num_rows
+    assert connections
+    assert calls and set(calls) <= {(18, True), (17, True), (36, True)} | {(k, True) for k in clients.TRAIT_KEYS}
+    traits = [c for c in calls if c[0] in clients.TRAIT_KEYS]
+    assert len(traits) <= clients.TRAIT_REQUESTS * connections * len(clients.TRAIT_KEYS)
 
 
 def test_bad_filters_name_the_problem():
