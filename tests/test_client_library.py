@@ -188,7 +188,7 @@ def _cut_connections(src: Path, dst: Path, share: float) -> Path:
     return dst
 
 
-FINGERPRINTS = ROOT / "tests" / "insights"
+FINGERPRINTS = ROOT / "tests" / "fingerprints"
 #: how many requests with traits (Produce, Fetch, OffsetCommit, ...) a connection must send after the
 #: cut to be counted as one that could be named
 TELLING = 3

@@ -6,7 +6,7 @@ The software names and default client ids are the libraries' own (their sources,
 the request pairs are read from tests/insights/clients.pcap, where real clients of each library
 (tests/insights/make_insight_captures.py, scenario clients) produced and consumed against a
 current broker: for each library release, every (api key, version) pair its connections sent. The
-traits (protocol/client_traits.tsv) are read from tests/insights/fingerprints.pcap (scenario
+traits (protocol/client_traits.tsv) are read from tests/fingerprints/fingerprints.pcap (scenario
 fingerprints: each library at its defaults and with common settings changed, on Tansu): per library,
 every intrinsic trait its connections showed.
 """
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "spark_kafkawire" / "protocol" / "clients.tsv"
 CAPTURE = ROOT / "tests" / "insights" / "clients.pcap"
-FINGERPRINTS = ROOT / "tests" / "insights" / "fingerprints.pcap"
+FINGERPRINTS = ROOT / "tests" / "fingerprints" / "fingerprints.pcap"
 
 #: ClientSoftwareName prefixes (ApiVersions v3+, KIP-511) and the library they are
 SOFTWARE = [
@@ -97,7 +97,7 @@ def connection_traits(path: Path) -> dict[tuple, tuple[str | None, set[tuple[str
 def trait_rows() -> list[tuple[str, str, str, str]]:
     """(kind, traits, library, source): per library, the intrinsic traits its connections showed in
     fingerprints.pcap (at its defaults and tuned)."""
-    entry = json.loads((ROOT / "tests" / "insights" / "manifest.json").read_text())["fingerprints.pcap"]
+    entry = json.loads((FINGERPRINTS.parent / "manifest.json").read_text())["fingerprints.pcap"]
     intrinsic: dict[str, set[str]] = {}
     runners: dict[str, set[str]] = {}
     for cid, shown in connection_traits(FINGERPRINTS).values():
