@@ -58,7 +58,8 @@ def follow(options: dict, args, default_columns: list[str], out) -> str | None:
     """``show -``: each row printed as it completes (a table's header once, its columns of fixed
     width), filtered by --where and cut to --columns and --limit; on stderr at the end, how many
     rows of each status. Returns the note on TLS connections not decrypted, or None."""
-    from .cli import _cut, _flat, _text, where
+    from .cli import where
+    from .texttable import cell_text, cut, flat
 
     shape = options["rows"]
     schema = arrow_schema(shape)
@@ -96,12 +97,12 @@ def follow(options: dict, args, default_columns: list[str], out) -> str | None:
                     import pyarrow.csv as pacsv
 
                     buf = pa.BufferOutputStream()
-                    pacsv.write_csv(_flat(pa.Table.from_pylist([row], schema=picked.schema), args.raw_csv,
+                    pacsv.write_csv(flat(pa.Table.from_pylist([row], schema=picked.schema), args.raw_csv,
                                           bool(getattr(out, "isatty", None) and out.isatty())), buf,
                                     pacsv.WriteOptions(include_header=shown == 1))
                     out.write(buf.getvalue().to_pybytes().decode())
                 else:
-                    print("  ".join(_cut(printable(_text(row[n])), w, n).ljust(w) for n, w in zip(names, widths))
+                    print("  ".join(cut(printable(cell_text(row[n])), w, n).ljust(w) for n, w in zip(names, widths))
                           .rstrip(), file=out)
                 out.flush()
     said = ", ".join(f"{n:,} {s}" for s, n in sorted(statuses.items(), key=lambda kv: -kv[1]))

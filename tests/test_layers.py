@@ -22,7 +22,7 @@ LAYERS = [
     # the read over all of the above: options, files, wiring, a series carried from one read to the next
     ("read", {"options", "listing", "reader", "carry", "statefile", "statedecl"}),
     # the thin layers over read_capture: Spark, the command line, the audits
-    ("thin", {"spark", "arguments", "firstlook", "cli", "stdin", "figures", "audits", "__init__", "__main__", "_autoload"}),
+    ("thin", {"spark", "arguments", "firstlook", "cli", "stdin", "texttable", "figures", "audits", "__init__", "__main__", "_autoload"}),
 ]
 
 #: within a layer, the order of its modules' steps (a module may import its own step and earlier

@@ -477,7 +477,7 @@ def _dates(dates: list[str]) -> str:
 def _print_table(rows: list[dict]) -> None:
     import pyarrow as pa
 
-    from ..cli import print_table
+    from ..texttable import print_table
 
     if not rows:
         print("  (no exchanges)")
