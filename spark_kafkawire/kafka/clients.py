@@ -104,8 +104,6 @@ def traits(api_key: int, body: dict) -> list[tuple[str, bool]]:
             if values:
                 out.append((f"{t.name}={','.join(str(v)[:40] for v in values[:8])}", t.intrinsic))
             continue
-        if t.kind == "null" and not values and len(t.path) == 1 and t.path[0] in body:
-            values = [body[t.path[0]]]
         for v in values:
             c = _classed(t, v)
             if c is not None:
