@@ -163,8 +163,11 @@ def test_a_capture_begun_mid_connection_times_every_client(ends, tmp_path):
 @pytest.mark.spark
 def test_the_broker_time_policy_judges_a_long_poll_beyond_its_wait(spark, ends, tmp_path):
     """kafka-python's Fetch requests for a topic with nothing to read wait at the broker for their
-    MaxWaitMs (300 ms, fetch_max_wait_ms): Fetch's broker p99 is above 100 ms, and the policy
-    judges an empty Fetch by its time beyond its request's MaxWaitMs, saying so."""
+    MaxWaitMs (300 ms, fetch_max_wait_ms): Fetch's broker p99 is above 100 ms. The broker (Tansu)
+    also holds some Fetches that then answer with records for about half their MaxWaitMs (its own
+    poll of the log), up to 1% of them: within the protocol's contract (a Fetch may wait MaxWaitMs
+    for MinBytes). The policy judges every Fetch that lets the broker wait by its time beyond its
+    request's MaxWaitMs, saying so; none here waited beyond it by more than a few ms."""
     from test_audits import rows_of
 
     from spark_kafkawire.audits import AUDITS, Policy, policies
@@ -174,10 +177,10 @@ def test_the_broker_time_policy_judges_a_long_poll_beyond_its_wait(spark, ends, 
     got = {k: [r.asDict() for r in df.collect()] for k, df in AUDITS["network"](rows, Policy(min_latency_n=10)).items()}
     fetch = [r for r in got["latency_split"] if r["api_name"] == "Fetch"]
     assert fetch and fetch[0]["broker_p99_ms"] >= 200 and fetch[0]["long_polls"] >= 20, fetch
-    assert fetch[0]["broker_judged_p99_ms"] < 100, fetch
+    assert fetch[0]["broker_judged_p99_ms"] < 20, fetch
     [verdict] = policies({"network": got}, Policy(max_broker_p99_ms=100))
     assert verdict.ok, verdict.detail
-    assert "beyond each request's MaxWaitMs where the response was empty" in verdict.detail
+    assert "beyond each request's MaxWaitMs" in verdict.detail and "long polls" in verdict.detail
 
 
 def test_the_first_look_gives_each_client_its_library_latency_split_and_losses(ends):

@@ -66,7 +66,7 @@ class Policy:
     max_gap_fraction: float | None = None  # bytes lost by the capture / bytes captured, overall
     max_throttled_share: float | None = None  # quotas: a client's throttled answers / its answers with a throttle time
     max_retransmission_rate: float | None = None  # network: bytes sent again / bytes, per listener
-    max_broker_p99_ms: float | None = None  # network: an API's broker p99 per listener (empty Fetch: beyond MaxWaitMs)
+    max_broker_p99_ms: float | None = None  # network: an API's broker p99 per listener (Fetch: beyond MaxWaitMs)
     require_consistent_schemas: bool = False  # schemas: each topic in one wire format, registry ids on all or none
     max_delivery_p99_ms: float | None = None  # delivery: a topic's produce-to-fetch p99 (where n >= min_latency_n)
     # lineage

@@ -85,13 +85,16 @@ def _split(ex: DataFrame, min_n: int, *keys: str) -> DataFrame:
 
 
 def _beyond_wait(ex: DataFrame) -> DataFrame:
-    """``beyond_wait_ms``: the broker time the broker-time policy judges. A Fetch whose response is
-    empty waited for data up to its request's MaxWaitMs by design (a consumer's long poll:
-    fetch.max.wait.ms): only its time beyond that counts; every other exchange's is its broker_ms.
-    ``long_poll``: an empty Fetch response, so judged."""
-    empty = (F.col("api_key") == KEY["Fetch"]) & (F.coalesce("record_count", F.lit(0)) == 0)
+    """``beyond_wait_ms``: the broker time the broker-time policy judges. A Fetch that lets the
+    broker wait (MaxWaitMs > 0 and MinBytes > 0: a consumer's long poll, fetch.max.wait.ms) may be
+    held up to its MaxWaitMs until MinBytes of records have arrived, by the protocol's contract;
+    the capture does not show when records reached the partition, so with records or without,
+    only its time beyond MaxWaitMs counts. Every other exchange's is its broker_ms.
+    ``long_poll``: such a Fetch, so judged."""
+    fetch = F.col("api_key") == KEY["Fetch"]
     wait = F.get_json_object("request", "$.MaxWaitMs").cast("double")
-    return (ex.withColumn("long_poll", empty & wait.isNotNull())
+    least = F.coalesce(F.get_json_object("request", "$.MinBytes").cast("double"), F.lit(1.0))
+    return (ex.withColumn("long_poll", F.coalesce(fetch & (wait > 0) & (least > 0), F.lit(False)))
             .withColumn("beyond_wait_ms", F.when(F.col("long_poll"), F.greatest(F.col("broker_ms") - wait, F.lit(0.0)))
                         .otherwise(F.col("broker_ms"))))
 
@@ -139,14 +142,14 @@ def _broker_bound(results: Results, policy: Policy) -> list[Verdict]:
                                     "shows (min_latency_n; network_ms needs the connection's handshake or ACKs of "
                                     "its data)")]
     over = [f"{r['api_name']} on {r['listener']}: broker p99 {r['broker_judged_p99_ms']} ms"
-            + (f" beyond the requests' MaxWaitMs ({r['long_polls']} empty responses' long polls; "
+            + (f" beyond the requests' MaxWaitMs ({r['long_polls']} long polls; "
                f"{r['broker_p99_ms']} ms with them)" if r["long_polls"] else "")
             + f" (network p99 {r['network_p99_ms']} ms, n {r['n']}"
             + (f", {r['broker_untimed']} left out: a loss delayed the response" if r["broker_untimed"] else "") + ")"
             for r in seen if r["broker_judged_p99_ms"] > bound]
     polls = sum(r["long_polls"] or 0 for r in seen if r["api_name"] == "Fetch")
-    note = (f"; Fetch judged by its time beyond each request's MaxWaitMs where the response was empty ({polls} "
-            "long polls: the broker holds an empty Fetch for fetch.max.wait.ms by design)") if polls else ""
+    note = (f"; Fetch judged by its time beyond each request's MaxWaitMs ({polls} long polls: a broker may hold "
+            "a Fetch for fetch.max.wait.ms until fetch.min.bytes arrive, by design)") if polls else ""
     detail = found(over)
     return [Verdict(name, not over, detail + note if not over else detail)]
 
@@ -180,7 +183,8 @@ AUDIT = Audit(
            "(broker_ms) at p50 and p99, over the exchanges whose connection's round trip the capture shows "
            "(its handshake, or the ACKs of its data) and whose response was not delayed by a loss the capture "
            "shows (those are counted apart: a loss's recovery is not the broker's time). broker_judged_p99_ms is "
-           "what the broker-time policy judges: a Fetch whose response was empty counts only its time beyond "
-           "its request's MaxWaitMs (long_polls of them: the broker holds it for fetch.max.wait.ms by design)."),
+           "what the broker-time policy judges: a Fetch that lets the broker wait counts only its time beyond "
+           "its request's MaxWaitMs (long_polls of them: a broker may hold a Fetch for fetch.max.wait.ms until "
+           "fetch.min.bytes of records arrive, by design, and the capture does not show when they arrived)."),
     verdicts=verdicts,
     plots=plots)

@@ -87,7 +87,7 @@ class Split:
         self.basis = basis
         if rq is None or rs is None or rq.last_ts is None:
             return
-        rtt, broker_rtt = bounded(rtt, broker_rtt, rs.ts_ns - rq.last_ts)
+        rtt, broker_rtt = bounded(rtt, broker_rtt, rs.ts_ns - rq.last_ts, ep is not None and one_host(ep))
         self.network_ms = rtt / 1e6
         if response_resent:
             self.why = "broker_ms not timed: the response's first segment was sent again (loss)"
@@ -109,16 +109,26 @@ class Split:
         self.broker_ms = max(0, rs.ts_ns - start - broker_rtt) / 1e6
 
 
-def bounded(rtt: int, beyond: int, gap: int) -> tuple[int, int]:
+def one_host(ep: Endpoints) -> bool:
+    """Whether client and broker are one host as their addresses say (the same address, or both
+    loopback): a capture there is at both ends at once."""
+    c, b = ep.client_ip, ep.broker_ip
+    return c == b or (c.startswith("127.") and b.startswith("127.")) or (c == "::1" and b == "::1")
+
+
+def bounded(rtt: int, beyond: int, gap: int, local: bool = False) -> tuple[int, int]:
     """(round trip, its part beyond the capture point) as one exchange bounds them (ns): its own time
     from the request's last byte to the response's first (``gap``) is a sample of the part beyond the
     capture point (data answered by data: the response cannot come back sooner), and at the client's
     end (the part before under SIDE_SHARE of the whole) of the whole round trip: there network_ms
-    never exceeds latency_ms. A gap below 0 (times running backwards) bounds nothing."""
+    never exceeds latency_ms. So too where client and broker are one host (``local``: one_host) or
+    the round trip is under MIN_SIDE_RTT_NS, where no side is told (containers on one host): the
+    capture point is at both ends, and the handshake's halves are the host's scheduling, not a
+    path. A gap below 0 (times running backwards) bounds nothing."""
     if gap < 0:
         return rtt, beyond
     before = rtt - beyond
-    if before < SIDE_SHARE * rtt:
+    if local or before < SIDE_SHARE * rtt or rtt < MIN_SIDE_RTT_NS:
         rtt = min(rtt, gap)
     elif beyond > gap:
         rtt = gap + before
