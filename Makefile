@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench fuzz sample-pcaps system-deps clean schemas columns
+.PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench bench-instructions valgrind fuzz sample-pcaps system-deps clean schemas columns
 
 # what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
@@ -100,8 +100,17 @@ test-pure:
 	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
 	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
 
-bench: setup test-deps system-deps
+bench: setup test-deps system-deps valgrind
 	$(PY) tests/tools/bench.py
+
+# the instruction lines of make bench alone (callgrind: the same count on a busy machine)
+bench-instructions: setup test-deps system-deps valgrind
+	$(PY) tests/tools/bench.py instructions
+
+# callgrind, for the benchmark's instruction lines (not needed by the tests)
+valgrind:
+	@command -v valgrind >/dev/null || ( $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind >/dev/null )
 
 # a long fuzzing campaign (not in CI): FUZZ_INPUTS mutated inputs over two processes
 FUZZ_INPUTS ?= 100000

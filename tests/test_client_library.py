@@ -263,3 +263,17 @@ def test_fingerprints_are_what_the_requests_sent() -> None:
                                                                   shown[conn][1]), conn
             checked += 1
     assert checked >= 20
+
+
+def test_what_is_kept_between_connections_is_bounded():
+    """Client ids and short request texts are remembered across connections (one client repeats
+    them), attacker-chosen ones only up to clients.CACHED each; a remembered answer is the first's."""
+    first = clients.by_name(None, "rdkafka")
+    for i in range(clients.CACHED + 10):
+        clients.by_name(None, f"id-{i}")
+        clients.traits_of_text(3, b'{"Topics":null,"AllowAutoTopicCreation":%d}' % (i % 2))
+        clients.traits_of_text(1, b'{"MaxWaitMs":%d}' % i)
+    assert len(clients._BY_ID) <= clients.CACHED and len(clients._BY_TEXT) <= clients.CACHED
+    assert clients.by_name(None, "rdkafka") == first == "librdkafka"
+    body = {"Topics": None, "AllowAutoTopicCreation": True}
+    assert clients.traits_of_text(3, b'{"Topics":null,"AllowAutoTopicCreation":true}') == clients.traits(3, body)

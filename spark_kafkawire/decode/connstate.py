@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol
-from ..kafka.clients import MAX_TRAITS, TRAIT_KEYS, TRAIT_REQUESTS, traits
+from ..kafka.clients import MAX_TRAITS, TRAIT_KEYS, TRAIT_REQUESTS
 from ..kafka.clients import library as client_library
 from ..kafka.secrets import redact
 from ..wire.frames import Frame, Framer
@@ -139,13 +139,14 @@ class ConnState:
         """Are this api key's requests still read for what they show of the client (traits)?"""
         return api_key in TRAIT_KEYS and self.trait_requests.get(api_key, 0) < TRAIT_REQUESTS
 
-    def show(self, api_key: int, body: dict | None) -> None:
-        """Keep what a request's decoded body shows of its client (kafka/clients.traits)."""
-        if body is None or not self.wants_traits(api_key):
+    def show(self, api_key: int, found: tuple[tuple[str, bool], ...] | None) -> None:
+        """Keep what a request shows of its client (``found``: kafka/clients.traits of its body, None
+        where it was not read), where wants_traits said its api key's requests are still read."""
+        if found is None:
             return
         self.trait_requests[api_key] = self.trait_requests.get(api_key, 0) + 1
         shown = self.shown
-        for t in traits(api_key, body):
+        for t in found:
             if t not in shown and len(shown) < MAX_TRAITS:
                 shown.add(t)
                 self.named = None
@@ -214,7 +215,7 @@ class ConnState:
         if self.first_client_id is None and h.client_id is not None:
             self.first_client_id = h.client_id
             self.named = None
-        if body is not None and body.get("ClientSoftwareName"):
+        if h.api_key == API_VERSIONS and body is not None and body.get("ClientSoftwareName"):
             self.software = (body.get("ClientSoftwareName"), body.get("ClientSoftwareVersion"))
             self.named = None
         if h.api_key == SASL_HANDSHAKE:

@@ -15,6 +15,7 @@ from typing import Callable, Final, Protocol
 from librt.strings import read_i32_be
 
 from .. import protocol
+from ..kafka.clients import traits, traits_of_text
 from ..kafka.body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions
 from ..kafka.message import decode_with_facts, leading_field
 from ..kafka.layouts import schemas
@@ -52,6 +53,7 @@ _RESPONSE_READS: Final[dict[int, tuple[int | None, bool]]] = {}
 RESPONSE_READS_KEPT: Final = 4096
 
 
+
 def response_read(api_key: int, version: int) -> tuple[int | None, bool]:
     """(header version or None when the request is not a known one, always decoded)."""
     k = message_code(api_key, version, False)
@@ -83,6 +85,21 @@ def _body_of(api_key: int, version: int, request: bool, frame: Frame, pos: int,
         return None, f"no schema for api key {api_key} version {version} {kind}", None
     except BodyError as e:
         return None, f"{'request' if request else 'response'} body: {e}", None
+
+
+def _request_traits(h: RequestHeader, frame: Frame, body: dict | None, facts: Facts | None,
+                    text: bool) -> tuple[tuple[str, bool], ...] | None:
+    """What a request shows of its client (kafka/clients.traits), None where its body cannot be
+    read: from the body itself where it was read as values; in text mode from its JSON text (byte for
+    byte orjson's text of the values: kafka/body.py; kept by clients.traits_of_text, as one client's
+    requests repeat); else (not read here: another share's, filtered out) read here."""
+    if body is not None:
+        if not text:
+            return traits(h.api_key, body)
+        if facts is not None and facts.text is not None:
+            return traits_of_text(h.api_key, facts.text)
+    again = _trait_body(h, frame)
+    return traits(h.api_key, again) if again is not None else None
 
 
 def _trait_body(h: RequestHeader, frame: Frame) -> dict | None:
@@ -191,8 +208,8 @@ class Pairing:
             acks = body.get("Acks") if body is not None else \
                 leading_field(0, h.api_version, True, frame.data, h.body_offset, "Acks")
         st.observe(h, body)
-        if st.wants_traits(h.api_key) and h.header_version is not None and frame.complete:
-            st.show(h.api_key, _trait_body(h, frame))
+        if h.header_version is not None and frame.complete and st.wants_traits(h.api_key):
+            st.show(h.api_key, _request_traits(h, frame, body, facts, self.record_options.text))
         self._wait(st, Request(frame, h, acks, body, err, skip, facts))
 
     def _wait(self, st: ConnState, req: Request) -> None:

@@ -117,6 +117,10 @@ class _Cursor:
 
     def uvarint(self, pos: int) -> tuple[int, int]:
         """An unsigned varint of at most 5 bytes (a length, count or tag)."""
+        if pos < self.end:  # (one byte: nearly every length, count and tag; the rest as uvarint reads them)
+            first = self.buf[pos]
+            if first < 0x80:
+                return first, pos + 1
         value, after = uvarint(self.buf, pos, self.end, 5)
         if after < 0:
             raise BodyError("varint runs past the end" if after == VARINT_CUT else "varint longer than 5 bytes",

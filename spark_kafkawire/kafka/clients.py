@@ -30,9 +30,9 @@ idea, for Kafka); a connection picked up mid-stream has the fingerprint of what 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Iterable
+from typing import Final, Iterable
 
+from ..compiled import require
 from ..protocol import ClientTrait, client_rules, client_traits
 
 API_VERSIONS = 18
@@ -42,16 +42,18 @@ MIN_PAIRS = 3
 TRAIT_REQUESTS = 8
 #: the most traits kept per connection (attacker-chosen values: bounded)
 MAX_TRAITS = 64
-TRAIT_KEYS = frozenset(client_traits())
+TRAIT_KEYS: Final = frozenset(client_traits())
 _UNSEEN = object()
 
 
-def _walk(value: object, path: tuple[str, ...]) -> list:
-    """The values at ``path`` in a decoded body (every element of the lists it walks)."""
+def _walk(value: object, steps: tuple[tuple[str, bool], ...]) -> list:
+    """The values at a path's ``steps`` ((name, a list's every element) each) in a decoded body (at
+    most 16 elements of each list it walks)."""
+    if len(steps) == 1 and not steps[0][1]:  # (a top-level field: most traits)
+        got = value.get(steps[0][0], _UNSEEN) if isinstance(value, dict) else _UNSEEN
+        return [] if got is _UNSEEN else [got]
     values = [value]
-    for step in path:
-        many = step.endswith("[]")
-        name = step[:-2] if many else step
+    for name, many in steps:
         nxt = []
         for v in values:
             got = v.get(name, _UNSEEN) if isinstance(v, dict) else _UNSEEN
@@ -62,8 +64,20 @@ def _walk(value: object, path: tuple[str, ...]) -> list:
                     nxt.extend(got[:16])
             else:
                 nxt.append(got)
+        if not nxt:
+            return nxt
         values = nxt
     return values
+
+
+#: protocol/client_traits.tsv's traits per api key, each with its path as (name, a list's every
+#: element) steps: read once at import, not per request
+TRAIT_STEPS: Final = {key: tuple((t, tuple((step[:-2], True) if step.endswith("[]") else (step, False)
+                                           for step in t.path))
+                                 for t in found)
+                      for key, found in client_traits().items()}
+#: the most client ids by_name remembers (attacker-chosen: bounded)
+CACHED = 4096
 
 
 def _sign(v: object) -> str | None:
@@ -94,12 +108,37 @@ def _classed(t: ClientTrait, v: object) -> str | None:
     return str(v)[:40] if isinstance(v, (int, str)) else None
 
 
-def traits(api_key: int, body: dict) -> list[tuple[str, bool]]:
+_LOADS: Final = require("orjson", "orjson").loads
+_BY_TEXT: dict[tuple[int, bytes], tuple[tuple[str, bool], ...]] = {}
+#: the longest body text traits_of_text keeps the traits of
+KEPT_TEXT = 512
+
+
+def traits_of_text(api_key: int, text: bytes) -> tuple[tuple[str, bool], ...] | None:
+    """traits() of a body given as its JSON text; a short text's are kept (one client's requests
+    repeat: its Metadata, its Fetch with the same offsets), at most CACHED of them."""
+    short = len(text) <= KEPT_TEXT
+    if short:
+        got = _BY_TEXT.get((api_key, text))
+        if got is not None:
+            return got
+    body = _LOADS(text)
+    if not isinstance(body, dict):
+        return None
+    found = traits(api_key, body)
+    if short:
+        if len(_BY_TEXT) >= CACHED:
+            _BY_TEXT.clear()
+        _BY_TEXT[(api_key, text)] = found
+    return found
+
+
+def traits(api_key: int, body: dict) -> tuple[tuple[str, bool], ...]:
     """What a decoded request body shows about its client: (``name=value``, intrinsic) per trait of
     protocol/client_traits.tsv that the body holds."""
     out = []
-    for t in client_traits().get(api_key, ()):
-        values = _walk(body, t.path)
+    for t, steps in TRAIT_STEPS.get(api_key, ()):
+        values = _walk(body, steps)
         if t.kind == "names":
             if values:
                 out.append((f"{t.name}={','.join(str(v)[:40] for v in values[:8])}", t.intrinsic))
@@ -108,40 +147,79 @@ def traits(api_key: int, body: dict) -> list[tuple[str, bool]]:
             c = _classed(t, v)
             if c is not None:
                 out.append((f"{t.name}={c}", t.intrinsic))
-    return out
+    return tuple(out)
 
 
-@lru_cache(maxsize=1)
-def _patterns() -> tuple[tuple[re.Pattern, str], ...]:
-    return tuple((re.compile(p), lib) for p, lib in client_rules().client_ids)
+_PATTERNS: Final = tuple((re.compile(p), lib) for p, lib in client_rules().client_ids)
+_BY_ID: dict[str | None, str | None] = {}
+_NO_LIBS: Final[frozenset[str]] = frozenset()
+_NO_ENTRIES: Final[frozenset[int]] = frozenset()
+#: clients.tsv indexed for rule 3: each intrinsic trait's libraries (those seen showing it), and
+#: each (api key, version) pair's "requests" rows (a library's release seen sending it)
+_TRAIT_LIBS: Final = {t: frozenset(lib for lib, seen in client_rules().traits.items() if t in seen)
+                      for seen_traits in client_rules().traits.values() for t in seen_traits}
+_ENTRY_LIB: Final = tuple(lib for lib, _known, _source in client_rules().requests)
+_PAIR_ENTRIES: Final = {p: frozenset(i for i, (_lib, known, _s) in enumerate(client_rules().requests) if p in known)
+                        for _lib, known, _source in client_rules().requests for p in known}
 
 
 def library(software: str | None, client_id: str | None, pairs: Iterable[tuple[int, int]],
             shown: Iterable[tuple[str, bool]] = ()) -> str | None:
     """The connection's client library (see the module's rules), or None. ``shown``: its traits."""
-    rules = client_rules()
-    if software:
-        for prefix, lib in rules.software:
-            if software.startswith(prefix):
-                return lib
-    if client_id:
-        for pattern, lib in _patterns():
-            if pattern.fullmatch(client_id):
-                return lib
-    intrinsic = {t for t, i in shown if i}  # (settings tell nothing: see the module)
-    left = {lib for lib, seen in rules.traits.items() if intrinsic <= seen} if intrinsic else None
-    seen_pairs = set(pairs)
-    if len(seen_pairs) >= MIN_PAIRS:
-        by_pairs = {lib for lib, known, _source in rules.requests if seen_pairs <= known}
+    named = by_name(software, client_id)
+    if named is not None:
+        return named
+    left: frozenset[str] | None = None  # the libraries seen showing every intrinsic trait it shows
+    for t, intrinsic in shown:
+        if intrinsic:  # (settings tell nothing: see the module)
+            libs = _TRAIT_LIBS.get(t, _NO_LIBS)
+            left = libs if left is None else left & libs
+            if not left:
+                return None
+    seen = pairs if isinstance(pairs, set) else set(pairs)
+    if len(seen) >= MIN_PAIRS:
+        by_pairs = _sent_all(seen)
         if left is None:
             left = by_pairs
         elif by_pairs and left:
             left = left & by_pairs  # (no release sent these pairs: another broker's versions; traits decide)
             if not left:
                 return None  # traits and pairs point at different libraries
-    if not left:
+    if not left or len(left) != 1:
         return None
-    return left.pop() if len(left) == 1 else None
+    return next(iter(left))
+
+
+def _sent_all(pairs: set[tuple[int, int]]) -> frozenset[str]:
+    """The libraries one of whose releases was seen sending every one of these pairs."""
+    entries: frozenset[int] | None = None
+    for p in pairs:
+        e = _PAIR_ENTRIES.get(p, _NO_ENTRIES)
+        entries = e if entries is None else entries & e
+        if not entries:
+            return _NO_LIBS
+    return frozenset(_ENTRY_LIB[i] for i in entries) if entries else _NO_LIBS
+
+
+def by_name(software: str | None, client_id: str | None) -> str | None:
+    """The library a software name or a default client id names (rules 1 and 2), or None. (Client
+    ids' are kept: one client's connections repeat them; attacker-chosen ids only fill CACHED.)"""
+    if software:
+        for prefix, lib in client_rules().software:
+            if software.startswith(prefix):
+                return lib
+    if client_id in _BY_ID:
+        return _BY_ID[client_id]
+    if len(_BY_ID) >= CACHED:
+        _BY_ID.clear()
+    got = None
+    if client_id:
+        for pattern, lib in _PATTERNS:
+            if pattern.fullmatch(client_id):
+                got = lib
+                break
+    _BY_ID[client_id] = got
+    return got
 
 
 def fingerprint(pairs: Iterable[tuple[int, int]], api_versions: int | None,

@@ -77,9 +77,11 @@ class ExchangeRows(RowBuilder):
         k.request_transfer_ms.append(transfer_ms(rq))
         k.response_transfer_ms.append(transfer_ms(rs))
         split = Split(ep, rq, rs)
-        for why in (split.why, backwards(rq, rs)):  # (a loss's recovery would count as the broker's time)
-            if why is not None:
-                detail = why if detail is None else f"{detail}; {why}"
+        if split.why is not None:  # (a loss's recovery would count as the broker's time)
+            detail = split.why if detail is None else f"{detail}; {split.why}"
+        why = backwards(rq, rs)
+        if why is not None:
+            detail = why if detail is None else f"{detail}; {why}"
         k.network_ms.append(split.network_ms)
         k.broker_ms.append(split.broker_ms)
         k.network_basis.append(split.basis)

@@ -153,11 +153,19 @@ def backwards(rq: Frame | None, rs: Frame | None) -> str | None:
     its packets (elapsed_ms gives no negative duration), or None."""
     if rq is not None and rs is not None and rs.ts_ns < rq.ts_ns:
         return "latency_ms not known: the response's packet is timed before the request's (packet times run backwards)"
-    for name, f in (("request", rq), ("response", rs)):
-        if f is not None and f.last_ts is not None and f.last_ts < f.ts_ns:
-            return (f"{name}_transfer_ms not known: the {name}'s last bytes are timed before its first "
-                    "(packet times run backwards)")
+    if _reversed(rq):
+        return _REVERSED.format(name="request")
+    if _reversed(rs):
+        return _REVERSED.format(name="response")
     return None
+
+
+_REVERSED: Final = ("{name}_transfer_ms not known: the {name}'s last bytes are timed before its first "
+                    "(packet times run backwards)")
+
+
+def _reversed(f: Frame | None) -> bool:
+    return f is not None and f.last_ts is not None and f.last_ts < f.ts_ns
 
 
 def capture_side(conn, client_dir: int, rtt: int | None, near: str | None) -> str | None:

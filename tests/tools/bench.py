@@ -1,11 +1,16 @@
 """Benchmark: kafkawire against tshark on the same capture, in the same run, as ratios.
 
     make bench          (needs root once, to capture the benchmark's traffic)
+    make bench-instructions   (the instruction lines alone, a few minutes)
 
 The input is made by tests/tools/benchcapture.py from real clients and a real broker (about 160 MB,
 MTU-sized segments, Produce and Fetch in every codec, consumer-group and metadata traffic) and
 kept in out/bench/. Every timing is the best of three fresh processes, and the reads compared with
 tshark (and the TLS hop with its plaintext hop) the best of five, run in turn. Printed:
+
+- instructions: the per-connection work (20,000 one-segment connections, rows=messages) and the
+  per-exchange work (the frame-dense capture, rows=exchanges) in CPU instructions counted by
+  callgrind, beside the last run's figures (docs/instructions.json, rewritten by each run);
 
 - the audit job at scale: on four copies of the benchmark capture (as four capture points see the
   same traffic), against tshark -T fields on the same files, in turn; its phases and largest process;
@@ -492,7 +497,66 @@ def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
           f"same files ({best_peer:.1f} s); {phases}; peak memory: {peak}", flush=True)
 
 
+#: the instruction lines' last figures (written by each run of ``instructions``)
+INSTRUCTIONS = ROOT / "docs" / "instructions.json"
+COUNTED = """
+import sys
+from spark_kafkawire import read_capture
+read_capture(sys.argv[1], rows=sys.argv[2])
+"""
+
+
+def _instructions(path: Path, rows: str) -> int:
+    """CPU instructions (callgrind) of a fresh process reading ``path`` in ``rows``: the same count
+    whatever else the machine does."""
+    out = OUT / "callgrind.out"
+    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c",
+                           COUNTED, str(path), rows], capture_output=True, text=True, cwd=OUT)
+    out.unlink(missing_ok=True)
+    found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode or not found:
+        raise SystemExit(f"callgrind failed on {path}: {done.stderr[-2000:]}")
+    return int(found[-1].split(":")[-1].strip())
+
+
+def instructions() -> None:
+    """The per-connection and per-exchange work in CPU instructions (callgrind), beside the last
+    run's figures (docs/instructions.json): a change that makes either costlier shows here, whatever
+    the machine's load. Each is a read's count less a read of a one-exchange sample (imports, start)."""
+    if not shutil.which("valgrind"):
+        print("instructions: valgrind is not installed (make system-deps): skipped")
+        return
+    import spark_kafkawire as kw
+
+    dpath, _ = dense()
+    segment = many_connections("segment", 20_000)
+    lines = {"one-segment connections, rows=messages, per connection": (segment, "messages", 20_000),
+             "frame-dense capture, rows=exchanges, per exchange": (dpath, "exchanges",
+                                                                   kw.read_capture(str(dpath)).num_rows)}
+    base = {rows: _instructions(ROOT / "sample_pcaps" / "veth-confluent-mtu.pcap", rows)
+            for rows in ("messages", "exchanges")}
+    last = json.loads(INSTRUCTIONS.read_text()) if INSTRUCTIONS.exists() else {}
+    now = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(), "lines": {}}
+    for name, (path, rows, units) in lines.items():
+        per = (_instructions(path, rows) - base[rows]) / units
+        now["lines"][name] = round(per)
+        before = last.get("lines", {}).get(name)
+        beside = (f"; last {before:,} ({last['date']}, {last['commit']}): {per / before - 1:+.1%}"
+                  if before else "")
+        print(f"instructions: {name}: {per:,.0f}{beside}", flush=True)
+    INSTRUCTIONS.write_text(json.dumps(now, indent=1) + "\n")
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return done.stdout.strip() or "unknown"
+
+
 def main() -> None:
+    if sys.argv[1:] == ["instructions"]:
+        instructions()
+        return
+    instructions()
     audit_job()
     path, port = realistic()
     audit_job_at_scale(path, port)
