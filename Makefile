@@ -69,6 +69,10 @@ notebook: setup
 	cd notebooks && ../$(VENV)/bin/jupyter notebook explore.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
 	  $(JUPYTER_ARGS)
 
+# the tests write their bytecode (and pytest its rewritten test modules) where the environment says
+# not to: otherwise every run compiles them all again, seconds in each worker
+unexport PYTHONDONTWRITEBYTECODE
+
 # everything, in three runs: the tests that start no Spark, cluster or S3 server over both cores
 # (pytest-xdist), with the compiled parts and again with none (KAFKAWIRE_PURE_PYTHON=1, as an
 # install without a compiler runs), then those that start servers, one at a time (one
@@ -87,8 +91,8 @@ lint: setup test-deps
 	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py
 
-# the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers, no tshark and
-# no reinstall (an edited stage module runs as Python until make setup rebuilds the compiled parts;
+# the edit-run loop: unit and decoding tests from the checkout, no Spark, no servers and no
+# reinstall (tshark's output on the project's own captures is kept in out/tshark/ between runs) (an edited stage module runs as Python until make setup rebuilds the compiled parts;
 # after changing _lane.c, make setup too)
 FAST := not spark and not cluster and not storage and not timing and not external and not slow
 test-fast:

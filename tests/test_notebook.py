@@ -6,8 +6,6 @@ from pathlib import Path
 
 import dpkt
 
-import nbformat
-from nbclient import NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "explore.ipynb"
 
@@ -17,6 +15,9 @@ def test_notebook_runs():
     import tempfile
 
     logs = set(glob.glob(f"{tempfile.gettempdir()}/kafkawire-spark-*.log"))
+    import nbformat  # (here: nbclient's imports take seconds, and every run of the suite collects this file)
+    from nbclient import NotebookClient
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()  # raises on a failing cell
