@@ -106,10 +106,10 @@ class Carry:
         try:
             carried = loads(read_bytes(self.take, self.endpoint), self.take)
         except (CarryError, OSError) as e:
-            _warn(f"{e}; the files after it are read without it (their connections as begun before the capture)")
+            warn_user(f"{e}; the files after it are read without it (their connections as begun before the capture)")
             return None
         if carried.shapes != shapes:
-            _warn(f"state {self.take} was left for rows {', '.join(carried.shapes)}, not {', '.join(shapes)}: "
+            warn_user(f"state {self.take} was left for rows {', '.join(carried.shapes)}, not {', '.join(shapes)}: "
                   "not used")
             return None
         return carried
@@ -126,7 +126,7 @@ class Carry:
         write_bytes(index_path(self.leave), json.dumps(entry).encode(), self.endpoint)
 
 
-def _warn(text: str) -> None:
+def warn_user(text: str) -> None:
     from .escape import printable
 
     print(f"kafkawire: {printable(text)}", file=sys.stderr, flush=True)

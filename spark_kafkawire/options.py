@@ -318,7 +318,7 @@ def job_options(pairs: Iterable[str], **named: object) -> dict[str, str]:
     return out
 
 
-def _paths_option(options: Mapping[str, object]) -> list[str]:
+def paths_option(options: Mapping[str, object]) -> list[str]:
     """The paths Spark (or a caller) passed: option 'path', or 'paths' as a JSON list."""
     o = {str(k).lower(): v for k, v in options.items()}
     out: list[str] = []

@@ -15,7 +15,7 @@ from typing import Generator, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
-from .carry import Carried, Carry, CarryError, _warn, prepare
+from .carry import Carried, Carry, CarryError, warn_user, prepare
 from .wire import lane
 from .kafka.body import RecordOptions
 from .wire.capture import CaptureError, CaptureReader, RowsDue
@@ -282,7 +282,7 @@ class _Read:
         try:
             carry.save(Carried(series, began, self.shapes, decoder, reasm), newest)
         except (CarryError, OSError) as e:
-            _warn(f"{series[-1]}: {e}; its open connections end here")
+            warn_user(f"{series[-1]}: {e}; its open connections end here")
             decoder.ending = True
             yield from self.closing()
             yield from self.due(True)

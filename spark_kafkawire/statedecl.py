@@ -129,7 +129,7 @@ RECORDS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 LINKS: Final = (("Reassembler", "table", "found", "table"), ("ConnState", "framers", "tls_session", "outputs"))
 
 
-def _linked(kind: str, obj: Any) -> None:
+def linked(kind: str, obj: Any) -> None:
     """A record's links made again after reading (LINKS), and the shared constant a fresh half
     stream's holes are (copied at its first gap)."""
     for owner, field, part, name in LINKS:
@@ -144,7 +144,7 @@ def _linked(kind: str, obj: Any) -> None:
             obj.holes = BEFORE_START
 
 
-def _check_links(kind: str, obj: Any) -> None:
+def check_links(kind: str, obj: Any) -> None:
     for owner, field, part, name in LINKS:
         if kind == owner:
             held = getattr(obj, part)
@@ -159,7 +159,7 @@ METHODS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
 }
 
 
-def _classes() -> dict[str, type]:
+def declared_classes() -> dict[str, type]:
     """Record type -> the class it is made of (imported here, not named by any file)."""
     from .decode.connstate import ConnState, Endpoints, Request
     from .decode.exchanges import Decoder, _Side
@@ -189,10 +189,10 @@ def _nothing(*_args: object) -> None:
     return None
 
 
-def _blank_makers() -> dict[str, Callable[[], object]]:
+def blank_makers() -> dict[str, Callable[[], object]]:
     """How to make a blank record of each type: its constructor with placeholder arguments (every
     declared field is set after)."""
-    c = _classes()
+    c = declared_classes()
 
     def conn():
         return c["Connection"]((b"", 0), (b"", 0), 0, 0)

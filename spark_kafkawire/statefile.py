@@ -32,7 +32,7 @@ import collections
 import functools
 from typing import Any, Callable, Final
 
-from .statedecl import (FORMAT, METHODS, StateError, _blank_makers, _check_links, _classes, _linked, declarations,
+from .statedecl import (FORMAT, METHODS, StateError, blank_makers, check_links, declared_classes, linked, declarations,
                         digest)
 
 MAGIC: Final = b"kafkawire state\n"
@@ -100,7 +100,7 @@ def parse(text: str) -> _T:
 # -- writing -----------------------------------------------------------------------------------------
 class _Writer:
     def __init__(self) -> None:
-        self.types = _classes()
+        self.types = declared_classes()
         self.by_class = {cls: name for name, cls in self.types.items()}
         self.decl = declarations()
         self.ids: dict[int, int] = {}
@@ -122,7 +122,7 @@ class _Writer:
         self.records.append(entry)
         fields = self.decl[name]
         try:
-            _check_links(name, obj)
+            check_links(name, obj)
             entry[1] = [self.value(getattr(obj, f), parse(t), f"{name}.{f}") for f, t in fields]
         except AttributeError as e:
             raise StateError(f"{name}: {e}") from e
@@ -282,7 +282,7 @@ def _said(v: object) -> str:
     return printable(str(v))[:40] if isinstance(v, str) else "(unknown)"
 
 
-_UNSET: Final = object()  # (a linked field: set by _linked, not from the file)
+_UNSET: Final = object()  # (a linked field: set by linked, not from the file)
 
 
 class _Reader:
@@ -291,7 +291,7 @@ class _Reader:
             raise StateError(f"state {name}: no records")
         self.name = name
         self.decl = declarations()
-        makers = _blank_makers()
+        makers = blank_makers()
         self.kinds: list[str] = []
         self.objs: list[object] = []
         for r in records:
@@ -316,7 +316,7 @@ class _Reader:
                     raise StateError(f"state {self.name}: {where}: {e}") from e
 
         for kind, obj in zip(self.kinds, self.objs):
-            _linked(kind, obj)
+            linked(kind, obj)
 
     def bad(self, where: str, what: str) -> StateError:
         return StateError(f"state {self.name}: {where}: {what}")

@@ -166,13 +166,13 @@ def test_records_take_bounded_memory_with_the_largest_value_each_codec_allows(tm
 
 
 # -- the decoders of record content, on any JSON and any bytes -----------------------------------------
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+JSON_BYTES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
                      lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
                      max_leaves=25)
 
 
 @PROPERTY
-@given(_JSON, _JSON, st.sampled_from([b"", b"\x00\x00\x00\x00\x07", b"\x00\x00\x00\x00\x00\x00\x00\x00\x03"]))
+@given(JSON_BYTES, JSON_BYTES, st.sampled_from([b"", b"\x00\x00\x00\x00\x07", b"\x00\x00\x00\x00\x00\x00\x00\x00\x03"]))
 def test_record_content_decoders_take_any_json(key, value, framing):
     kb, vb = json.dumps(key).encode(), json.dumps(value).encode()
     for data in (kb, vb, framing + vb):

@@ -252,7 +252,7 @@ def test_the_kept_state_is_this_versions(tmp_path: Path) -> None:
 def test_the_declarations_are_every_field_of_each_stage() -> None:
     """Each record type declares exactly the attributes its class has (in this build): a field added
     to a carried stage and not declared would be lost at a cut."""
-    makers = statedecl._blank_makers()
+    makers = statedecl.blank_makers()
     for name, fields in statedecl.RECORDS.items():
         obj = makers[name]()
         cls = type(obj)

@@ -18,10 +18,10 @@ ROWS_PER_TASK = 500_000
 def local_within(captures: list[str], size: int | None, limit: int = SMALL_INPUT) -> bool:
     """Are the captures local files of ``limit`` bytes or less in all (``size``: see input_bytes;
     None: not known), read by a job not started by spark-submit (whose cluster then decodes)?"""
-    from ..spark.session import _submitted
+    from ..spark.session import spark_submitted
     from ..wire.fs import is_uri
 
-    if any(is_uri(c) and not c.startswith("file:") for c in captures) or _submitted() or limit <= 0:
+    if any(is_uri(c) and not c.startswith("file:") for c in captures) or spark_submitted() or limit <= 0:
         return False
     return size is not None and size <= limit
 

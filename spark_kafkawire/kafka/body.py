@@ -36,13 +36,13 @@ from .values import RawRecords
 from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, HL_ERROR, HL_NAME, HL_PARTITIONS, \
     HL_RECORDS, HL_TOPIC, HL_TOPIC_ID, HL_TOPIC_NAMES, J_BOOL, J_INT, K_BYTES, K_FIXED, K_RECORDS, K_STRING, K_STRUCT, \
     K_UUID, ZERO_UUID, Field, Schemas, uuid_text
-from .secrets import SECRET_FIELDS, _b64, redact
+from .secrets import SECRET_FIELDS, b64, redact
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
 SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
 UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
 
-_JSON: Final = require("orjson", "orjson").dumps
+JSON_BYTES: Final = require("orjson", "orjson").dumps
 _NULL: Final = b"null"
 _LBRACE: Final = 0x7B  # {
 _RBRACE: Final = 0x7D  # }
@@ -64,7 +64,7 @@ class RecordOptions(NamedTuple):
 DEFAULT_RECORD_OPTIONS = RecordOptions()
 
 
-class _Redo(Exception):
+class Redo(Exception):
     """Text mode meets what it leaves to the dict mode."""
 
 
@@ -104,7 +104,7 @@ class Facts:
 
 class _Cursor:
     """Where a body is read and what it has told so far: its bytes, the reads of lengths and
-    varints, and the facts noted for the headline columns (the walk itself is _Reader's)."""
+    varints, and the facts noted for the headline columns (the walk itself is BodyReader's)."""
 
     __slots__ = ("buf", "end", "flex", "facts", "depth")
 
@@ -176,7 +176,7 @@ class _Cursor:
                 self.facts.topic_ids.append((out["TopicId"], name))
 
 
-class _Reader(_Cursor):
+class BodyReader(_Cursor):
     """The walk of a body's layout: values (dict mode) or their JSON text (text mode)."""
 
     __slots__ = ("s", "opts", "budget", "guard", "text", "out")
@@ -259,7 +259,7 @@ class _Reader(_Cursor):
         if f.name in SECRET_FIELDS:
             secret = redact(f.name, buf[pos : pos + n])
             if self.text:
-                self.out.write(_JSON(secret))
+                self.out.write(JSON_BYTES(secret))
             return secret, pos + n
         b64 = b2a_base64(buf[pos : pos + n], newline=False)  # (base64.b64encode's own call, without its frame)
         if self.text:
@@ -354,16 +354,16 @@ class _Reader(_Cursor):
                 raise BodyError(f"tagged field {tag} runs past the end", pos)
             f = tagged.get(tag)
             if text and (f is None or tag in seen):
-                raise _Redo()  # unknown or repeated: the dict mode's order of keys, not the wire's
+                raise Redo()  # unknown or repeated: the dict mode's order of keys, not the wire's
             if f is None:
                 out.setdefault("_unknown_tagged_fields", []).append(
-                    {"tag": tag, "data": _b64(self.buf[pos : pos + size])})
+                    {"tag": tag, "data": b64(self.buf[pos : pos + size])})
             else:
                 if text:
                     seen.append(tag)
                     self.out.write(f.key if first else f.next_key)
                     first = False
-                sub = _Reader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
+                sub = BodyReader(self.buf, pos + size, True, self.s, self.opts, self.facts, self.depth, self.budget,
                               self.guard, self.out if text else None)
                 v, _ = sub.field(f, pos)
                 if keep and (f.scalar or not text):
@@ -374,7 +374,7 @@ class _Reader(_Cursor):
         return pos, tid_at
 
 
-def _records(r: _Reader, pos: int, end: int) -> object:
+def _records(r: BodyReader, pos: int, end: int) -> object:
     """A records field's batch summaries, read where they lie: in text mode their text, and their
     totals as facts (no value); else their values (with the bytes, for rows=records)."""
     if r.text and not r.opts.keep_raw:
@@ -385,7 +385,7 @@ def _records(r: _Reader, pos: int, end: int) -> object:
         return None
     summary = rec.summarize(r.buf, r.budget, pos, end)
     if r.text:
-        r.out.write(_JSON(summary))  # (its keys are text: no option needed)
+        r.out.write(JSON_BYTES(summary))  # (its keys are text: no option needed)
     if r.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON
         return RawRecords(summary, r.buf[pos:end])
     return summary
@@ -398,7 +398,7 @@ def _string_text(out: BytesWriter, raw: bytes, text: str) -> None:
     for i in range(len(raw)):
         c = raw[i]
         if c < 0x20 or c > 0x7E or c == 0x22 or c == 0x5C:
-            out.write(_JSON(text))
+            out.write(JSON_BYTES(text))
             return
     _quoted(out, raw)
 
@@ -435,4 +435,4 @@ def _fixed_text(f: Field, v) -> bytes:
         return int_text(v)
     if f.json == J_BOOL:
         return b"true" if v else b"false"
-    return _JSON(v)  # float64: shortest repr, NaN and infinities null
+    return JSON_BYTES(v)  # float64: shortest repr, NaN and infinities null

@@ -34,7 +34,7 @@ class RecordError(ValueError):
         self.status = status
 
 
-def _codec(attrs: int) -> str:
+def codec_name(attrs: int) -> str:
     c = attrs & 7
     return CODECS[c] if c < len(CODECS) else f"codec{c}"
 
@@ -68,7 +68,7 @@ class Budget:
 
     def decompress(self, codec: int, data: View) -> bytes:
         if not self.left:
-            raise RecordError(f"{_codec(codec)}: not decompressed, the message's batches already took "
+            raise RecordError(f"{codec_name(codec)}: not decompressed, the message's batches already took "
                               f"maxDecompressedBytes ({self.cap})", "over_cap")
         try:
             out = decompress(codec, data, self.left)
@@ -77,14 +77,14 @@ class Budget:
                 whole = self.left == self.cap
                 self.left = 0
                 if not whole:
-                    raise RecordError(f"{_codec(codec)}: the message's batches decompress to more than "
+                    raise RecordError(f"{codec_name(codec)}: the message's batches decompress to more than "
                                       f"maxDecompressedBytes ({self.cap})", "over_cap") from None
             raise
         self.left -= len(out)
         return out
 
 
-def _budget(b: Budget | int) -> Budget:
+def budget_of(b: Budget | int) -> Budget:
     return b if isinstance(b, Budget) else Budget(b)
 
 

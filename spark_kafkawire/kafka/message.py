@@ -17,8 +17,8 @@ from ..compiled import native
 from .wiretypes import Bytes
 from .layouts import Schemas, schemas
 from .headers import message_code
-from .secrets import _b64
-from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, _JSON, _Reader, _Redo
+from .secrets import b64
+from .body import DEFAULT_RECORD_OPTIONS, BodyError, Facts, RecordOptions, JSON_BYTES, BodyReader, Redo
 
 API_VERSIONS: Final = protocol.API_VERSIONS_KEY
 UNSUPPORTED_VERSION: Final = protocol.UNSUPPORTED_VERSION
@@ -51,7 +51,7 @@ def decode_with_facts(api_key: int, version: int, request: bool, data: Bytes, po
         try:
             return _with_version(_read_layout(s, API_VERSIONS, 0, False, data, pos, opts), 0)
         except BodyError:
-            return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": _b64(data[pos + 2 :])}, 0,
+            return ({"ErrorCode": UNSUPPORTED_VERSION, "_trailing_bytes": b64(data[pos + 2 :])}, 0,
                     Facts(UNSUPPORTED_VERSION))
     layout = s.layouts.get(message_code(api_key, version, request))
     if layout is not None:  # its own version's layout (nearly every body)
@@ -95,7 +95,7 @@ def leading_field(api_key: int, version: int, request: bool, data: Bytes, pos: i
     if used is None:
         return None
     sid, flex = s.messages[(api_key, used, request)]
-    reader = _Reader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
+    reader = BodyReader(data, len(data), flex, s, DEFAULT_RECORD_OPTIONS)
     start = pos
     try:
         for f in s.structs[sid][0]:
@@ -137,16 +137,16 @@ def _read_layout(s: Schemas, api_key: int, version: int, request: bool, data: By
     if GENERATED:
         from . import codegen
 
-        reader = _Reader(data, len(data), flex, s, opts, guard=guard)
+        reader = BodyReader(data, len(data), flex, s, opts, guard=guard)
         try:
             value, end = codegen.reader(s, sid, flex)(data, pos, reader, False)
         except (codegen.Slow, BodyError, struct_error, IndexError, ValueError):
             pass  # left to the interpreter, from scratch
         else:
             if end != len(data):
-                value["_trailing_bytes"] = _b64(data[end:])
+                value["_trailing_bytes"] = b64(data[end:])
             return value, reader.facts
-    reader = _Reader(data, len(data), flex, s, opts, guard=guard)
+    reader = BodyReader(data, len(data), flex, s, opts, guard=guard)
     try:
         value, end = reader.struct(sid, pos)
     except BodyError:
@@ -154,7 +154,7 @@ def _read_layout(s: Schemas, api_key: int, version: int, request: bool, data: By
         # 0.5) leave it out after an empty array. Kept, and said so; anything else stays an error.
         if not flex:
             raise
-        reader = _Reader(data, len(data), flex, s, opts, guard=guard)
+        reader = BodyReader(data, len(data), flex, s, opts, guard=guard)
         try:
             value, end = reader.struct(sid, pos, tags=False)
         except BodyError:
@@ -163,7 +163,7 @@ def _read_layout(s: Schemas, api_key: int, version: int, request: bool, data: By
             raise
         value["_missing_tagged_fields"] = True
     if end != len(data):
-        value["_trailing_bytes"] = _b64(data[end:])
+        value["_trailing_bytes"] = b64(data[end:])
     return value, reader.facts
 
 
@@ -174,15 +174,15 @@ def _decode_text(s: Schemas, sid: int, flex: bool, data: Bytes, pos: int,
     """Text mode: (the top level's values, the facts with the body's JSON text), or None to read
     it again as values (what text mode leaves to the dict mode, a body that does not fit)."""
     out = BytesWriter()
-    reader = _Reader(data, len(data), flex, s, opts, out=out)
+    reader = BodyReader(data, len(data), flex, s, opts, out=out)
     try:
         top, end = reader.struct(sid, pos)
-    except (_Redo, BodyError):
+    except (Redo, BodyError):
         return None
     if end != len(data):
         sep = b"" if len(out) == 2 else b","  # after "{" of a body with no fields, or after a field
-        top["_trailing_bytes"] = trailing = _b64(data[end:])
+        top["_trailing_bytes"] = trailing = b64(data[end:])
         out.truncate(len(out) - 1)  # its closing brace
-        out.write(sep + b'"_trailing_bytes":' + _JSON(trailing) + b"}")
+        out.write(sep + b'"_trailing_bytes":' + JSON_BYTES(trailing) + b"}")
     reader.facts.text = out.getvalue()
     return top, reader.facts

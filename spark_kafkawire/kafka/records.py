@@ -30,7 +30,7 @@ from .wiretypes import VARINT_CUT, View, uvarint
 from .batchheader import (AT_LENGTH, AT_MAGIC, LOG_OVERHEAD, V01_TIMESTAMP, V2_ATTRIBUTES, V2_BASE_SEQUENCE,
                           V2_BASE_TIMESTAMP, V2_CRC, V2_EPOCH, V2_LAST_OFFSET_DELTA, V2_MAX_TIMESTAMP,
                           V2_PRODUCER_EPOCH, V2_PRODUCER_ID, V2_RECORD_COUNT, V2_SIZE, _V01, _V2)
-from .codecs import CODECS, DEFAULT_MAX_DECOMPRESSED, Budget, RecordError, _budget, _codec
+from .codecs import CODECS, DEFAULT_MAX_DECOMPRESSED, Budget, RecordError, budget_of, codec_name
 
 _crc32c: Final = require_extension("crc32c", "_crc32c").crc32c
 _COMPILED: Final[bool] = native  # (a name of its own: compiled, an imported one is looked up at each use)
@@ -88,7 +88,7 @@ def summarize(data: bytes, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED, pos:
     """The metadata of the batches in data[pos:end] as values: the JSON text of
     :func:`summary_into`, read back."""
     out = BytesWriter()
-    summary_into(data, pos, len(data) if end < 0 else end, _budget(budget), out)
+    summary_into(data, pos, len(data) if end < 0 else end, budget_of(budget), out)
     return _loads(out.getvalue())
 
 
@@ -195,7 +195,7 @@ def _v01_summary(data: View, pos: int, n: int, magic: int, budget: Budget) -> di
         return {"Truncated": True, "Length": n - pos, "Magic": magic}
     off, msize, crc, _m, attrs = _V01.unpack_from(data, pos)
     size = LOG_OVERHEAD + msize
-    batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": _codec(attrs),
+    batch = {"BaseOffset": off, "Length": size, "Magic": magic, "Crc": crc, "Codec": codec_name(attrs),
              "RecordCount": 1}
     if magic == 1 and n - pos >= V01_TIMESTAMP + 8:
         batch["BaseTimestamp"] = _I64.unpack_from(data, pos + V01_TIMESTAMP)[0]
@@ -261,7 +261,7 @@ def next_sequence(base: int, increment: int) -> int:
 
 def iter_records(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
                  max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[Record]:
-    budget = _budget(budget)
+    budget = budget_of(budget)
     pos, n = 0, len(data)
     while pos < n:
         magic = data[pos + AT_MAGIC] if n - pos > AT_MAGIC else None
@@ -301,7 +301,7 @@ def _too_many(data: View, pos: int, magic: int, codec: str, count: int, cap: int
 def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: int) -> Iterator[Record]:
     (base, _blen, _epoch, _m, crc, attrs, _ld, first_ts, max_ts, pid, pepoch, bseq,
      count) = _V2.unpack_from(data, pos)
-    codec = _codec(attrs)
+    codec = codec_name(attrs)
     end = pos + size
     if _crc32c(data[pos + V2_ATTRIBUTES : end]) != crc:
         yield _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
@@ -411,7 +411,7 @@ def _v01_messages(data: View) -> Iterator[tuple[int, int, int]]:
 def _v01_records(data: View, pos: int, size: int, magic: int, budget: Budget, max_records: int, depth: int,
                  wrapper: tuple[int, int | None] | None) -> Iterator[Record]:
     off, _msize, crc, _m, attrs = _V01.unpack_from(data, pos)
-    codec = _codec(attrs)
+    codec = codec_name(attrs)
     if zlib.crc32(data[pos + AT_MAGIC : pos + size]) != crc:
         yield _problem(data, pos, magic, "crc_mismatch", "CRC-32 of the message does not match", codec)
         return

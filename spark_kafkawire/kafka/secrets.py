@@ -20,7 +20,7 @@ def redact(name: str, data: Bytes) -> dict:
     """What may be said of a secret: its length, and the user name of a SASL PLAIN/SCRAM token."""
     data = bytes(data)
     out = Redacted(redacted=True, length=len(data))
-    secrets = [data.decode("utf-8", "replace"), _b64(data)]
+    secrets = [data.decode("utf-8", "replace"), b64(data)]
     if name == "AuthBytes":
         parts = data.split(b"\x00")
         if len(parts) == 3:  # PLAIN: authzid NUL user NUL password
@@ -84,5 +84,5 @@ def _sealed(value, secrets: list[str]):
     return value
 
 
-def _b64(data: Bytes) -> str:
+def b64(data: Bytes) -> str:
     return b2a_base64(data, newline=False).decode()  # (base64.b64encode's own call, without its Python frame)

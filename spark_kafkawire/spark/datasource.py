@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..decode.predicate import Predicate, from_spark
 from ..listing import Unit, list_files, plan
-from ..options import STREAM_OPTIONS, Options, _paths_option
+from ..options import STREAM_OPTIONS, Options, paths_option
 from ..reader import iter_batches
 from ..rows.table import COLUMNS, ddl
 
@@ -56,7 +56,7 @@ class KafkaWireDataSource(DataSource):
 class KafkaWireReader(DataSourceReader):
     def __init__(self, options: dict):
         self.options = Options.parse(options)
-        paths = _paths_option(options)
+        paths = paths_option(options)
         if not paths:
             raise ValueError("kafkawire: give the capture files to load(), e.g. load('captures/')")
         self.stats: dict[str, tuple[int, int]] = {}  # each file's (size, modification time) from the listing

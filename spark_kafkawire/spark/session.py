@@ -52,7 +52,7 @@ def spark_session(app_name: str = "kafkawire", master: str | None = None, filter
     tasks, no Python function in a query; the audit job that decoded its captures itself), so the
     workers' interpreter is not asked for pyarrow and this package, which starts one.
     """
-    submitted = _submitted()
+    submitted = spark_submitted()
     if not submitted:  # under spark-submit, its settings (--conf spark.pyspark.python, --archives) decide
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -178,6 +178,6 @@ def check_workers(spark) -> None:
     _checked.add(id(spark))
 
 
-def _submitted() -> bool:
+def spark_submitted() -> bool:
     """Is this driver started by spark-submit (whose settings then decide)?"""
     return bool(os.environ.get("SPARK_ENV_LOADED") or os.environ.get("PYSPARK_GATEWAY_PORT"))

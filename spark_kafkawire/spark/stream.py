@@ -50,7 +50,7 @@ from ..decode.status import CAPTURE_CHANGED
 from ..wire.fs import local_path
 from ..escape import printable
 from ..listing import list_files, pack
-from ..options import STREAM_OPTIONS, Options, _paths_option
+from ..options import STREAM_OPTIONS, Options, paths_option
 from ..reader import iter_batches
 from ..wire.series import different_starts, find_series, first_time, overlaps, template
 from .. import carry
@@ -193,7 +193,7 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             raise ValueError(f"option maxFilesPerTrigger: {max_files!r} is not allowed; a whole number, "
                              f"1 or more") from None
         self.opts = Options.parse({k: v for k, v in o.items() if k not in ("path", "paths")})
-        self.paths = _paths_option(options)
+        self.paths = paths_option(options)
         if not self.paths:
             raise ValueError("kafkawire: give the capture directory to load(), e.g. load('captures/')")
         for p in self.paths:

@@ -4,7 +4,7 @@ content (application data, handshake messages, key updates) handed on."""
 from __future__ import annotations
 
 from .guess import APPLICATION_DATA, ALERT, CHANGE_CIPHER_SPEC, HANDSHAKE
-from .handshake import _U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
+from .handshake import U24, CERTIFICATE, CLIENT_HELLO, FINISHED, KEY_UPDATE, MAX_HANDSHAKE_BUFFER, SERVER_HELLO
 from .keys import TLS13, Keys, Payload, next_secret, suite_fits, tls13_keys
 from .recordstream import SUSPECT_WINDOW, TRIAL_RECORDS, RecordStream
 from .suites import SUITES
@@ -157,7 +157,7 @@ class Records(RecordStream):
         hs += data
         pos = 0
         while len(hs) - pos >= 4:
-            n = _U24.unpack(b"\x00" + hs[pos + 1:pos + 4])[0]
+            n = U24.unpack(b"\x00" + hs[pos + 1:pos + 4])[0]
             if len(hs) - pos < 4 + n:
                 break
             msg_type, body = hs[pos], bytes(hs[pos + 4:pos + 4 + n])

@@ -16,7 +16,7 @@ SERVER_HELLO, CERTIFICATE, FINISHED, KEY_UPDATE = 2, 11, 20, 24  # (and CLIENT_H
 #: the random of a HelloRetryRequest (RFC 8446 4.1.3): not a ServerHello that settles the session
 HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 MAX_HANDSHAKE_BUFFER = 1 << 18  # a certificate chain larger than this is not read
-_U24 = Struct("!I")
+U24 = Struct("!I")
 
 
 class Handshake:
@@ -156,7 +156,7 @@ class Handshake:
         """The first certificate of the chain, kept to be read when asked for (cert)."""
         if len(b) < 6:
             return
-        n = _U24.unpack(b"\x00" + b[3:6])[0]
+        n = U24.unpack(b"\x00" + b[3:6])[0]
         self._cert_der = b[6:6 + n]
 
 

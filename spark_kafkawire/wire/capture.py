@@ -87,7 +87,7 @@ def compression(head: bytes) -> str | None:
     return None
 
 
-def _open(path: str, endpoint: str | None = None, max_ratio: int = DEFAULT_MAX_RATIO) -> BinaryIO:
+def open_capture(path: str, endpoint: str | None = None, max_ratio: int = DEFAULT_MAX_RATIO) -> BinaryIO:
     """The file's bytes, decompressed as its first bytes say (gzip, xz, zstd, bzip2), streamed
     (inflate.py: kept up to a cut, bounded by ``max_ratio``)."""
     f = open_binary(path, endpoint)
@@ -141,7 +141,7 @@ class CaptureReader:
         self.on_secrets = on_secrets
 
     def __iter__(self) -> Iterator[Packet | RowsDue]:
-        with _open(self.path, self.endpoint, self.max_inflate_ratio) as f:
+        with open_capture(self.path, self.endpoint, self.max_inflate_ratio) as f:
             head = self._read(f, 4)
             if self.stream_error:  # a gzip file whose stream breaks before the first record
                 self._damaged(self.first_number + 1, 0, "file header unreadable")
@@ -351,7 +351,7 @@ class PcapngBlocks:
     def _interface(self, body: bytes, endian: str, ifaces: list[Interface], number: int, offset: int) -> bool:
         """An Interface Description Block's interface appended to ``ifaces``; False where it is too
         short (reported as damage)."""
-        iface = _interface(body, endian)
+        iface = interface_block(body, endian)
         if iface is None:
             self.reader._damaged(number + 1, offset, "interface description block too short")
             return False
@@ -431,7 +431,7 @@ class PcapngBlocks:
 Interface = tuple[int, int, int, int]
 
 
-def _interface(body: bytes, endian: str) -> Interface | None:
+def interface_block(body: bytes, endian: str) -> Interface | None:
     """An Interface Description Block's body (None: too short)."""
     if len(body) < 8:
         return None
@@ -465,10 +465,10 @@ def _packet(number: int, btype: int, body: bytes, endian: str, ifaces: list[Inte
     if iface >= len(ifaces) or 20 + caplen > len(body):
         return "packet block names an unknown interface or overruns"
     linktype, _snap, tps, tsoff = ifaces[iface]
-    return Packet(number, _ts_ns((hi << 32) | lo, tps, tsoff), linktype, body[20 : 20 + caplen], orig)
+    return Packet(number, ts_ns_of((hi << 32) | lo, tps, tsoff), linktype, body[20 : 20 + caplen], orig)
 
 
-def _ts_ns(ticks: int, ticks_per_second: int, offset_s: int) -> int:
+def ts_ns_of(ticks: int, ticks_per_second: int, offset_s: int) -> int:
     if ticks_per_second == 1_000_000_000:
         ns = ticks
     elif 1_000_000_000 % ticks_per_second == 0:

@@ -23,8 +23,8 @@ import struct
 from functools import partial
 from typing import Callable, Final
 
-from .capture import PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, Interface, _interface, _open, _ts_ns, \
-    compression
+from .capture import (PCAP_MAGICS, PCAPNG_SHB, CaptureError, CaptureReader, Interface, interface_block, open_capture,
+                      ts_ns_of, compression)
 from .fs import file_size, local_path, open_binary, resolve
 
 FILE_SHIFT: Final = 40  # a file of a series holds fewer than 2**40 packets
@@ -84,7 +84,7 @@ def first_time(path: str, endpoint: str | None = None) -> int | None:
     try:
         head = read_range(path, endpoint, 0, HEAD_BYTES)
         if compression(head[:6]) is not None:
-            with _open(path, endpoint) as f:
+            with open_capture(path, endpoint) as f:
                 head = f.read(HEAD_BYTES)
         found = _first_in(head)
         if found is not None:
@@ -178,7 +178,7 @@ def _interfaces(head: bytes, endian: str) -> tuple[list[Interface], int | None]:
         if blen < 12 or pos + blen > len(head):
             break
         if btype == 1:
-            iface = _interface(head[pos + 8 : pos + blen - 4], endian)
+            iface = interface_block(head[pos + 8 : pos + blen - 4], endian)
             if iface is not None:
                 out.append(iface)
         elif btype in (2, 3, 6):  # (obsolete and simple packet blocks: read as a capture)
@@ -195,7 +195,7 @@ def _packet_time(buf: bytes, start: int, endian: str, ifaces: list[Interface]) -
     if index >= len(ifaces):
         return None
     _link, _snap, tps, offset_s = ifaces[index]
-    return _ts_ns((hi << 32) | lo, tps, offset_s)
+    return ts_ns_of((hi << 32) | lo, tps, offset_s)
 
 
 def overlaps(first: int, last: int, next_first: int, distinct: Callable[[], bool] | None = None) -> bool:
@@ -214,7 +214,7 @@ def different_starts(path: str, other: str, endpoint: str | None = None) -> bool
     two files of a rotation that begin in the same microsecond hold different packets there."""
     def head(p: str) -> bytes | None:
         try:
-            with _open(p, endpoint) as f:
+            with open_capture(p, endpoint) as f:
                 return f.read(HEAD_BYTES)
         except (CaptureError, OSError, ValueError):
             return None
