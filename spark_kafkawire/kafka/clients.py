@@ -76,7 +76,7 @@ TRAIT_STEPS: Final = {key: tuple((t, tuple((step[:-2], True) if step.endswith("[
                                            for step in t.path))
                                  for t in found)
                       for key, found in client_traits().items()}
-#: the most client ids by_name remembers (attacker-chosen: bounded)
+#: the most client ids (by_name) and request texts (traits_of_text) remembered, each (attacker-chosen: bounded)
 CACHED = 4096
 
 
