@@ -53,7 +53,6 @@ _RESPONSE_READS: Final[dict[int, tuple[int | None, bool]]] = {}
 RESPONSE_READS_KEPT: Final = 4096
 
 
-
 def response_read(api_key: int, version: int) -> tuple[int | None, bool]:
     """(header version or None when the request is not a known one, always decoded)."""
     k = message_code(api_key, version, False)

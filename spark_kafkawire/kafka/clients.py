@@ -70,12 +70,8 @@ def _walk(value: object, steps: tuple[tuple[str, bool], ...]) -> list:
     return values
 
 
-#: protocol/client_traits.tsv's traits per api key, each with its path as (name, a list's every
-#: element) steps: read once at import, not per request
-TRAIT_STEPS: Final = {key: tuple((t, tuple((step[:-2], True) if step.endswith("[]") else (step, False)
-                                           for step in t.path))
-                                 for t in found)
-                      for key, found in client_traits().items()}
+#: protocol/client_traits.tsv's traits per api key (held here: not looked up per request)
+_TRAITS: Final = client_traits()
 #: the most client ids (by_name) and request texts (traits_of_text) remembered, each (attacker-chosen: bounded)
 CACHED = 4096
 
@@ -137,8 +133,8 @@ def traits(api_key: int, body: dict) -> tuple[tuple[str, bool], ...]:
     """What a decoded request body shows about its client: (``name=value``, intrinsic) per trait of
     protocol/client_traits.tsv that the body holds."""
     out = []
-    for t, steps in TRAIT_STEPS.get(api_key, ()):
-        values = _walk(body, steps)
+    for t in _TRAITS.get(api_key, ()):
+        values = _walk(body, t.steps)
         if t.kind == "names":
             if values:
                 out.append((f"{t.name}={','.join(str(v)[:40] for v in values[:8])}", t.intrinsic))

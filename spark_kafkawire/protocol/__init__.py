@@ -158,7 +158,9 @@ class ClientTrait:
 
     api_key: int
     name: str
-    path: tuple[str, ...]  # field names; a name ending in [] is a list walked
+    #: the field path as (name, whether it is a list whose every element is walked) steps (written
+    #: in the table as names joined by ".", a list's name ending in [])
+    steps: tuple[tuple[str, bool], ...]
     kind: str  # how the value is written (exact, sign, null, names, b64u16, ids)
     intrinsic: bool  # how the library is written (else a setting)
 
@@ -173,8 +175,8 @@ def client_traits() -> dict[int, tuple[ClientTrait, ...]]:
         key, name, path, kind, which, _meaning = line.split("\t")
         if kind not in ("exact", "sign", "null", "names", "b64u16", "ids") or which not in ("intrinsic", "setting"):
             raise ValueError(f"client_traits.tsv: {name}: unknown class {kind!r} or kind {which!r}")
-        out.setdefault(int(key), []).append(ClientTrait(int(key), name, tuple(path.split(".")), kind,
-                                                        which == "intrinsic"))
+        steps = tuple((step[:-2], True) if step.endswith("[]") else (step, False) for step in path.split("."))
+        out.setdefault(int(key), []).append(ClientTrait(int(key), name, steps, kind, which == "intrinsic"))
     return {k: tuple(v) for k, v in out.items()}
 
 

@@ -77,11 +77,8 @@ class ExchangeRows(RowBuilder):
         k.request_transfer_ms.append(transfer_ms(rq))
         k.response_transfer_ms.append(transfer_ms(rs))
         split = Split(ep, rq, rs)
-        if split.why is not None:  # (a loss's recovery would count as the broker's time)
-            detail = split.why if detail is None else f"{detail}; {split.why}"
-        why = backwards(rq, rs)
-        if why is not None:
-            detail = why if detail is None else f"{detail}; {why}"
+        # (a loss's recovery would count as the broker's time)
+        detail = _noted(_noted(detail, split.why), backwards(rq, rs))
         k.network_ms.append(split.network_ms)
         k.broker_ms.append(split.broker_ms)
         k.network_basis.append(split.basis)
@@ -293,8 +290,7 @@ class RecordRows(RowBuilder):
         k.span_id.append(span)
         k.trace_format.append(fmt)
         detail = r.detail
-        if problem:
-            detail = f"{detail}; {problem}" if detail else problem
+        detail = _noted(detail, problem)
         if topic == SCHEMAS_TOPIC and r.status == "ok":
             self._learn_schema(r.key, r.value)
         detail = self._format(k.key_format, k.key_schema_id, "key", r.key, detail)
@@ -310,9 +306,7 @@ class RecordRows(RowBuilder):
             wire = self.schema_types.get(sid, wire)
         format_col.append(wire)
         schema_id_col.append(sid)
-        if problem:
-            return f"{detail}; {side}: {problem}" if detail else f"{side}: {problem}"
-        return detail
+        return _noted(detail, f"{side}: {problem}" if problem else None)
 
     def _learn_schema(self, key: bytes | None, value: bytes | None) -> None:
         """A schema registry's record of a schema (its ``_schemas`` topic): the id's schema type."""
@@ -470,3 +464,10 @@ def status_batch(shape: str, capture_file: str, status: str, detail: str) -> pa.
     rows.exchange(None, None, None, status, detail, None)
     rows.fill(1)  # rows=records makes its rows as batches leave
     return rows.flush()
+
+
+def _noted(detail: str | None, note: str | None) -> str | None:
+    """A row's detail with a note added (after a "; "), where there is one."""
+    if not note:
+        return detail
+    return f"{detail}; {note}" if detail else note

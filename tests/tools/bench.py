@@ -499,19 +499,14 @@ def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
 
 #: the instruction lines' last figures (written by each run of ``instructions``)
 INSTRUCTIONS = ROOT / "docs" / "instructions.json"
-COUNTED = """
-import sys
-from spark_kafkawire import read_capture
-read_capture(sys.argv[1], rows=sys.argv[2])
-"""
 
 
 def _instructions(path: Path, rows: str) -> int:
     """CPU instructions (callgrind) of a fresh process reading ``path`` in ``rows``: the same count
     whatever else the machine does."""
     out = OUT / "callgrind.out"
-    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c",
-                           COUNTED, str(path), rows], capture_output=True, text=True, cwd=OUT)
+    done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *ours(path, rows)],
+                          capture_output=True, text=True, cwd=OUT)
     out.unlink(missing_ok=True)
     found = [line for line in done.stderr.splitlines() if "Collected :" in line]
     if done.returncode or not found:
