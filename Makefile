@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium
 
-.PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench bench-instructions valgrind fuzz sample-pcaps system-deps clean schemas columns
+.PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench bench-instructions valgrind fuzz sample-pcaps system-deps clean schemas columns options
 
 # what running needs (make demo): the package with Spark and the command line's extras
 setup: $(VENV)/.installed
@@ -132,6 +132,13 @@ clean:
 columns:
 	test -x $(PY) || $(MAKE) setup
 	$(PY) -m spark_kafkawire.rows.columns
+	$(MAKE) setup
+
+# Regenerate the Options and StreamOptions classes (options.py) and README's options tables from
+# the one declaration of every option (options.OPTIONS)
+options:
+	test -x $(PY) || $(MAKE) setup
+	$(PY) -c "from spark_kafkawire.options import main; main()"
 	$(MAKE) setup
 
 # Regenerate protocol/messages.json and errors.tsv from Kafka's schemas as kio carries them:

@@ -13,7 +13,7 @@ import pytest
 
 import spark_kafkawire
 from conftest import ROOT
-from spark_kafkawire.options import _RULES, STREAM_OPTIONS, Options
+from spark_kafkawire.options import BATCH, OPTIONS, Options
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 READERS = {"read_capture", "read_pandas", "iter_batches"}
@@ -92,10 +92,10 @@ def test_a_documented_call_binds_to_the_code(doc, node):
         key = _literal(node.args[0])
         if chain is None or not isinstance(key, str):
             return
-        known = set(_RULES) | {"path", "paths"} | (set(STREAM_OPTIONS) if chain == "stream" else set())
+        known = {o.name.lower() for o in OPTIONS if o.scope == BATCH or chain == "stream"} | {"path", "paths"}
         assert key.lower() in known, f"{doc}: option {key!r} is not one the kafkawire reader takes"
         value = _literal(node.args[1]) if len(node.args) > 1 else None
-        if key.lower() in _RULES and value is not None:
+        if key.lower() in {o.name.lower() for o in OPTIONS if o.scope == BATCH} and value is not None:
             Options.parse({key: value})
 
 

@@ -71,14 +71,43 @@ def test_rotation_directory_with_a_file_still_being_written(tmp_path):
 
 
 def test_the_options_are_documented_once_and_readme_shows_that_table():
-    """README's options table is what options.options_table() generates from the rules that check
-    the values: an option added, renamed or given a new default cannot be left undocumented."""
+    """README's options table is what options.options_table() generates from the one declaration
+    (OPTIONS) whose checks the values pass: an option added, renamed or given a new default cannot be
+    left undocumented."""
     from conftest import ROOT
-    from spark_kafkawire.options import _RULES, options_table
+    from spark_kafkawire.options import BATCH, OPTIONS, options_table
 
     table = options_table()
     assert table in (ROOT / "README.md").read_text()
-    assert [ln.split("`")[1] for ln in table.splitlines()[2:]] == [r[0] for r in _RULES.values()]
+    assert [ln.split("`")[1] for ln in table.splitlines()[2:]] == [o.name for o in OPTIONS if o.scope == BATCH]
+
+
+def test_the_option_classes_are_generated_from_the_declaration():
+    """Options and StreamOptions are the block options.py's generator writes from OPTIONS (not a second
+    list kept by hand): a field per declared option, of its declared type, starting at its declared
+    default; and every declared check refuses a value with the option's name in the message."""
+    import dataclasses
+    import inspect
+
+    import spark_kafkawire.options as options
+    from spark_kafkawire.options import BATCH, OPTIONS, STREAM, Options, StreamOptions
+
+    text = inspect.getsource(options)
+    assert options.with_generated(text) == text, "run make options"
+    for cls, scope in ((Options, BATCH), (StreamOptions, STREAM)):
+        declared = [o for o in OPTIONS if o.scope == scope]
+        fields = dataclasses.fields(cls)
+        assert [(f.name, f.type, f.default) for f in fields] == [(o.field, o.kind, o.default) for o in declared]
+        assert dataclasses.asdict(cls.parse({})) == {o.field: o.default for o in declared}
+    for o in OPTIONS:
+        with pytest.raises(ValueError, match=f"option {o.name}: '' is not allowed"):
+            o.check(o.name, "")
+    # the audit job's --option refuses exactly what the declaration says it does not take
+    refused = {o.name for o in OPTIONS if o.not_in_job}
+    assert refused == {"rows", "includeRecords"}
+    for name in refused:
+        with pytest.raises(ValueError, match="the job"):
+            options.job_options([f"{name}=x"])
 
 
 def test_the_stream_options_come_from_one_table():
@@ -90,15 +119,21 @@ def test_the_stream_options_come_from_one_table():
     import sys
 
     from conftest import ROOT
-    from spark_kafkawire.options import STREAM_OPTIONS, Options, stream_options_table
+    from spark_kafkawire.options import OPTIONS, STREAM, Options, StreamOptions, stream_options_table
     from spark_kafkawire.spark.stream import KafkaWireStreamReader
 
     assert stream_options_table() in (ROOT / "README.md").read_text()
     reader = KafkaWireStreamReader({"path": str(ROOT / "sample_pcaps")})
-    assert reader.settle_s == float(STREAM_OPTIONS["completeafterseconds"][1]) == 60
+    assert reader.settle_s == StreamOptions().complete_after_seconds == 60
     assert reader.max_files is None and reader.state is None and reader.max_age_ns == 7 * 86400 * 10**9
-    for key, (name, *_rest) in STREAM_OPTIONS.items():
-        assert name.lower() == key
+    given = KafkaWireStreamReader({"path": str(ROOT / "sample_pcaps"), "maxFileAge": "90m",
+                                   "max_files_per_trigger": "3", "completeAfterSeconds": "0.5"})
+    assert (given.max_age_ns, given.max_files, given.settle_s) == (5400 * 10**9, 3, 0.5)
+    for bad, what in (("maxFileAge", "a duration"), ("maxFilesPerTrigger", "a whole number"),
+                      ("completeAfterSeconds", "a number of seconds")):
+        with pytest.raises(ValueError, match=f"option {bad}: '-1' is not allowed; {what}"):
+            KafkaWireStreamReader({"path": str(ROOT / "sample_pcaps"), bad: "-1"})
+    for name in (o.name for o in OPTIONS if o.scope == STREAM):
         with pytest.raises(ValueError, match="unknown kafkawire option"):
             Options.parse({name: "1"})  # (not a batch option)
     job = subprocess.run([sys.executable, str(ROOT / "jobs" / "audit.py"), "--help"], capture_output=True, text=True,

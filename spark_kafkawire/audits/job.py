@@ -114,9 +114,9 @@ def parse(argv: list[str]):
     ap.add_argument("--max-files-per-trigger", type=int, default=None, help="with --incremental: files per batch")
     ap.add_argument("--verbose", action="store_true",
                     help="Spark's own log (errors) on stderr (by default in a file named if the run fails)")
-    from ..options import STREAM_OPTIONS
+    from ..options import StreamOptions
 
-    settle = float(str(STREAM_OPTIONS["completeafterseconds"][1]))
+    settle = StreamOptions().complete_after_seconds
     ap.add_argument("--complete-after-seconds", type=float, default=settle,
                     help="with --incremental: a rotation series' newest file counts as complete after this "
                          "long unchanged (default %(default)g, the stream's completeAfterSeconds)")

@@ -14,7 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..decode.predicate import Predicate, from_spark
 from ..listing import Unit, list_files, plan
-from ..options import STREAM_OPTIONS, Options, paths_option
+from ..options import STREAM_KEYS, Options, paths_option
 from ..reader import iter_batches
 from ..rows.table import COLUMNS, ddl
 
@@ -35,7 +35,7 @@ class KafkaWireDataSource(DataSource):
         return "kafkawire"
 
     def schema(self) -> str:
-        o = {k: v for k, v in self.options.items() if k.lower() not in STREAM_OPTIONS}
+        o = {k: v for k, v in self.options.items() if k.lower().replace("_", "") not in STREAM_KEYS}
         return ddl(Options.parse(o).rows)
 
     def reader(self, schema) -> "KafkaWireReader":

@@ -50,7 +50,7 @@ from ..decode.status import CAPTURE_CHANGED
 from ..wire.fs import local_path
 from ..escape import printable
 from ..listing import list_files, pack
-from ..options import STREAM_OPTIONS, Options, paths_option
+from ..options import STREAM_KEYS, Options, StreamOptions, paths_option
 from ..reader import iter_batches
 from ..wire.series import different_starts, find_series, first_time, overlaps, template
 from .. import carry
@@ -68,18 +68,9 @@ except ImportError:  # pragma: no cover - older Spark: every trigger reads all t
 #: the offset before anything was read: no files, nothing forgotten
 START = {"v": 2, "forgotten_before_ns": -1, "files": {}}
 _DIGITS = re.compile(r"\d+")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 #: a completed file: (modification time in ns, path, size)
 Listed = tuple[int, str, int]
-
-
-def parse_duration(name: str, text: str) -> float:
-    """Seconds in a duration option: a number of seconds, or a number with s, m, h, d or w."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text).lower())
-    if not m:
-        raise ValueError(f"option {name}: {text!r} is not allowed; a duration such as 3600, 90m, 12h or 7d")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 def completed_files(paths: list[str], opts: Options, settle_s: float, now: float | None = None,
@@ -175,24 +166,11 @@ class CaptureFiles(InputPartition):
 class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict):
         o = {str(k).lower(): v for k, v in options.items()}
-        given = {key: o.pop(key, default) for key, (_n, default, _s, _m) in STREAM_OPTIONS.items()}
-        settle, max_files, state = given["completeafterseconds"], given["maxfilespertrigger"], given["statelocation"]
-        self.max_age_ns = int(parse_duration("maxFileAge", given["maxfileage"]) * 1e9)
-        try:
-            self.settle_s = float(settle)
-            if self.settle_s < 0:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"option completeAfterSeconds: {settle!r} is not allowed; a number of seconds, "
-                             f"0 or more") from None
-        try:
-            self.max_files = None if max_files is None else int(max_files)
-            if self.max_files is not None and self.max_files < 1:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"option maxFilesPerTrigger: {max_files!r} is not allowed; a whole number, "
-                             f"1 or more") from None
-        self.opts = Options.parse({k: v for k, v in o.items() if k not in ("path", "paths")})
+        own = StreamOptions.parse(o)
+        self.settle_s = own.complete_after_seconds
+        self.max_files = own.max_files_per_trigger
+        self.max_age_ns = int(own.max_file_age * 1e9)
+        self.opts = Options.parse({k: v for k, v in o.items() if k.replace("_", "") not in STREAM_KEYS})
         self.paths = paths_option(options)
         if not self.paths:
             raise ValueError("kafkawire: give the capture directory to load(), e.g. load('captures/')")
@@ -202,7 +180,7 @@ class KafkaWireStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 raise FileNotFoundError(f"kafkawire: {p}: no such file or directory")
         #: option stateLocation: where each rotation series' open connections wait between triggers
         #: for the series' next file (carry.py); without it, each trigger's files are read apart
-        self.state: str | None = str(state) if state else None
+        self.state: str | None = own.state_location
         self.target: set[str] | None = None  # Trigger.AvailableNow: the files completed when it started
         self.checked: set[str] = set()  # files known to be captures: each is opened to check once
 
