@@ -134,7 +134,7 @@ columns:
 	$(PY) -m spark_kafkawire.rows.columns
 	$(MAKE) setup
 
-# Regenerate the Options and StreamOptions classes (options.py) and README's options tables from
+# Regenerate the Options and StreamOptions classes (options.py) and the options tables of docs/ from
 # the one declaration of every option (options.OPTIONS)
 options:
 	test -x $(PY) || $(MAKE) setup

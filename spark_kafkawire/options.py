@@ -1,8 +1,8 @@
 """The reader's options, each declared once in OPTIONS (name, field, type, default, check,
 meaning, where it is taken: a batch read, the streaming source, the audit job's --option). From
 that table come the Options and StreamOptions classes (the block between the markers below, written
-by ``python -m spark_kafkawire.options``; a test checks it), their checks, and README's two options
-tables (options_table, stream_options_table)."""
+by ``make options``; a test checks it), their checks, and the two options tables of docs/
+(options_table in docs/options.md, stream_options_table in docs/streaming.md)."""
 
 from __future__ import annotations
 
@@ -131,14 +131,14 @@ BATCH, STREAM = "batch", "stream"
 
 
 class Option(NamedTuple):
-    """One option, declared once: what the reader checks, the classes hold and README shows."""
+    """One option, declared once: what the reader checks, the classes hold and docs/options.md shows."""
 
     name: str  # as documented (Spark's option names are case-insensitive; '_' is ignored too)
     field: str  # the attribute of Options (scope batch) or StreamOptions (scope stream)
     kind: str  # the attribute's type, as the generated class declares it
     default: Any  # the value when the option is not given
     check: Callable[[str, object], Any]  # (name, given value) -> the value, or ValueError naming both
-    shown: str  # the default as README shows it
+    shown: str  # the default as docs/options.md shows it
     meaning: str
     #: BATCH: every read (load, readStream too); STREAM: spark.readStream only (a batch read refuses it)
     scope: str = BATCH
@@ -146,7 +146,7 @@ class Option(NamedTuple):
     not_in_job: str = ""
 
 
-#: every option of the reader, in README's order
+#: every option of the reader, in the order docs/options.md shows them
 OPTIONS: tuple[Option, ...] = (
     Option("rows", "rows", "str", "exchanges", _choice(ROW_SHAPES), "`exchanges`",
            "row shape: `exchanges` (one per request/response pair), `messages` (one per frame), `partitions` "
@@ -277,10 +277,10 @@ def checked(options: Mapping[str, object] | None, scope: str) -> dict[str, Any]:
     return out
 
 
-# --- generated from OPTIONS by `python -m spark_kafkawire.options`: do not edit (tests/test_options.py) ---
+# --- generated from OPTIONS by `make options`: do not edit (tests/test_options.py) ---
 @dataclass(frozen=True)
 class Options:
-    """Reader options: those every read takes (options_table, README's Options)."""
+    """Reader options: those every read takes (options_table, docs/options.md)."""
 
     rows: str = default_of('rows')
     include_records: bool = default_of('include_records')
@@ -328,17 +328,17 @@ def _table(scope: str) -> str:
 
 
 def options_table() -> str:
-    """The options every read takes, as a Markdown table: README's, generated from OPTIONS."""
+    """The options every read takes, as a Markdown table: docs/options.md's, generated from OPTIONS."""
     return _table(BATCH)
 
 
 def stream_options_table() -> str:
-    """The streaming source's own options as a Markdown table: README's, generated from OPTIONS."""
+    """The streaming source's own options as a Markdown table: docs/streaming.md's, generated from OPTIONS."""
     return _table(STREAM)
 
 
 _DOC: dict[str, str] = {
-    BATCH: "Reader options: those every read takes (options_table, README's Options).",
+    BATCH: "Reader options: those every read takes (options_table, docs/options.md).",
     STREAM: "The streaming source's own options (spark.readStream; stream_options_table).",
 }
 
@@ -400,29 +400,33 @@ def paths_option(options: Mapping[str, object]) -> list[str]:
     return out
 
 
-def _readme_with_tables(text: str) -> str:
-    """README's text with its two options tables made again from OPTIONS (each found by its first option)."""
+#: where each scope's table is shown (in docs/)
+TABLE_DOCS: dict[str, str] = {BATCH: "options.md", STREAM: "streaming.md"}
+
+
+def _with_table(text: str, scope: str) -> str:
+    """A document's text with the scope's options table made again from OPTIONS (found by its first option)."""
     lines = text.split("\n")
-    for scope in (BATCH, STREAM):
-        first = next(o.name for o in OPTIONS if o.scope == scope)
-        at = next(i for i, ln in enumerate(lines) if ln.startswith(f"| `{first}` |"))
-        start, end = at - 2, at
-        while end < len(lines) and lines[end].startswith("|"):
-            end += 1
-        lines[start:end] = _table(scope).split("\n")
+    first = next(o.name for o in OPTIONS if o.scope == scope)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"| `{first}` |"))
+    start, end = at - 2, at
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    lines[start:end] = _table(scope).split("\n")
     return "\n".join(lines)
 
 
 def main() -> None:
-    """Write the generated classes into this module and the options tables into README."""
+    """Write the generated classes into this module and the options tables into docs/."""
     from pathlib import Path
 
     here = Path(__file__)
     here.write_text(with_generated(here.read_text()))
-    readme = here.parent.parent / "README.md"
-    if readme.exists():
-        readme.write_text(_readme_with_tables(readme.read_text()))
-    print(f"wrote {here.name}'s options classes and README's options tables", file=sys.stderr)
+    for scope, name in TABLE_DOCS.items():
+        doc = here.parent.parent / "docs" / name
+        if doc.exists():
+            doc.write_text(_with_table(doc.read_text(), scope))
+    print(f"wrote {here.name}'s options classes and the options tables of docs/", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -289,8 +289,10 @@ class _Read:
 
     def closing(self) -> Iterator[tuple[str, pa.RecordBatch]]:
         """Every open connection ended (the capture's end), batches handed on as they fill."""
-        for _ in self.reasm.closing():
-            yield from self.filled()
+        sink, limit = self.sink, self.limit
+        for _ in self.reasm.closing():  # (one turn a connection: the test inline, not a call)
+            if sink.count >= limit or sink.backlog:
+                yield from self.due(False)
 
     def filled(self) -> Iterator[tuple[str, pa.RecordBatch]]:
         """The batches that are full, where any is (between two steps that may make many rows)."""

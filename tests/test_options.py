@@ -71,14 +71,14 @@ def test_rotation_directory_with_a_file_still_being_written(tmp_path):
 
 
 def test_the_options_are_documented_once_and_readme_shows_that_table():
-    """README's options table is what options.options_table() generates from the one declaration
+    """docs/options.md's table is what options.options_table() generates from the one declaration
     (OPTIONS) whose checks the values pass: an option added, renamed or given a new default cannot be
     left undocumented."""
     from conftest import ROOT
     from spark_kafkawire.options import BATCH, OPTIONS, options_table
 
     table = options_table()
-    assert table in (ROOT / "README.md").read_text()
+    assert table in (ROOT / "docs" / "options.md").read_text()
     assert [ln.split("`")[1] for ln in table.splitlines()[2:]] == [o.name for o in OPTIONS if o.scope == BATCH]
 
 
@@ -111,7 +111,7 @@ def test_the_option_classes_are_generated_from_the_declaration():
 
 
 def test_the_stream_options_come_from_one_table():
-    """The streaming source's own options: README's table of them is stream_options_table(); the
+    """The streaming source's own options: docs/streaming.md's table of them is stream_options_table(); the
     batch source leaves exactly those out, the stream reader takes exactly those (and their defaults:
     an unchanged newest file waits completeAfterSeconds=60), and the audit job's --incremental flags
     default to them."""
@@ -122,7 +122,7 @@ def test_the_stream_options_come_from_one_table():
     from spark_kafkawire.options import OPTIONS, STREAM, Options, StreamOptions, stream_options_table
     from spark_kafkawire.spark.stream import KafkaWireStreamReader
 
-    assert stream_options_table() in (ROOT / "README.md").read_text()
+    assert stream_options_table() in (ROOT / "docs" / "streaming.md").read_text()
     reader = KafkaWireStreamReader({"path": str(ROOT / "sample_pcaps")})
     assert reader.settle_s == StreamOptions().complete_after_seconds == 60
     assert reader.max_files is None and reader.state is None and reader.max_age_ns == 7 * 86400 * 10**9

@@ -4,7 +4,7 @@ requests state (client software, SASL mechanism and user, whether it carries TLS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import protocol
 from ..kafka.clients import MAX_TRAITS, TRAIT_KEYS, TRAIT_REQUESTS
@@ -19,10 +19,10 @@ if TYPE_CHECKING:  # (the TLS stage is imported when a capture first shows TLS)
     from ..tls.guess import TlsGuess
     from ..tls.session import TlsSession
 
-API_VERSIONS = protocol.API_VERSIONS_KEY
-MAX_SPOKEN = 512  # (api key, version) pairs remembered per connection (Kafka has fewer than 100 keys)
-SASL_HANDSHAKE = protocol.SASL_HANDSHAKE_KEY
-SASL_AUTHENTICATE = protocol.SASL_AUTHENTICATE_KEY
+API_VERSIONS: Final = protocol.API_VERSIONS_KEY
+MAX_SPOKEN: Final = 512  # (api key, version) pairs remembered per connection (Kafka has fewer than 100 keys)
+SASL_HANDSHAKE: Final = protocol.SASL_HANDSHAKE_KEY
+SASL_AUTHENTICATE: Final = protocol.SASL_AUTHENTICATE_KEY
 
 
 class Request:
@@ -55,6 +55,13 @@ class Response:
         self.body = body
         self.error = error
         self.facts = facts
+
+
+def one_host(client_ip: str, broker_ip: str) -> bool:
+    """Whether client and broker are one host as their addresses say (the same address, or both
+    loopback): a capture there is at both ends at once."""
+    c, b = client_ip, broker_ip
+    return c == b or (c.startswith("127.") and b.startswith("127.")) or (c == "::1" and b == "::1")
 
 
 class Endpoints:
@@ -146,7 +153,8 @@ class ConnState:
             return
         self.trait_requests[api_key] = self.trait_requests.get(api_key, 0) + 1
         shown = self.shown
-        for t in found:
+        items: tuple[Any, ...] = found  # (each trait as the object it is: compiled, no tuple made again)
+        for t in items:
             if t not in shown and len(shown) < MAX_TRAITS:
                 shown.add(t)
                 self.named = None
@@ -206,7 +214,7 @@ class ConnState:
     def observe(self, h: RequestHeader, body: dict | None) -> None:
         """The session facts a decoded request states: client software (ApiVersions v3+), SASL
         mechanism (SaslHandshake) and user (SaslAuthenticate); how the client speaks (spoken)."""
-        pair = (h.api_key, h.api_version)
+        pair: Any = (h.api_key, h.api_version)  # (one tuple, tested and kept)
         if pair not in self.spoken and len(self.spoken) < MAX_SPOKEN:
             self.spoken.add(pair)
             self.named = None

@@ -301,10 +301,14 @@ class Pairing:
         if req is not None and resp is None and status == NO_RESPONSE:
             status, detail = _unanswered(req, detail)
         h = req.header if req is not None else None
+        # (the connection's facts read item by item into one tuple: compiled, each fixed-size tuple
+        # attribute would be made again as an object, and each + makes one more)
+        software, sasl = st.software, st.sasl
         extra = headline_from_facts(h.api_key if h else None, req.body if req is not None else None,
                                     req.facts if req is not None else None, resp.body if resp is not None else None,
                                     resp.facts if resp is not None else None,
-                                    self.topics.names) + st.software + st.sasl + st.library()
+                                    self.topics.names) + (software[0], software[1], sasl[0], sasl[1],
+                                                          st.library()[0])
         self.sink.exchange(st.endpoints, req, resp, status, detail, extra)
 
     def damaged(self, detail: str) -> None:

@@ -20,7 +20,7 @@ from ..kafka.headers import looks_like_request, plausible_request
 from ..wire.flow import community_id
 from ..wire.packets import ip_text
 
-ROLE_DECISION_FRAMES = 4  # frames queued in one direction before deciding roles without the other
+ROLE_DECISION_FRAMES: Final = 4  # frames queued in one direction before deciding roles without the other
 #: how far below the first request waiting a mid-stream response's correlation id may be (it answers
 #: a request sent before the capture began: one of those the client kept in flight, Kafka's own
 #: clients at most 5 per connection)

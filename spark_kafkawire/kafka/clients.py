@@ -35,13 +35,13 @@ from typing import Final, Iterable
 from ..compiled import require
 from ..protocol import ClientTrait, client_rules, client_traits
 
-API_VERSIONS = 18
+API_VERSIONS: Final = 18
 #: the fewest different requests a connection is named by (two are shared by libraries too often)
-MIN_PAIRS = 3
+MIN_PAIRS: Final = 3
 #: a connection's requests of one api key its traits are read from (a client repeats itself)
-TRAIT_REQUESTS = 8
+TRAIT_REQUESTS: Final = 8
 #: the most traits kept per connection (attacker-chosen values: bounded)
-MAX_TRAITS = 64
+MAX_TRAITS: Final = 64
 TRAIT_KEYS: Final = frozenset(client_traits())
 _UNSEEN = object()
 
@@ -73,7 +73,7 @@ def _walk(value: object, steps: tuple[tuple[str, bool], ...]) -> list:
 #: protocol/client_traits.tsv's traits per api key (held here: not looked up per request)
 _TRAITS: Final = client_traits()
 #: the most client ids (by_name) and request texts (traits_of_text) remembered, each (attacker-chosen: bounded)
-CACHED = 4096
+CACHED: Final = 4096
 
 
 def _sign(v: object) -> str | None:
@@ -105,17 +105,21 @@ def _classed(t: ClientTrait, v: object) -> str | None:
 
 
 _LOADS: Final = require("orjson", "orjson").loads
-_BY_TEXT: dict[tuple[int, bytes], tuple[tuple[str, bool], ...]] = {}
+#: per api key: a short body text -> its traits (a dict per key: no (key, text) tuple to make and hash)
+_BY_TEXT: dict[int, dict[bytes, tuple[tuple[str, bool], ...]]] = {}
 #: the longest body text traits_of_text keeps the traits of
-KEPT_TEXT = 512
+KEPT_TEXT: Final = 512
 
 
 def traits_of_text(api_key: int, text: bytes) -> tuple[tuple[str, bool], ...] | None:
     """traits() of a body given as its JSON text; a short text's are kept (one client's requests
-    repeat: its Metadata, its Fetch with the same offsets), at most CACHED of them."""
+    repeat: its Metadata, its Fetch with the same offsets), at most CACHED of them per api key."""
     short = len(text) <= KEPT_TEXT
+    kept = _BY_TEXT.get(api_key)
+    if kept is None:
+        kept = _BY_TEXT[api_key] = {}
     if short:
-        got = _BY_TEXT.get((api_key, text))
+        got = kept.get(text)
         if got is not None:
             return got
     body = _LOADS(text)
@@ -123,9 +127,9 @@ def traits_of_text(api_key: int, text: bytes) -> tuple[tuple[str, bool], ...] | 
         return None
     found = traits(api_key, body)
     if short:
-        if len(_BY_TEXT) >= CACHED:
-            _BY_TEXT.clear()
-        _BY_TEXT[(api_key, text)] = found
+        if len(kept) >= CACHED:
+            kept.clear()
+        kept[text] = found
     return found
 
 

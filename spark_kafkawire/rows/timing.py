@@ -19,31 +19,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..decode.connstate import Endpoints
+from ..decode.connstate import Endpoints, one_host
 from ..wire.frames import Frame
 from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
-
-
-def round_trip(ep: Endpoints | None) -> tuple[int, int, str] | None:
-    """(round trip, its part between the capture point and the broker, basis) of an exchange's
-    connection (ns): from the TCP handshake where the capture shows it (``handshake``), else from the
-    connection's own data-to-ACK round trips (``ack``: the least of each direction's over the last 10
-    to 20 s, as TCP's min-RTT filter keeps it; the client's data to the broker's ACK is the part
-    beyond the capture point, the broker's data to the client's ACK the part before). None where
-    neither tells it (a TLS connection without its handshake, no ACK of data yet)."""
-    if ep is None:
-        return None
-    if ep.rtt_ns is not None and ep.broker_rtt_ns is not None:
-        return ep.rtt_ns, ep.broker_rtt_ns, "handshake"
-    conn = ep.tcp
-    if conn is None:
-        return None
-    health = conn.health
-    near: int = health.side(ep.client_dir).least_rtt()
-    far: int = health.side(1 - ep.client_dir).least_rtt()
-    if near < 0 or far < 0:
-        return None
-    return near + far, near, "ack"
 
 
 class Split:
@@ -57,37 +35,33 @@ class Split:
         self.broker_ms: float | None = None
         self.basis: str | None = None
         self.why: str | None = None
-        resent = 0
-        request_last = -1  # when the last copy of the request's bytes whose first copy was lost was sent
-        response_resent = 0
         tcp = ep.tcp if ep is not None else None
         health = tcp.health if tcp is not None else None
-        if ep is None or tcp is None or health is None:
-            self.resent: int | None = None  # (the frames are not the TCP stream's bytes: TLS plaintext)
-        elif health.a.resent or health.b.resent:  # (the common case: nothing sent again on the connection)
-            halves = tcp.halves
-            if rq is not None:
-                d = ep.client_dir
-                n, request_last = health.resent_between(d, halves[d].base, rq.offset, rq.offset + 4 + len(rq.data))
-                resent += n
-            if rs is not None:
-                d = 1 - ep.client_dir
-                n, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 4 + len(rs.data))
-                resent += n
-                if n:  # (only a copy of its first byte makes its first arrival late)
-                    response_resent, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 1)
-            self.resent = resent
-        else:
-            self.resent = 0
-        trip = round_trip(ep)
-        if trip is None:
+        request_last, response_resent = self._resent(ep, rq, rs)
+        # the connection's round trip and its part between the capture point and the broker (ns):
+        # from the TCP handshake where the capture shows it ("handshake"), else from its own
+        # data-to-ACK round trips ("ack": the least of each direction's over the last 10 to 20 s, as
+        # TCP's min-RTT filter keeps it; the client's data to the broker's ACK is the part beyond
+        # the capture point, the broker's data to the client's ACK the part before); neither: a TLS
+        # connection without its handshake, no ACK of data yet. (Read here, not returned as a
+        # tuple: compiled, an optional tuple is made as an object for each exchange.)
+        if ep is None:
             return
-        rtt, broker_rtt, basis = trip
+        rtt_ns, beyond_ns = ep.rtt_ns, ep.broker_rtt_ns
+        if rtt_ns is not None and beyond_ns is not None:
+            rtt, broker_rtt, self.basis = rtt_ns, beyond_ns, "handshake"
+        else:
+            if health is None:
+                return
+            near: int = health.side(ep.client_dir).least_rtt()
+            far: int = health.side(1 - ep.client_dir).least_rtt()
+            if near < 0 or far < 0:
+                return
+            rtt, broker_rtt, self.basis = near + far, near, "ack"
         self.network_ms = rtt / 1e6
-        self.basis = basis
         if rq is None or rs is None or rq.last_ts is None:
             return
-        rtt, broker_rtt = bounded(rtt, broker_rtt, rs.ts_ns - rq.last_ts, ep is not None and one_host(ep))
+        rtt, broker_rtt = bounded(rtt, broker_rtt, rs.ts_ns - rq.last_ts, one_host(ep.client_ip, ep.broker_ip))
         self.network_ms = rtt / 1e6
         if response_resent:
             self.why = "broker_ms not timed: the response's first segment was sent again (loss)"
@@ -108,12 +82,33 @@ class Split:
         # (at least 0: a round trip near the request shorter than the one measured)
         self.broker_ms = max(0, rs.ts_ns - start - broker_rtt) / 1e6
 
-
-def one_host(ep: Endpoints) -> bool:
-    """Whether client and broker are one host as their addresses say (the same address, or both
-    loopback): a capture there is at both ends at once."""
-    c, b = ep.client_ip, ep.broker_ip
-    return c == b or (c.startswith("127.") and b.startswith("127.")) or (c == "::1" and b == "::1")
+    def _resent(self, ep: Endpoints | None, rq: Frame | None, rs: Frame | None) -> tuple[int, int]:
+        """Sets ``resent`` (segments of the exchange's frames sent again; None for TLS plaintext, whose
+        frames are not the TCP stream's bytes); returns when the last copy of the request's bytes whose
+        first copy was lost was sent (-1: none), and whether the response's first byte was sent again."""
+        resent = 0
+        request_last = -1
+        response_resent = 0
+        tcp = ep.tcp if ep is not None else None
+        health = tcp.health if tcp is not None else None
+        if ep is None or tcp is None or health is None:
+            self.resent: int | None = None
+        elif health.a.resent or health.b.resent:  # (the common case: nothing sent again on the connection)
+            halves = tcp.halves
+            if rq is not None:
+                d = ep.client_dir
+                n, request_last = health.resent_between(d, halves[d].base, rq.offset, rq.offset + 4 + len(rq.data))
+                resent += n
+            if rs is not None:
+                d = 1 - ep.client_dir
+                n, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 4 + len(rs.data))
+                resent += n
+                if n:  # (only a copy of its first byte makes its first arrival late)
+                    response_resent, _ = health.resent_between(d, halves[d].base, rs.offset, rs.offset + 1)
+            self.resent = resent
+        else:
+            self.resent = 0
+        return request_last, response_resent
 
 
 def bounded(rtt: int, beyond: int, gap: int, local: bool = False) -> tuple[int, int]:
@@ -121,7 +116,7 @@ def bounded(rtt: int, beyond: int, gap: int, local: bool = False) -> tuple[int, 
     from the request's last byte to the response's first (``gap``) is a sample of the part beyond the
     capture point (data answered by data: the response cannot come back sooner), and at the client's
     end (the part before under SIDE_SHARE of the whole) of the whole round trip: there network_ms
-    never exceeds latency_ms. So too where client and broker are one host (``local``: one_host) or
+    never exceeds latency_ms. So too where client and broker are one host (``local``: connstate.one_host) or
     the round trip is under MIN_SIDE_RTT_NS, where no side is told (containers on one host): the
     capture point is at both ends, and the handshake's halves are the host's scheduling, not a
     path. A gap below 0 (times running backwards) bounds nothing."""

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import re
 from struct import Struct
-from typing import Callable
+from typing import Callable, Final
 
 from ..wire.halfstream import Sink
 
 CONTENT_TYPES = {0x14: "TLS change_cipher_spec", 0x15: "TLS alert", 0x16: "TLS handshake",
                  0x17: "TLS application data"}
-MAX_RECORD = 18432  # 2^14 plus the expansion TLS allows
+MAX_RECORD: Final = 18432  # 2^14 plus the expansion TLS allows
 RECORD_VERSIONS = {0: "SSL 3.0", 1: "TLS 1.0", 2: "TLS 1.1", 3: "TLS 1.2 or 1.3", 4: "TLS 1.3"}
 HANDSHAKE, CHANGE_CIPHER_SPEC, ALERT, APPLICATION_DATA = 22, 20, 21, 23
-CLIENT_HELLO = 1
+CLIENT_HELLO: Final = 1
 
 _U16 = Struct("!H")
 #: where a record header may start: a content type, then a version 3.x (CONTENT_TYPES, RECORD_VERSIONS)

@@ -9,11 +9,11 @@ for keys and opens records with them.
 from __future__ import annotations
 
 from struct import Struct
-from typing import Union
+from typing import Union, Final
 
 from .suites import SUITES, TLS13_SUITES
 
-TLS13 = 0x0304
+TLS13: Final = 0x0304
 #: a record's payload: bytes, or a view of the bytes it was read from (not copied to be opened)
 Payload = Union[bytes, memoryview]
 #: the last byte of a TLS 1.3 record's inner plaintext: its content type, or zero padding

@@ -4,18 +4,18 @@ keys), bytes in no record counted. Decryption is direction.py's (the Records bui
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, Final
 
 from ..wire.halfstream import Sink
 from .guess import MAX_RECORD, header_prefix, next_header, record_length
 from .keys import Keys, Payload
 
-RESYNC_RECORDS = 4096  # after a gap: record sequence numbers tried per candidate record
-RESYNC_CANDIDATES = 8  # after a gap: record headers tried before giving the direction up
-RESYNC_BUDGET = 1 << 16  # trial decryptions per connection, all gaps together
-MIN_PROTECTED = 22  # the smallest protected record: header, tag and (TLS 1.3) the inner content type
-SUSPECT_WINDOW = 4  # after records that did not verify: later sequence numbers tried for the next one
-TRIAL_RECORDS = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
+RESYNC_RECORDS: Final = 4096  # after a gap: record sequence numbers tried per candidate record
+RESYNC_CANDIDATES: Final = 8  # after a gap: record headers tried before giving the direction up
+RESYNC_BUDGET: Final = 1 << 16  # trial decryptions per connection, all gaps together
+MIN_PROTECTED: Final = 22  # the smallest protected record: header, tag and (TLS 1.3) the inner content type
+SUSPECT_WINDOW: Final = 4  # after records that did not verify: later sequence numbers tried for the next one
+TRIAL_RECORDS: Final = 2048  # without the handshake: record sequence numbers tried (TLS 1.3), from 0
 
 
 def _record_at(buf: bytes | bytearray, pos: int, n: int) -> tuple[bytes, bytes]:

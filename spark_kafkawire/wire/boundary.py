@@ -12,9 +12,9 @@ MIN_FRAME: Final = 4  # the smallest header (a response's correlation id): a sma
 #: what a plausibility test returns for a header it accepts only at a segment start, with the
 #: frame ending where the captured bytes end or chained to a next one (a response whose request
 #: is not in the capture: nothing to match its correlation id against)
-ALIGNED_ONLY = 2
-SCAN_WINDOW = 256 << 10  # bytes kept while looking for a frame boundary
-HEADER_PEEK = 512  # bytes of a candidate frame shown to the plausibility test
+ALIGNED_ONLY: Final = 2
+SCAN_WINDOW: Final = 256 << 10  # bytes kept while looking for a frame boundary
+HEADER_PEEK: Final = 512  # bytes of a candidate frame shown to the plausibility test
 _NONZERO = re.compile(rb"[^\x00]")
 _I32 = Struct("!i")
 

@@ -16,7 +16,7 @@ from librt.strings import BytesWriter
 
 from ..compiled import plain_hash
 
-TCP = 6
+TCP: Final = 6
 _SHA1: Final = plain_hash("sha1")(usedforsecurity=False)  # copied for each flow (no keywords to parse a call)
 
 

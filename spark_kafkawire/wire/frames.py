@@ -48,7 +48,7 @@ def _keep_heap_top() -> None:
 
 
 _keep_heap_top()
-DEFAULT_MAX_FRAME = 100 << 20  # Kafka's socket.request.max.bytes default
+DEFAULT_MAX_FRAME: Final = 100 << 20  # Kafka's socket.request.max.bytes default
 _I32 = Struct("!i")
 
 

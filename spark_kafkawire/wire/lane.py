@@ -32,7 +32,7 @@ from .tcp import NEVER, Reassembler
 from ..compiled import lane_module as _lane
 
 #: past a time filter's bound, the reader asks whether reading can stop at every CHECK_EVERY-th packet
-CHECK_EVERY = 512
+CHECK_EVERY: Final = 512
 #: a batch's table: a row of ROW_FIELDS little-endian int64 per packet (number, time in ns, source
 #: port, destination port, sequence number, acknowledgment number, flags, TCP payload length on the
 #: wire, window, IPv4 identification or -1, D-SACK block or -1: see packets.Segment), and beside it

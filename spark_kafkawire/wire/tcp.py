@@ -34,16 +34,16 @@ from .halfstream import MASK32, HalfStream, Sink
 from .health import Health
 from .packets import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment
 
-DEFAULT_MAX_PENDING = 16 << 20
+DEFAULT_MAX_PENDING: Final = 16 << 20
 
-DEFAULT_MAX_CONNECTIONS = 100_000  # open connections tracked at once; the longest idle is retired past it
+DEFAULT_MAX_CONNECTIONS: Final = 100_000  # open connections tracked at once; the longest idle is retired past it
 LINGER_NS: Final = 120 * 10**9  # how long an ended connection is remembered, for its late packets
 NEVER: Final = (1 << 63) - 1  # a time no packet has
 _BEFORE_ALL: Final = -(1 << 64)  # a time before every packet's
 #: where the capture point sits, from the handshake: a share of the round trip on one side of it
 #: below this puts the capture near that end, else in the middle; under MIN_SIDE_RTT_NS no side is told
-SIDE_SHARE = 0.2
-MIN_SIDE_RTT_NS = 50_000
+SIDE_SHARE: Final = 0.2
+MIN_SIDE_RTT_NS: Final = 50_000
 #: a segment after a file boundary continues a connection when its sequence number (or, where its
 #: direction has sent no byte yet, its acknowledgment number) is this near to what comes next: more
 #: than a window in flight either way, a 1 in 128 chance for an unrelated connection's random ISN
