@@ -80,8 +80,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # running beside it), with the compiled parts
 SERVERS := spark or cluster or storage or timing
 test: setup test-deps system-deps lint
-	$(PY) -m pytest -n 2 -m "not ($(SERVERS))"
-	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -n 2 -m "not ($(SERVERS))"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not ($(SERVERS))"
+	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -n 2 --dist worksteal -m "not ($(SERVERS))"
 	$(PY) -m pytest -m "$(SERVERS)"
 
 # pyflakes, pycodestyle, bugbear and a complexity limit on the package and the jobs, types on the
@@ -97,12 +97,12 @@ lint: setup test-deps
 FAST := not spark and not cluster and not storage and not timing and not external and not slow
 test-fast:
 	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
-	$(PY) -m pytest -q -n 2 -m "$(FAST)"
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "$(FAST)"
 
 # the decoding tests again with no compiled code at all (as an install without a C compiler runs)
 test-pure:
 	@test -f $(VENV)/.test-deps || $(MAKE) test-deps
-	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 -m "$(FAST)"
+	KAFKAWIRE_PURE_PYTHON=1 $(PY) -m pytest -q -n 2 --dist worksteal -m "$(FAST)"
 
 bench: setup test-deps system-deps valgrind
 	$(PY) tests/tools/bench.py

@@ -26,7 +26,7 @@ from spark_kafkawire import carry, statefile
 from spark_kafkawire.reader import iter_batches
 from spark_kafkawire.rows.table import arrow_schema
 from spark_kafkawire.spark.stream import KafkaWireStreamReader
-from test_series import CAPTURES, _by_time, _cut, _exchanges, _norm, _offsets, _options, read_capture
+from test_series import CAPTURES, SAMPLES, _by_time, _cut, _exchanges, _norm, _offsets, _options, read_capture
 
 pytestmark = pytest.mark.skipif(shutil.which("editcap") is None, reason="editcap (Wireshark) not installed")
 
@@ -101,7 +101,9 @@ def _stream(parts: list[Path], folder: Path, state: Path, shape: str, opts: dict
     return got
 
 
-@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+# (the project's samples in the edit-run loop; the public and TLS captures too in the full suite)
+@pytest.mark.parametrize("capture", [pytest.param(c, marks=() if c in SAMPLES else pytest.mark.slow) for c in CAPTURES],
+                         ids=lambda p: p.name)
 @pytest.mark.parametrize("how", ["-c 7", "time"])
 def test_a_series_growing_trigger_by_trigger_reads_as_the_whole(capture: Path, how: str, tmp_path: Path) -> None:
     opts = _options(capture)

@@ -275,6 +275,47 @@ def test_packets_the_python_stages_must_read(monkeypatch, tmp_path):
     assert both_ways(monkeypatch, path, "exchanges") > len(odd) * 0.3
 
 
+def test_packets_without_a_segment_are_passed_over_in_the_lane(monkeypatch, tmp_path):
+    """Packets packets.dissect makes no segment of whatever they hold (empty, shorter than the
+    Ethernet header, ARP, an unknown ethertype) are counted and passed over by the lane, not handed
+    to the Python stages one by one: the rows (packet numbers included) are those of the Python
+    stages, with a time filter too, and the lane reads the whole file in one pass."""
+    conv = pcapgen.Conversation().handshake()
+    for i in range(40):
+        conv.send("c", pcapgen.request(3, 12, i + 1))
+        conv.send("b", pcapgen.response(i + 1, 3, 12))
+    raw = conv.fin().packets
+    arp = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(28)
+    other = b"\x01" * 12 + b"\x88\xcc" + bytes(40)  # LLDP
+    mixed = []
+    for i, p in enumerate(raw):
+        mixed += [b"", b"\x00" * 13, arp, other][: i % 5] + [p]
+    path = tmp_path / "mixed.pcap"
+    pcapgen.write_pcap(path, mixed)
+    shape_cols = [n for n, _ in COLUMNS["exchanges"]]
+    times = sorted(r["request_time"] for b in iter_batches(str(path), {"rows": "exchanges"}) for r in b.to_pylist())
+    for shape in ("exchanges", "messages", "connections"):
+        both_ways(monkeypatch, path, shape)
+    both_ways(monkeypatch, path, "exchanges", Predicate.parse([("request_time", "<", times[5])]).for_shape(shape_cols))
+    plain = tmp_path / "plain.pcap"
+    pcapgen.write_pcap(plain, raw)
+    import spark_kafkawire.reader as reader_module
+
+    dissected = []
+    real_dissect = reader_module.dissect
+    monkeypatch.setattr(reader_module, "dissect", lambda pkt: dissected.append(pkt.number) or real_dissect(pkt))
+    made = lanes_made(monkeypatch)
+    list(iter_batches(str(plain), {"rows": "messages"}))
+    alone = len(dissected)
+    rows = [r for b in iter_batches(str(path), {"rows": "messages"}) for r in b.to_pylist()]
+    # the lane takes as many packets as without the others among them, and the Python stages read
+    # as many: none of the others reached them
+    assert len(made) == 2 and made[1].taken == made[0].taken >= len(raw) - 1
+    assert len(dissected) - alone == alone <= 1
+    numbers = sorted(r["packet"] for r in rows)
+    assert numbers[-1] <= len(mixed) and numbers[-1] > len(raw)  # the passed-over packets are counted
+
+
 def test_many_short_connections_read_the_same(monkeypatch, tmp_path):
     """A scan, and short connections: most packets open a connection the lane has never seen; with
     the smallest cap, connections are evicted and ended ones forgotten between the lane's packets."""

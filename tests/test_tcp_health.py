@@ -430,6 +430,7 @@ def test_zero_windows_are_tsharks(path):
         assert sum(r["broker_zero_windows"] for r in rows) == 0
 
 
+@pytest.mark.slow  # (a campaign: in the full suite; the targeted cases above stay in test-fast)
 def test_the_health_columns_under_mutation(tmp_path):
     """The samples and the zero-window capture with 1% of the data segments lost and started
     mid-connection (a third cut): segments sent again and out of order, round trips and zero

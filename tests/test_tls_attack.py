@@ -447,6 +447,7 @@ def test_every_lost_cut_or_swapped_segment_finishes_and_is_counted(pcap):
     assert runs > 100
 
 
+@pytest.mark.slow  # (a campaign: in the full suite; the targeted cases above stay in test-fast)
 def test_a_bounded_mutation_campaign_over_the_tls_captures(tmp_path):
     """The attack that found round4, bounded: a fixed seed, 300 mutated TLS captures (packets
     dropped, cut, swapped, bytes flipped, another connection's records spliced in, garbage, damaged

@@ -15,6 +15,8 @@
  *          late_budget)
  * walks classic pcap records in buf from pos and, for each,
  *   - adds its segment to the batch, handed to feed(table, n, payloads, addrs) when full, or
+ *   - counts it and goes on, where packets.dissect would make no segment of it whatever it holds
+ *     (shorter than its link header, or a link payload neither IPv4 nor IPv6), or
  *   - stops before it (handing on the batch first): a record cut by the buffer's end or damaged, a
  *     link or network layer not listed above, IP without TCP, a segmentation-offload packet (IPv4
  *     total length 0), or the packet after late_budget packets timed past late_from; the Python
@@ -133,7 +135,7 @@ static int frame_append(PyObject *buf, const unsigned char *src, Py_ssize_t n, l
     return 0;
 }
 
-enum { TAKEN = 0, STOP = 1, FAILED = -1 };
+enum { TAKEN = 0, STOP = 1, SKIP = 2, FAILED = -1 };
 
 /* the bytes of an address (a new reference): one of the last ADDRS made when it has the same
    bytes (a connection's packets repeat them: no object made and freed for each, and the table's
@@ -247,15 +249,17 @@ static long long dsack_of(const unsigned char *t, Py_ssize_t doff, unsigned long
     return -1;
 }
 
-/* one packet's captured bytes d[0:dl], as packets.dissect reads them, into the batch: TAKEN, STOP
-   or FAILED */
+/* one packet's captured bytes d[0:dl], as packets.dissect reads them, into the batch: TAKEN, STOP,
+   SKIP (a packet packets.dissect makes no segment of whatever it holds: shorter than its link
+   header, or neither IPv4 nor IPv6; counted and passed over here, not handed to the Python stages
+   one by one) or FAILED */
 static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype, long long ts_ns,
                 long long number) {
     unsigned et;
     Py_ssize_t off;
     switch (linktype) {
     case 1: /* Ethernet, with 802.1Q/QinQ tags */
-        if (dl < 14) return STOP;
+        if (dl < 14) return SKIP;
         et = u16be(d + 12);
         off = 14;
         while ((et == 0x8100 || et == 0x88A8 || et == 0x9100) && dl >= off + 4) {
@@ -264,12 +268,12 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
         }
         break;
     case 113: /* Linux cooked */
-        if (dl < 16) return STOP;
+        if (dl < 16) return SKIP;
         et = u16be(d + 14);
         off = 16;
         break;
     case 276: /* Linux cooked v2 */
-        if (dl < 20) return STOP;
+        if (dl < 20) return SKIP;
         et = u16be(d);
         off = 20;
         break;
@@ -305,7 +309,7 @@ static int take(Lane *self, const unsigned char *d, Py_ssize_t dl, int linktype,
         end = tcp + plen;
         ipw = plen;
     } else {
-        return STOP;
+        return SKIP; /* (ARP, LLDP, ...: packets._network's ethertype, neither IP) */
     }
     if (dl < tcp + 20) return STOP;
     const unsigned char *t = d + tcp;
@@ -402,6 +406,7 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
     int flush = 0, due = 0, ended = 0;
     long long late = 0;         /* packets handed on timed past late_from */
     long long pending_late = 0; /* the same in the batch not yet handed on */
+    long long skipped_late = 0; /* of those, packets passed over (SKIP) since the batch's last packet */
     const unsigned char *data;
     Py_ssize_t dlen;
     int linktype;
@@ -414,6 +419,16 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
         } else {
             int r = take(self, data, dlen, linktype, ts, number + 1);
             if (r == FAILED) goto failed;
+            if (r == SKIP) { /* no segment: counted, as the Python loop counts it */
+                pos += rlen;
+                offset += rlen;
+                number += 1;
+                if (ts > late_from) { /* (counted with the next packet taken: read again after it if due) */
+                    skipped_late += 1;
+                    pending_late += 1;
+                }
+                continue;
+            }
             if (r == STOP) {
                 ended = 1;
             } else {
@@ -422,7 +437,8 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
                 number += 1;
                 int is_late = ts > late_from;
                 pending_late += is_late;
-                self->after[self->n - 1] = (After){pos, offset, number, is_late};
+                self->after[self->n - 1] = (After){pos, offset, number, is_late + (int)skipped_late};
+                skipped_late = 0;
                 if (self->n < BATCH) continue;
             }
         }
@@ -431,7 +447,7 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
         if (k < 0) goto failed;
         self->taken += k;
         for (int i = 0; i < k; i++) late += self->after[i].late;
-        pending_late = 0;
+        pending_late = skipped_late; /* (passed over after the batch's last packet: still to count) */
         if (due) { /* rows to hand on after the k-th packet: the records after it are read again */
             pos = self->after[k - 1].pos;
             offset = self->after[k - 1].offset;
@@ -440,6 +456,8 @@ static PyObject *walk(Lane *self, Py_buffer *view, Py_ssize_t pos, long long num
             break;
         }
     }
+    if (!flush)
+        late += skipped_late; /* passed over after the last packet taken, and not to be read again */
     PyBuffer_Release(view);
     return Py_BuildValue("nLLOL", pos, number, offset, flush ? Py_True : Py_False, late);
 failed:
