@@ -77,13 +77,7 @@ _SPLIT = _cols(
     "round trip: there `network_ms` never exceeds `latency_ms`; nor where client and broker are one host (the "
     "same address, or loopback: the capture point is at both ends) or the round trip is under 50 µs, where no side "
     "is told (containers on one host). At the broker's end `latency_ms` holds no "
-    "network, and `network_ms` is larger. Tested on runs over a 20 and an 80 ms round trip cut a third of the way "
-    "in (within 3 ms of the whole capture's handshake figure), and on three client libraries at once over a 20 ms "
-    "round trip losing 1% of the frames, cut a third of the way in: every connection within 3 ms from its first "
-    "exchange, but one: librdkafka's producer, sending on a timer phase-locked with its responses, ACKs them only "
-    "with its next request until a loss draws a prompt ACK (of a hole filled), and until then the part before "
-    "the capture point holds that wait (2% to 14% of its exchanges over six runs, up to 20 ms too long; from "
-    "then on within 3 ms on 98% or more). Null where neither tells it (a TLS connection without its handshake, "
+    "network, and `network_ms` is larger. Null where neither tells it (a TLS connection without its handshake, "
     "no data acknowledged yet)") + _cols(
     "broker_ms", "double",
     "how long the broker held the request: from the last transmission of the request's bytes (the packet that made "
@@ -98,13 +92,7 @@ _SPLIT = _cols(
     "explains (a one-segment "
     "response lost before the capture point shows no other sign; see [TCP health](#tcp-health)). At the client's "
     "end `latency_ms` (first byte to first byte) = `request_transfer_ms` + `network_ms` + `broker_ms`, within the "
-    "round trip's variation; at the broker's end it has no network in it (`request_transfer_ms` + `broker_ms`). "
-    "Tested against a network with a known delay (a forwarder between namespaces, real client and broker): "
-    "`network_ms` within 2 ms of twice the one-way delay, `broker_ms` the same at 10 and 40 ms of delay; and with "
-    "the forwarder dropping 1% and 5% of the frames each way, captured at both ends: the client end's `broker_ms` "
-    "within 5 ms of the broker end's own on every exchange where it is set, at least 85% keeping one; the same "
-    "with three client libraries at once (librdkafka pipelining small Produce requests, aiokafka, kafka-python) "
-    "over a 20 ms round trip losing 1%, at least 90% keeping one") + _cols(
+    "round trip's variation; at the broker's end it has no network in it (`request_transfer_ms` + `broker_ms`)") + _cols(
     "network_basis", "string",
     "what `network_ms` (and `broker_ms`'s share of the round trip) rests on: `handshake`, `ack` (data-to-ACK round "
     "trips, see `network_ms`), or null where there is none") + _cols(
@@ -265,9 +253,7 @@ DIRECTION = _cols(
     "retransmission, which shows only where later data came first. A spurious copy (its bytes already "
     "acknowledged) and a segment only out of order are not lost. `lost_bytes` counts the bytes of the segments "
     "whose bytes the capture shows (not of a packet known only by its number). A packet the capture itself "
-    "dropped also skips a number; what the capture lost shows in `gap_bytes`. Tested against the drop log of a "
-    "forwarder losing 1% and 5% of the frames with payload each way, captured at both ends: each side's count at "
-    "each end within 80% to 110% of its frames dropped") + _cols(
+    "dropped also skips a number; what the capture lost shows in `gap_bytes`") + _cols(
     "zero_windows", "bigint",
     "segments advertising a zero window (none of SYN, FIN, RST set; tshark's `tcp.analysis.zero_window`): "
     "`client_`: the client could not take more (a consumer that cannot keep up); `broker_`: the broker could not "
