@@ -384,6 +384,75 @@ def test_job_writes_parquet_and_a_self_contained_report_and_exits_by_policy(spar
         assert e.returncode == 1 and len(e.stderr.strip().splitlines()) == 1, e.stderr
 
 
+def _history(path: Path, table: str) -> list[dict]:
+    import pyarrow.dataset as ds
+
+    folder = path / table
+    return ds.dataset(str(folder), partitioning="hive").to_table().to_pylist() if folder.exists() else []
+
+
+def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tmp_path):
+    """Every run adds its rows to OUT/history (run_summary, findings, clients), each naming its run;
+    a run again over the same captures replaces its own rows, a run over other captures adds its
+    own; a run that fails adds nothing; --history none keeps none. The figures are checked against
+    read_capture of the same files (pyarrow, no Spark) and the run's own run.json."""
+    from spark_kafkawire import read_capture
+
+    night1, night2 = tmp_path / "night1", tmp_path / "night2"
+    for d, names in ((night1, ["mock-kcat.pcap", "stub-sasl.pcap"]), (night2, ["tansu-confluent-codecs.pcap"])):
+        d.mkdir()
+        for n in names:
+            shutil.copy(SAMPLES / n, d / n)
+    out, hist = tmp_path / "out", tmp_path / "out" / "history"
+    first = _job(night1, "--out", out, "--quiet")
+    assert first.returncode in (0, 2, 3), first.stderr[-3000:]
+    runs = {r["run_id"] for r in _history(hist, "run_summary")}
+    assert len(runs) == 1
+    run = json.loads((out / "run.json").read_text())
+    assert runs == {run["run"]}
+    # the run's exchanges per API, as read_capture counts them
+    rows = read_capture(str(night1)).to_pylist()
+    want = Counter(r["api_name"] for r in rows if r["api_name"] is not None and r["status"] not in
+                   ("capture_damaged", "capture_changed", "tls"))
+    got = Counter()
+    for r in _history(hist, "run_summary"):
+        got[r["api_name"]] += r["exchanges"]
+        assert r["window_start"] <= r["window_end"] and r["latency_p50_ms"] <= r["latency_p99_ms"], r
+    assert got == want
+    assert {(r["name"], r["status"]) for r in _history(hist, "findings") if r["kind"] == "policy"} == \
+        {(v["policy"], v["status"]) for v in run["verdicts"]}
+    assert {r["client_id"] for r in _history(hist, "clients")} == \
+        {r["client_id"] for r in rows if r["api_name"] is not None and r["client_id"] is not None}
+    # the same captures again: the run's rows replaced, not doubled
+    before = {t: len(_history(hist, t)) for t in ("run_summary", "findings", "clients")}
+    again = _job(night1, "--out", out, "--quiet")
+    assert again.returncode == first.returncode
+    assert {t: len(_history(hist, t)) for t in before} == before
+    assert {r["run_id"] for r in _history(hist, "run_summary")} == {json.loads((out / "run.json").read_text())["run"]}
+    # another night: its rows beside the first's
+    second = _job(night2, "--out", out, "--quiet")
+    assert second.returncode in (0, 2, 3), second.stderr[-3000:]
+    summary = _history(hist, "run_summary")
+    assert len({r["run_id"] for r in summary}) == len({r["inputs_digest"] for r in summary}) == 2
+    # a run that cannot write its history fails and adds nothing to any table
+    clients = next(hist.joinpath("clients").glob("run_date=*"))
+    kept = {t: len(_history(hist, t)) for t in before}
+    shutil.rmtree(hist / "clients")
+    (hist / "clients").write_text("not a directory")
+    night3 = tmp_path / "night3"
+    night3.mkdir()
+    shutil.copy(SAMPLES / "tansu-admin-txn.pcap", night3)
+    failed = _job(night3, "--out", out, "--quiet")
+    assert failed.returncode == 1 and "history" in failed.stderr, failed.stderr[-2000:]
+    assert {t: len(_history(hist, t)) for t in ("run_summary", "findings")} == \
+        {t: kept[t] for t in ("run_summary", "findings")}
+    assert not [p for p in hist.rglob("*") if p.name.startswith(".")]  # no temporary file left
+    assert clients.name.startswith("run_date=")
+    # --history none: no history
+    none = _job(night2, "--out", tmp_path / "plain", "--quiet", "--history", "none")
+    assert none.returncode == second.returncode and not (tmp_path / "plain" / "history").exists()
+
+
 def test_incremental_runs_read_only_new_files(spark, tmp_path):
     """Two files, then a third: the second run adds only the third file's rows, and the total equals
     a batch read of all three. The newest file of a rotation series waits until it is complete. The

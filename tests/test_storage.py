@@ -265,3 +265,30 @@ def carry_end(state: str):
     from spark_kafkawire.reader import iter_batches
 
     return iter_batches([], {}, carry=carry.Carry(state, None))
+
+
+def test_the_audit_history_on_object_storage(s3):
+    """The audit job's history written to a bucket: a run's rows added, the same run again (other
+    rows, a later date) replacing its own, another run beside them; what pyarrow.dataset reads back
+    from the bucket is what was written."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    from spark_kafkawire.audits import history
+
+    def run(run_id: str, digest: str, clients: list[str], date: str) -> None:
+        fields = history.run_fields(run_id, (None, None), digest)
+        results = {"clients": {"clients": [{"client_id": c, "client_ip": "10.0.0.1", "apis": ["Fetch v12"],
+                                            "exchanges": 3} for c in clients]}}
+        history.History("s3://caps/history/").write(history.tables(fields, [], [], results), digest, date)
+
+    run("r1", "aaaa", ["a", "b"], "2026-11-28")
+    run("r2", "bbbb", ["c"], "2026-11-28")
+    run("r1-again", "aaaa", ["a"], "2026-11-29")  # the first run's captures again, a day later
+    fs = pafs.S3FileSystem(endpoint_override=s3, access_key="testing", secret_key="testing", region="us-east-1")
+    got = ds.dataset("caps/history/clients", filesystem=fs, partitioning="hive").to_table().to_pylist()
+    assert sorted((r["run_id"], r["client_id"], str(r["run_date"])) for r in got) == \
+        [("r1-again", "a", "2026-11-29"), ("r2", "c", "2026-11-28")]
+    names = [i.base_name for i in fs.get_file_info(pafs.FileSelector("caps/history", recursive=True))
+             if i.type == pafs.FileType.File]
+    assert sorted(names) == sorted(["run-aaaa.parquet", "run-bbbb.parquet"] * len(history.TABLES)), names

@@ -93,6 +93,9 @@ def parse(argv: list[str]):
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
+    ap.add_argument("--history", metavar="PATH",
+                    help="where each run's summary, findings and clients are added (local or URI; default "
+                         "OUT/history; 'none': no history); a run over the same captures replaces its own rows")
     _policy_flags(ap)
     ap.add_argument("--tls-keylog", metavar="FILE",
                     help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
@@ -334,6 +337,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     from pyspark.sql import functions as F
 
     from . import AUDITS, Rows, exit_status, policies
+    from .history import stage_run, summary_frame, write_with
     from .report import render
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from ..escape import printable
@@ -416,7 +420,10 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
                   F.collect_set(listener).alias("listeners"),
                   F.collect_set(F.to_date(t).cast("string")).alias("dates")).first()
     assert span is not None  # (an aggregate without grouping has its one row)
-    files = ex.select("capture_file").union(rows.connections.select("capture_file")).distinct().count()
+    names = [r[0] for r in ex.select("capture_file").union(rows.connections.select("capture_file")).distinct()
+             .collect()]
+    files = len(names)
+    summary = [r.asDict() for r in summary_frame(ex).collect()] if args.history != "none" else []
     listeners = sorted(span["listeners"] or [])
     dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
@@ -435,7 +442,11 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     stopping.start()
     html = render(verdicts, meta, results, policy.min_latency_n)
     stopping.join()
-    report = out.write_text("report.html", html)
+    # the history's rows written beside their place now, put there once the report is
+    staged = None if args.history == "none" else stage_run(
+        args.history or f"{out.uri}/history", out.run_id, (span["a"], span["b"]), names, span["n"], summary, verdicts,
+        results)
+    report = write_with(lambda: out.write_text("report.html", html), staged)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 

@@ -92,7 +92,8 @@ _SPLIT = _cols(
     "explains (a one-segment "
     "response lost before the capture point shows no other sign; see [TCP health](#tcp-health)). At the client's "
     "end `latency_ms` (first byte to first byte) = `request_transfer_ms` + `network_ms` + `broker_ms`, within the "
-    "round trip's variation; at the broker's end it has no network in it (`request_transfer_ms` + `broker_ms`)") + _cols(
+    "round trip's variation; at the broker's end it has no network in it (`request_transfer_ms` + "
+    "`broker_ms`)") + _cols(
     "network_basis", "string",
     "what `network_ms` (and `broker_ms`'s share of the round trip) rests on: `handshake`, `ack` (data-to-ACK round "
     "trips, see `network_ms`), or null where there is none") + _cols(
