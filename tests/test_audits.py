@@ -429,11 +429,24 @@ def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tm
     assert again.returncode == first.returncode
     assert {t: len(_history(hist, t)) for t in before} == before
     assert {r["run_id"] for r in _history(hist, "run_summary")} == {json.loads((out / "run.json").read_text())["run"]}
-    # another night: its rows beside the first's
+    assert "Since the last run" not in (out / "report.html").read_text()  # (no other run to compare with)
+    # another night: its rows beside the first's, and the report opens with what changed since
     second = _job(night2, "--out", out, "--quiet")
     assert second.returncode in (0, 2, 3), second.stderr[-3000:]
     summary = _history(hist, "run_summary")
     assert len({r["run_id"] for r in summary}) == len({r["inputs_digest"] for r in summary}) == 2
+    page = (out / "report.html").read_text()
+    assert page.index("Since the last run") < page.index("<th>policy</th>")
+
+    def seen(night: Path) -> set:
+        return {(r["client_id"], r["client_ip"]) for r in read_capture(str(night)).to_pylist()
+                if r["api_key"] is not None}
+
+    new, gone = seen(night2) - seen(night1), seen(night1) - seen(night2)
+    assert new and gone
+    assert f"{len(new)} new client(s)" in page and f"{len(gone)} client(s) gone" in page
+    for c in list(new)[:3]:
+        assert f"{c[0]}@{c[1]}" in page
     # a run that cannot write its history fails and adds nothing to any table
     clients = next(hist.joinpath("clients").glob("run_date=*"))
     kept = {t: len(_history(hist, t)) for t in before}

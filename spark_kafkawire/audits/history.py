@@ -216,11 +216,14 @@ def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | N
 
 
 def stage_run(where: str, run_id: str, window: tuple[Any, Any], files: list[str], exchanges: int,
-              summary: list[dict], verdicts: list, results: dict) -> Staged:
-    """A run's history rows written beside their place in ``where`` (see History.stage)."""
+              summary: list[dict], verdicts: list, results: dict) -> tuple[Staged, list[tuple[str, str]] | None]:
+    """A run's history rows written beside their place in ``where`` (see History.stage), and what
+    changed since the last run the history holds (since_last)."""
     digest = inputs_digest(files, exchanges)
     run = run_fields(run_id, window, digest)
-    return History(where).stage(tables(run, summary, verdicts, results), digest, run["run_time"].strftime("%Y-%m-%d"))
+    now = tables(run, summary, verdicts, results)
+    since = since_last(where, now, digest)
+    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since
 
 
 def write_with(write: Any, staged: Staged | None) -> Any:
@@ -235,3 +238,98 @@ def write_with(write: Any, staged: Staged | None) -> Any:
     if staged is not None:
         staged.commit()
     return done
+
+
+#: a figure beyond this many times its own median over the last RECENT runs is a regression
+GROWTH = 2.0
+RECENT = 5
+
+
+def _read(where: str, table: str) -> list[dict]:
+    """A history table's rows (none where there is no history yet)."""
+    import pyarrow.dataset as ds
+
+    local = local_path(where.rstrip("/"))
+    try:
+        if local is not None:
+            path = f"{local}/{table}"
+            if not os.path.isdir(path):
+                return []
+            return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pylist()
+        fs, base = resolve(where.rstrip("/"))
+        data = ds.dataset(f"{base}/{table}", filesystem=fs, format="parquet", partitioning="hive")
+        return data.to_table().to_pylist()
+    except (FileNotFoundError, OSError):
+        return []
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def _names(items: Iterable[str], most: int = 12) -> str:
+    got = sorted(items)
+    return ", ".join(got[:most]) + (f" and {len(got) - most} more" if len(got) > most else "")
+
+
+def since_last(where: str, now: dict[str, pa.Table], digest: str) -> list[tuple[str, str]] | None:
+    """What changed since the last run in the history (another run's inputs than ``digest``), as
+    (what, evidence) lines for the report's top; None where the history holds no other run."""
+    summary = [r for r in _read(where, "run_summary") if r["inputs_digest"] != digest]
+    clients = [r for r in _read(where, "clients") if r["inputs_digest"] != digest]
+    runs = sorted({(r["run_time"], r["run_id"]) for r in summary + clients})
+    if not runs:
+        return None
+    last = runs[-1][1]
+    when = str(runs[-1][0])[:19]
+    out: list[tuple[str, str]] = []
+    cur_clients = now["clients"].to_pylist()
+    was = {(r["client_id"], r["client_ip"]) for r in clients if r["run_id"] == last}
+    is_ = {(r["client_id"], r["client_ip"]) for r in cur_clients}
+    label = lambda c: f"{c[0]}@{c[1]}"  # noqa: E731
+    if is_ - was:
+        out.append((f"{len(is_ - was)} new client(s)", _names(label(c) for c in is_ - was)))
+    if was - is_:
+        out.append((f"{len(was - is_)} client(s) gone", _names(label(c) for c in was - is_)))
+    sent_was: dict[str, set] = {}
+    sent_now: dict[str, set] = {}
+    for rows, into in (([r for r in clients if r["run_id"] == last], sent_was), (cur_clients, sent_now)):
+        for r in rows:
+            for api in r["apis"] or []:
+                into.setdefault(api, set()).add((r["client_id"], r["client_ip"]))
+    for api in sorted(set(sent_now) - set(sent_was)):
+        out.append((f"{api} newly sent",
+                    f"by {len(sent_now[api])} client(s): {_names(label(c) for c in sent_now[api])}"))
+    for api in sorted(set(sent_was) - set(sent_now)):
+        out.append((f"{api} no longer sent", f"{len(sent_was[api])} client(s) sent it in the last run"))
+    for api in sorted(set(sent_was) & set(sent_now)):
+        if len(sent_now[api]) != len(sent_was[api]):
+            out.append((f"{api}", f"{len(sent_now[api])} client(s) send it; {len(sent_was[api])} in the last run"))
+    out += _regressions(summary, now["run_summary"].to_pylist(), runs)
+    errors_was = {r["api_name"] for r in summary if r["run_id"] == last and r["errors"]}
+    for r in now["run_summary"].to_pylist():
+        if r["errors"] and r["api_name"] not in errors_was:
+            out.append((f"{r['api_name']} errors", f"{r['errors']} at {r['broker']}; none in the last run"))
+    head = f"since the run of {when} UTC"
+    return [(head, "")] + out if out else [(head, "nothing changed")]
+
+
+def _regressions(summary: list[dict], now: list[dict], runs: list) -> list[tuple[str, str]]:
+    """Broker p99 per API and broker beyond GROWTH times its median over the last RECENT runs."""
+    recent = {run_id for _t, run_id in runs[-RECENT:]}
+    past: dict[tuple[str, str], list[float]] = {}
+    for r in summary:
+        if r["run_id"] in recent and r["broker_p99_ms"] is not None:
+            past.setdefault((r["api_name"], r["broker"]), []).append(r["broker_p99_ms"])
+    out = []
+    for r in now:
+        seen = past.get((r["api_name"], r["broker"]))
+        v = r["broker_p99_ms"]
+        if seen and v is not None:
+            m = _median(seen)
+            if m > 0 and v > GROWTH * m:
+                out.append((f"{r['api_name']} broker p99 at {r['broker']}",
+                            f"{v:.1f} ms, {v / m:.1f}x its median {m:.1f} ms over the last {len(seen)} run(s)"))
+    return out

@@ -440,12 +440,12 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
-    html = render(verdicts, meta, results, policy.min_latency_n)
-    stopping.join()
     # the history's rows written beside their place now, put there once the report is
-    staged = None if args.history == "none" else stage_run(
+    staged, since = (None, None) if args.history == "none" else stage_run(
         args.history or f"{out.uri}/history", out.run_id, (span["a"], span["b"]), names, span["n"], summary, verdicts,
         results)
+    html = render(verdicts, meta, results, policy.min_latency_n, since)
+    stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})

@@ -119,8 +119,24 @@ def _coverage(rows: list[dict] | None) -> str:
     return "".join(out)
 
 
-def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 20) -> str:
-    """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram."""
+def _since(lines: list[tuple[str, str]] | None) -> str:
+    """The report's first section: what changed since the last run in the history (history.since_last)."""
+    if not lines:
+        return ""
+    head, *rest = lines
+    parts = [f"<h2 id='since'>Since the last run</h2><p class='note'>{_html(head[0])}"
+             f"{': ' + _html(head[1]) if head[1] else ''}</p>"]
+    if rest:
+        parts.append("<div class='scroll'><table><tr><th>what</th><th>evidence</th></tr>")
+        parts += [f"<tr><td>{_html(what)}</td><td>{_html(why)}</td></tr>" for what, why in rest]
+        parts.append("</table></div>")
+    return "".join(parts)
+
+
+def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 20,
+           since: list[tuple[str, str]] | None = None) -> str:
+    """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram; ``since``:
+    what changed since the last run in the history (history.since_last), the page's first section."""
     failing = sum(v.ok is False for v in verdicts)
     open_ = sum(v.ok is None for v in verdicts)
     said = ("No policy was judged (set them with --config)." if not verdicts else
@@ -133,7 +149,7 @@ def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 2
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
              f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>kafkawire audit</title>"
              f"<style>{STYLE}</style></head><body>",
-             "<h1>Kafka traffic audit</h1>",
+             "<h1>Kafka traffic audit</h1>", _since(since),
              f"<p class='{'fail' if failing else 'open' if open_ else 'ok' if verdicts else 'note'}'>"
              f"{_html(said)}</p>",
              "<div class='scroll'><table><tr><th>policy</th><th>result</th><th>what was found</th></tr>"]
