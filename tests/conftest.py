@@ -22,6 +22,7 @@ MODULE_MARKS = {
     "test_connect": ("spark", "slow"),
     "test_notebook": ("spark", "slow"),
     "test_audits": ("spark",),
+    "test_metrics": ("spark", "slow"),
     "test_wire_audits": ("spark",),
     "test_spark": ("spark",),
     "test_tshark": ("external",),

@@ -23,7 +23,7 @@ from .base import Audit, Policy, Results, Rows, Verdict, exit_status, failed, ne
 __all__ = ["AUDITS", "Audit", "Policy", "Rows", "Verdict", "exit_status", "failed", "judge", "negotiated",
            "policies"]
 #: the modules of this package that are not audits
-_NOT_AUDITS = {"base", "plots", "report", "output", "job", "loading", "history"}
+_NOT_AUDITS = {"base", "plots", "report", "output", "job", "loading", "history", "metrics"}
 
 
 def _audits() -> dict[str, Audit]:

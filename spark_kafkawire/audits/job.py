@@ -93,6 +93,9 @@ def parse(argv: list[str]):
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
+    ap.add_argument("--metrics-file", metavar="PATH",
+                    help="the run's metrics in Prometheus' text format (for the node exporter's textfile collector)")
+    ap.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
     ap.add_argument("--history", metavar="PATH",
                     help="where each run's summary, findings and clients are added (local or URI; default "
                          "OUT/history; 'none': no history); a run over the same captures replaces its own rows")
@@ -338,6 +341,9 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     from . import AUDITS, Rows, exit_status, policies
     from .history import stage_run, summary_frame, write_with
+    from .metrics import frames as metric_frames
+    from .metrics import registry as metric_registry
+    from .metrics import write as write_metrics
     from .report import render
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from ..escape import printable
@@ -424,6 +430,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
              .collect()]
     files = len(names)
     summary = [r.asDict() for r in summary_frame(ex).collect()] if args.history != "none" else []
+    figures = metric_frames(ex, rows.connections) if args.metrics_file or args.pushgateway else None
     listeners = sorted(span["listeners"] or [])
     dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
@@ -447,6 +454,8 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     html = render(verdicts, meta, results, policy.min_latency_n, since)
     stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
+    if figures is not None:
+        write_metrics(metric_registry(figures, verdicts, span["b"]), args.metrics_file, args.pushgateway)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
