@@ -437,6 +437,8 @@ def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tm
     assert len({r["run_id"] for r in summary}) == len({r["inputs_digest"] for r in summary}) == 2
     page = (out / "report.html").read_text()
     assert page.index("Since the last run") < page.index("<th>policy</th>")
+    assert page.index("<th>policy</th>") < page.index("<h2 id='trends'>Trends</h2>")  # (two runs: a line each)
+    assert 'aria-label="Exchanges per run"' in page and 'aria-label="Clients per library"' in page
 
     def seen(night: Path) -> set:
         return {(r["client_id"], r["client_ip"]) for r in read_capture(str(night)).to_pylist()

@@ -216,14 +216,15 @@ def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | N
 
 
 def stage_run(where: str, run_id: str, window: tuple[Any, Any], files: list[str], exchanges: int,
-              summary: list[dict], verdicts: list, results: dict) -> tuple[Staged, list[tuple[str, str]] | None]:
-    """A run's history rows written beside their place in ``where`` (see History.stage), and what
-    changed since the last run the history holds (since_last)."""
+              summary: list[dict], verdicts: list, results: dict
+              ) -> tuple[Staged, list[tuple[str, str]] | None, list[str]]:
+    """A run's history rows written beside their place in ``where`` (see History.stage), what
+    changed since the last run the history holds (since_last), and the Trends plots (trends)."""
     digest = inputs_digest(files, exchanges)
     run = run_fields(run_id, window, digest)
     now = tables(run, summary, verdicts, results)
     since = since_last(where, now, digest)
-    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since
+    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, trends(where, now, digest)
 
 
 def write_with(write: Any, staged: Staged | None) -> Any:
@@ -333,3 +334,55 @@ def _regressions(summary: list[dict], now: list[dict], runs: list) -> list[tuple
                 out.append((f"{r['api_name']} broker p99 at {r['broker']}",
                             f"{v:.1f} ms, {v / m:.1f}x its median {m:.1f} ms over the last {len(seen)} run(s)"))
     return out
+
+
+#: the most series a trend plot draws (the busiest), and the most runs (the latest)
+TREND_SERIES = 12
+TREND_RUNS = 60
+
+
+def trends(where: str, now: dict[str, pa.Table], digest: str) -> list[str]:
+    """The report's Trends plots (SVG), one point per run in the history and this run: exchanges and
+    the error rate, network and broker p99 per API (the slowest broker's), segments sent again,
+    clients per library. None with fewer than two runs."""
+    from .plots import lines
+
+    summary = [r for r in _read(where, "run_summary") if r["inputs_digest"] != digest]
+    clients = [r for r in _read(where, "clients") if r["inputs_digest"] != digest]
+    summary += now["run_summary"].to_pylist()
+    clients += now["clients"].to_pylist()
+    times = sorted({r["run_time"] for r in summary + clients})[-TREND_RUNS:]
+    if len(times) < 2:
+        return []
+    keep = set(times)
+    per_run: dict[str, dict] = {"exchanges": {}, "errors": {}, "resent": {}}
+    p99: dict[str, dict[str, dict]] = {"network": {}, "broker": {}}
+    for r in summary:
+        t = r["run_time"]
+        if t not in keep:
+            continue
+        per_run["exchanges"][t] = per_run["exchanges"].get(t, 0) + (r["exchanges"] or 0)
+        per_run["errors"][t] = per_run["errors"].get(t, 0) + (r["errors"] or 0)
+        per_run["resent"][t] = per_run["resent"].get(t, 0) + (r["retransmissions"] or 0)
+        for what in p99:
+            v = r[f"{what}_p99_ms"]
+            if v is not None:
+                points = p99[what].setdefault(r["api_name"], {})
+                points[t] = max(points.get(t, 0.0), v)
+    libraries: dict[str, dict] = {}
+    for r in clients:
+        if r["run_time"] in keep:
+            points = libraries.setdefault(r["client_library"] or "unnamed", {})
+            points[r["run_time"]] = points.get(r["run_time"], 0) + 1
+    rate = {t: per_run["errors"][t] / n for t, n in per_run["exchanges"].items() if n}
+
+    def busiest(series: dict[str, dict]) -> dict[str, dict]:
+        top = sorted(series, key=lambda k: -max(series[k].values()))[:TREND_SERIES]
+        return {k: series[k] for k in sorted(top)}
+
+    return [lines("Exchanges per run", {"exchanges": per_run["exchanges"]}, "exchanges"),
+            lines("Error rate per run", {"errored share": rate}, "share of exchanges"),
+            lines("Network p99 per API (ms)", busiest(p99["network"]), "ms"),
+            lines("Broker p99 per API (ms)", busiest(p99["broker"]), "ms"),
+            lines("Segments sent again per run", {"retransmissions": per_run["resent"]}, "segments"),
+            lines("Clients per library", busiest(libraries), "clients")]

@@ -448,10 +448,10 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
     # the history's rows written beside their place now, put there once the report is
-    staged, since = (None, None) if args.history == "none" else stage_run(
+    staged, since, trends = (None, None, []) if args.history == "none" else stage_run(
         args.history or f"{out.uri}/history", out.run_id, (span["a"], span["b"]), names, span["n"], summary, verdicts,
         results)
-    html = render(verdicts, meta, results, policy.min_latency_n, since)
+    html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
     stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
     if figures is not None:

@@ -134,9 +134,10 @@ def _since(lines: list[tuple[str, str]] | None) -> str:
 
 
 def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 20,
-           since: list[tuple[str, str]] | None = None) -> str:
+           since: list[tuple[str, str]] | None = None, trends: list[str] | None = None) -> str:
     """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram; ``since``:
-    what changed since the last run in the history (history.since_last), the page's first section."""
+    what changed since the last run in the history (history.since_last), the page's first section;
+    ``trends``: its plots per run (history.trends, SVG), after the verdicts."""
     failing = sum(v.ok is False for v in verdicts)
     open_ = sum(v.ok is None for v in verdicts)
     said = ("No policy was judged (set them with --config)." if not verdicts else
@@ -159,6 +160,9 @@ def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 2
         parts.append(f"<tr><td>{_html(v.name)}</td><td class='{cls}'>{word}</td>"
                      f"<td>{_html(v.detail)}</td></tr>")
     parts.append("</table></div>")
+    if trends:
+        parts.append("<h2 id='trends'>Trends</h2><p class='note'>One point per run in the history.</p>")
+        parts += trends
     parts.append(_coverage(results.get("capture_health", {}).get("coverage")))
     parts.append("<h2>What was read</h2><div class='scroll'><table>")
     for k, v in meta.items():
