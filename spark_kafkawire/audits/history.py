@@ -51,6 +51,16 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+def flags(ap: Any) -> None:
+    """The job's flags for what outlives a run: its history and its metrics (metrics.py)."""
+    ap.add_argument("--metrics-file", metavar="PATH",
+                    help="the run's metrics in Prometheus' text format (for the node exporter's textfile collector)")
+    ap.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
+    ap.add_argument("--history", metavar="PATH",
+                    help="where each run's summary, findings and clients are added (local or URI; default "
+                         "OUT/history; 'none': no history); a run over the same captures replaces its own rows")
+
+
 def inputs_digest(files: Iterable[str], exchanges: int) -> str:
     """A digest of what a run read: its capture files (sorted) and the exchanges they held."""
     h = hashlib.sha256()
@@ -215,13 +225,17 @@ def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | N
             "inputs_digest": digest}
 
 
-def stage_run(where: str, run_id: str, window: tuple[Any, Any], files: list[str], exchanges: int,
-              summary: list[dict], verdicts: list, results: dict
-              ) -> tuple[Staged, list[tuple[str, str]] | None, list[str]]:
-    """A run's history rows written beside their place in ``where`` (see History.stage), what
-    changed since the last run the history holds (since_last), and the Trends plots (trends)."""
-    digest = inputs_digest(files, exchanges)
-    run = run_fields(run_id, window, digest)
+def stage_run(history: str | None, out: Any, span: Any, files: list[str], summary: list[dict], verdicts: list,
+              results: dict) -> tuple[Staged | None, list[tuple[str, str]] | None, list[str]]:
+    """A run's history rows written beside their place (see History.stage) in ``history`` (the
+    job's --history: None for OUT/history, "none" for no history), what changed since the last run
+    the history holds (since_last), and the Trends plots (trends). ``span``: the run's first and
+    last exchange times (a, b) and its exchange count (n)."""
+    if history == "none":
+        return None, None, []
+    where = history or f"{out.uri}/history"
+    digest = inputs_digest(files, span["n"])
+    run = run_fields(out.run_id, (span["a"], span["b"]), digest)
     now = tables(run, summary, verdicts, results)
     since = since_last(where, now, digest)
     return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, trends(where, now, digest)
@@ -247,7 +261,9 @@ RECENT = 5
 
 
 def _read(where: str, table: str) -> list[dict]:
-    """A history table's rows (none where there is no history yet)."""
+    """A history table's rows (none where there is no history yet). A table that cannot be read, or
+    whose files are not this version's (another schema, a file that is not Parquet), is said on
+    stderr, naming it, and taken as no history: the run goes on and adds its own rows."""
     import pyarrow.dataset as ds
 
     local = local_path(where.rstrip("/"))
@@ -256,12 +272,27 @@ def _read(where: str, table: str) -> list[dict]:
             path = f"{local}/{table}"
             if not os.path.isdir(path):
                 return []
-            return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pylist()
-        fs, base = resolve(where.rstrip("/"))
-        data = ds.dataset(f"{base}/{table}", filesystem=fs, format="parquet", partitioning="hive")
-        return data.to_table().to_pylist()
-    except (FileNotFoundError, OSError):
+            data = ds.dataset(path, format="parquet", partitioning="hive").to_table()
+        else:
+            fs, base = resolve(where.rstrip("/"))
+            path = f"{where.rstrip('/')}/{table}"
+            data = ds.dataset(f"{base}/{table}", filesystem=fs, format="parquet", partitioning="hive").to_table()
+    except FileNotFoundError:
         return []
+    except (OSError, pa.ArrowException) as e:
+        _unreadable(path, str(e))
+        return []
+    missing = [f.name for f in SCHEMAS[table] if f.name not in data.column_names]
+    if missing:
+        _unreadable(path, f"no column {', '.join(missing)}")
+        return []
+    return data.to_pylist()
+
+
+def _unreadable(path: str, why: str) -> None:
+    from ..carry import warn_user
+
+    warn_user(f"history {path} cannot be read ({why[:300]}): this run is compared with no earlier run")
 
 
 def _median(values: list[float]) -> float:

@@ -88,17 +88,13 @@ def _policy_flags(ap) -> None:
 
 def parse(argv: list[str]):
     from ..arguments import OneLineParser
+    from .history import flags
 
     ap = OneLineParser(prog="audit.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("captures", nargs="+", help="capture files, directories, globs or URIs (s3://...)")
     ap.add_argument("--out", default="out/audit", help="output directory (local or URI; default out/audit)")
     ap.add_argument("--config", help="policies and thresholds (.toml or .json)")
-    ap.add_argument("--metrics-file", metavar="PATH",
-                    help="the run's metrics in Prometheus' text format (for the node exporter's textfile collector)")
-    ap.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
-    ap.add_argument("--history", metavar="PATH",
-                    help="where each run's summary, findings and clients are added (local or URI; default "
-                         "OUT/history; 'none': no history); a run over the same captures replaces its own rows")
+    flags(ap)  # --history, --metrics-file, --pushgateway (history.py)
     _policy_flags(ap)
     ap.add_argument("--tls-keylog", metavar="FILE",
                     help="TLS key log(s), comma-separated: TLS connections are decrypted (reader option tlsKeyLog)")
@@ -340,10 +336,8 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     from pyspark.sql import functions as F
 
     from . import AUDITS, Rows, exit_status, policies
+    from . import metrics
     from .history import stage_run, summary_frame, write_with
-    from .metrics import frames as metric_frames
-    from .metrics import registry as metric_registry
-    from .metrics import write as write_metrics
     from .report import render
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from ..escape import printable
@@ -430,7 +424,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
              .collect()]
     files = len(names)
     summary = [r.asDict() for r in summary_frame(ex).collect()] if args.history != "none" else []
-    figures = metric_frames(ex, rows.connections) if args.metrics_file or args.pushgateway else None
+    figures = metrics.frames(ex, rows.connections) if args.metrics_file or args.pushgateway else None
     listeners = sorted(span["listeners"] or [])
     dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
@@ -447,15 +441,12 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
-    # the history's rows written beside their place now, put there once the report is
-    staged, since, trends = (None, None, []) if args.history == "none" else stage_run(
-        args.history or f"{out.uri}/history", out.run_id, (span["a"], span["b"]), names, span["n"], summary, verdicts,
-        results)
+    staged, since, trends = stage_run(args.history, out, span, names, summary, verdicts, results)  # (history.py)
     html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
     stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
     if figures is not None:
-        write_metrics(metric_registry(figures, verdicts, span["b"]), args.metrics_file, args.pushgateway)
+        metrics.write(metrics.registry(figures, verdicts, span["b"]), args.metrics_file, args.pushgateway)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 
