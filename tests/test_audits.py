@@ -406,6 +406,7 @@ def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tm
     out, hist = tmp_path / "out", tmp_path / "out" / "history"
     first = _job(night1, "--out", out, "--quiet")
     assert first.returncode in (0, 2, 3), first.stderr[-3000:]
+    assert "cannot be read" not in first.stderr, first.stderr[-3000:]  # (no history yet is nothing to say)
     runs = {r["run_id"] for r in _history(hist, "run_summary")}
     assert len(runs) == 1
     run = json.loads((out / "run.json").read_text())

@@ -70,3 +70,8 @@ def test_a_history_that_is_not_this_versions_is_none_and_said(tmp_path, capsys):
     assert history.since_last(str(tmp_path), history.tables(
         {"run_id": "x", "run_time": None, "window_start": None, "window_end": None, "inputs_digest": "x"}, [], [], {}),
         "x") is None
+
+
+def test_a_history_without_files_yet_is_none_and_says_nothing(tmp_path, capsys):
+    (tmp_path / "run_summary" / "run_date=2026-11-20").mkdir(parents=True)
+    assert history._read(str(tmp_path), "run_summary") == [] and capsys.readouterr().err == ""

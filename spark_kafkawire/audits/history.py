@@ -237,8 +237,8 @@ def stage_run(history: str | None, out: Any, span: Any, files: list[str], summar
     digest = inputs_digest(files, span["n"])
     run = run_fields(out.run_id, (span["a"], span["b"]), digest)
     now = tables(run, summary, verdicts, results)
-    since = since_last(where, now, digest)
-    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, trends(where, now, digest)
+    since, plots = since_last(where, now, digest), trends(where, now, digest)  # (read before this run's files)
+    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, plots
 
 
 def write_with(write: Any, staged: Staged | None) -> Any:
@@ -283,6 +283,8 @@ def _read(where: str, table: str) -> list[dict]:
         _unreadable(path, str(e))
         return []
     missing = [f.name for f in SCHEMAS[table] if f.name not in data.column_names]
+    if missing and data.num_rows == 0:  # (folders without a file yet: no history)
+        return []
     if missing:
         _unreadable(path, f"no column {', '.join(missing)}")
         return []
