@@ -237,7 +237,8 @@ def stage_run(history: str | None, out: Any, span: Any, files: list[str], summar
     digest = inputs_digest(files, span["n"])
     run = run_fields(out.run_id, (span["a"], span["b"]), digest)
     now = tables(run, summary, verdicts, results)
-    since, plots = since_last(where, now, digest), trends(where, now, digest)  # (read before this run's files)
+    earlier = _earlier(where, digest)  # (read once, before this run's files are staged)
+    since, plots = since_last(where, now, digest, earlier), trends(where, now, digest, earlier)
     return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, plots
 
 
@@ -308,11 +309,17 @@ def _names(items: Iterable[str], most: int = 12) -> str:
     return ", ".join(got[:most]) + (f" and {len(got) - most} more" if len(got) > most else "")
 
 
-def since_last(where: str, now: dict[str, pa.Table], digest: str) -> list[tuple[str, str]] | None:
+def _earlier(where: str, digest: str) -> tuple[list[dict], list[dict]]:
+    """The history's run_summary and clients rows of other runs than ``digest``'s (read once a run)."""
+    return ([r for r in _read(where, "run_summary") if r["inputs_digest"] != digest],
+            [r for r in _read(where, "clients") if r["inputs_digest"] != digest])
+
+
+def since_last(where: str, now: dict[str, pa.Table], digest: str,
+               earlier: tuple[list[dict], list[dict]] | None = None) -> list[tuple[str, str]] | None:
     """What changed since the last run in the history (another run's inputs than ``digest``), as
     (what, evidence) lines for the report's top; None where the history holds no other run."""
-    summary = [r for r in _read(where, "run_summary") if r["inputs_digest"] != digest]
-    clients = [r for r in _read(where, "clients") if r["inputs_digest"] != digest]
+    summary, clients = earlier if earlier is not None else _earlier(where, digest)
     runs = sorted({(r["run_time"], r["run_id"]) for r in summary + clients})
     if not runs:
         return None
@@ -374,16 +381,16 @@ TREND_SERIES = 12
 TREND_RUNS = 60
 
 
-def trends(where: str, now: dict[str, pa.Table], digest: str) -> list[str]:
+def trends(where: str, now: dict[str, pa.Table], digest: str,
+           earlier: tuple[list[dict], list[dict]] | None = None) -> list[str]:
     """The report's Trends plots (SVG), one point per run in the history and this run: exchanges and
     the error rate, network and broker p99 per API (the slowest broker's), segments sent again,
     clients per library. None with fewer than two runs."""
     from .plots import lines
 
-    summary = [r for r in _read(where, "run_summary") if r["inputs_digest"] != digest]
-    clients = [r for r in _read(where, "clients") if r["inputs_digest"] != digest]
-    summary += now["run_summary"].to_pylist()
-    clients += now["clients"].to_pylist()
+    past_summary, past_clients = earlier if earlier is not None else _earlier(where, digest)
+    summary = past_summary + now["run_summary"].to_pylist()
+    clients = past_clients + now["clients"].to_pylist()
     times = sorted({r["run_time"] for r in summary + clients})[-TREND_RUNS:]
     if len(times) < 2:
         return []
