@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -437,13 +438,13 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     if later:
         meta["left for the next run"] = " ".join(later)
     _say(args, "writing the report")
-    import threading
-
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
-    staged, since, trends = stage_run(args.history, out, span, names, summary, verdicts, results)  # (history.py)
-    html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
-    stopping.join()
+    try:
+        staged, since, trends = stage_run(args.history, out, span, names, summary, verdicts, results)  # (history.py)
+        html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
+    finally:  # (a failed write too: Spark is stopped before the one line is said)
+        stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
     if figures is not None:
         metrics.write(metrics.registry(figures, verdicts, span["b"]), args.metrics_file, args.pushgateway)
