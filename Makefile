@@ -7,7 +7,7 @@ SRC    := $(shell find spark_kafkawire -name '*.py' -o -name '*.tsv' -o -name '*
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium prometheus prometheus-node-exporter
+APT_PACKAGES := tshark tcpdump wireshark-common kcat ethtool iproute2 chromium prometheus prometheus-node-exporter prometheus-pushgateway
 
 .PHONY: state-fixture setup test-deps demo notebook test test-fast test-pure lint bench bench-instructions valgrind fuzz sample-pcaps system-deps clean schemas columns options
 
@@ -47,11 +47,11 @@ $(VENV)/.test-deps: $(VENV)/.installed
 
 # tshark (for the cross-check tests), tcpdump/dumpcap and kcat (to remake sample captures), chromium
 # (the report is read in a real browser by the tests), Prometheus with promtool and the node exporter
-# (the job's metrics are scraped by a real Prometheus in the tests)
+# and the Pushgateway (the job's metrics are scraped by a real Prometheus in the tests)
 system-deps:
 	@command -v tshark >/dev/null && command -v kcat >/dev/null && command -v tcpdump >/dev/null && \
 	  command -v chromium >/dev/null && command -v prometheus >/dev/null && \
-	  command -v prometheus-node-exporter >/dev/null || \
+	  command -v prometheus-node-exporter >/dev/null && command -v prometheus-pushgateway >/dev/null || \
 	  ( $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES) >/dev/null )
 

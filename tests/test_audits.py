@@ -450,15 +450,38 @@ def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tm
     assert f"{len(new)} new client(s)" in page and f"{len(gone)} client(s) gone" in page
     for c in list(new)[:3]:
         assert f"{c[0]}@{c[1]}" in page
+    # a third night (the first night's traffic again, in files of other names): three runs; judged by
+    # max_broker_p99_growth against the first night's figures, the same, on each API and listener
+    # with min_latency_n exchanges whose broker time was timed, as read_capture counts them
+    night3 = tmp_path / "night3"
+    night3.mkdir()
+    for n in ("mock-kcat.pcap", "stub-sasl.pcap"):
+        shutil.copy(SAMPLES / n, night3 / f"again-{n}")
+    growth = ("--max-broker-p99-growth", "1.5", "--min-history-runs", "1", "--min-latency-n", "5")
+    third = _job(night3, "--out", out, "--quiet", *growth)
+    assert third.returncode in (0, 2, 3), third.stderr[-3000:]
+    timed = Counter((r["api_name"], f"{r['broker_ip']}:{r['broker_port']}") for r in rows
+                    if r["api_name"] is not None and r["status"] not in ("capture_damaged", "capture_changed", "tls"))
+    with_broker = {k for k in timed if any(r["broker_ms"] is not None and (r["api_name"], f"{r['broker_ip']}:"
+                                                                          f"{r['broker_port']}") == k for r in rows)}
+    judged = len({k for k in with_broker if timed[k] >= 5})
+    assert judged
+    (v,) = [v for v in json.loads((out / "run.json").read_text())["verdicts"] if "median over the last runs" in
+            v["policy"]]
+    assert v["status"] == "ok" and v["detail"] == f"{judged} API(s) and listener(s) judged", v
+    assert len({r["run_id"] for r in _history(hist, "run_summary")}) == 3
+    again3 = _job(night3, "--out", out, "--quiet", *growth)  # the third night again: still three runs
+    assert again3.returncode == third.returncode
+    assert len({r["run_id"] for r in _history(hist, "run_summary")}) == 3
     # a run that cannot write its history fails and adds nothing to any table
     clients = next(hist.joinpath("clients").glob("run_date=*"))
     kept = {t: len(_history(hist, t)) for t in before}
     shutil.rmtree(hist / "clients")
     (hist / "clients").write_text("not a directory")
-    night3 = tmp_path / "night3"
-    night3.mkdir()
-    shutil.copy(SAMPLES / "tansu-admin-txn.pcap", night3)
-    failed = _job(night3, "--out", out, "--quiet")
+    night4 = tmp_path / "night4"
+    night4.mkdir()
+    shutil.copy(SAMPLES / "tansu-admin-txn.pcap", night4)
+    failed = _job(night4, "--out", out, "--quiet")
     assert failed.returncode == 1 and "history" in failed.stderr, failed.stderr[-2000:]
     assert {t: len(_history(hist, t)) for t in ("run_summary", "findings")} == \
         {t: kept[t] for t in ("run_summary", "findings")}
@@ -467,6 +490,20 @@ def test_the_history_keeps_each_run_once_and_a_failed_run_adds_nothing(spark, tm
     # --history none: no history
     none = _job(night2, "--out", tmp_path / "plain", "--quiet", "--history", "none")
     assert none.returncode == second.returncode and not (tmp_path / "plain" / "history").exists()
+    # --history-format delta: the same rows as Delta Lake tables, read back with deltalake itself
+    import deltalake
+
+    lake = tmp_path / "lake"
+    for night in (night1, night2, night2):
+        d = _job(night, "--out", tmp_path / "delta-out", "--quiet", "--history", lake, "--history-format", "delta")
+        assert d.returncode in (0, 2, 3), d.stderr[-3000:]
+    got = deltalake.DeltaTable(str(lake / "run_summary")).to_pyarrow_table().to_pylist()
+    assert len({r["run_id"] for r in got}) == 2
+    first_night = Counter()  # (version 0: the first run's commit; time travel)
+    for r in deltalake.DeltaTable(str(lake / "run_summary"), version=0).to_pyarrow_table().to_pylist():
+        first_night[r["api_name"]] += r["exchanges"]
+    assert first_night == want
+    assert "Since the last run" in (tmp_path / "delta-out" / "report.html").read_text()
 
 
 def test_incremental_runs_read_only_new_files(spark, tmp_path):

@@ -1,26 +1,38 @@
 """The audit history's rules without Spark: one file per run and table, a run over the same inputs
-replacing its own, what changed since the last run, and a history that is not this version's
-(a planted file) read as none, said on stderr."""
+replacing its own, what changed since the last run, the max_broker_p99_growth policy, a history
+that is not this version's (a planted file, another format) read as none and said on stderr by
+name, and the same rules for the Delta Lake tables (read back with deltalake itself, by version)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
 
-from spark_kafkawire.audits import history
+import pyarrow.parquet as pq
+import pytest
+
+from spark_kafkawire.audits import compare, history
+from spark_kafkawire.audits.base import Policy
 
 
 def _run(where: Path, run_id: str, digest: str, when: dt.datetime, clients: dict[str, list[str]],
-         broker_p99: float | None = None) -> dict:
+         broker_p99: float | None = None, fmt: str = "parquet") -> dict:
     fields = {"run_id": run_id, "run_time": when, "window_start": None, "window_end": None, "inputs_digest": digest}
     results = {"clients": {"clients": [{"client_id": c, "client_ip": "10.0.0.1", "apis": apis, "exchanges": 1}
                                        for c, apis in clients.items()]}}
-    summary = [{"api_name": "Fetch", "broker": "10.0.0.9:9092", "exchanges": 10, "errors": 0, "bytes": 1,
+    summary = [{"api_name": "Fetch", "broker": "10.0.0.9:9092", "exchanges": 50, "errors": 0, "bytes": 1,
                 "retransmissions": 0, "latency_q": None, "network_q": None,
                 "broker_q": None if broker_p99 is None else [1.0, 2.0, broker_p99]}]
     now = history.tables(fields, summary, [], results)
-    history.History(str(where)).write(now, digest, when.strftime("%Y-%m-%d"))
+    if fmt == "delta":
+        history.DeltaStaged(str(where), now, digest, when.strftime("%Y-%m-%d")).commit()
+    else:
+        history.History(str(where)).write(now, digest, when.strftime("%Y-%m-%d"))
     return now
+
+
+def _earlier(where: Path, digest: str, fmt: str = "parquet") -> tuple[list[dict], list[dict]]:
+    return history.Past(str(where), fmt, digest, {}).earlier
 
 
 def test_the_same_inputs_replace_their_own_rows_and_others_are_kept(tmp_path):
@@ -49,14 +61,14 @@ def test_what_changed_since_the_last_run(tmp_path):
                                         "exchanges": 1}]}}
     summary = [{"api_name": "Fetch", "broker": "10.0.0.9:9092", "exchanges": 10, "errors": 2, "bytes": 1,
                 "retransmissions": 0, "latency_q": None, "network_q": None, "broker_q": [1.0, 2.0, 25.0]}]
-    lines = dict(history.since_last(str(tmp_path), history.tables(fields, summary, [], results), "dn"))
+    lines = dict(compare.since_last(history.tables(fields, summary, [], results), _earlier(tmp_path, "dn")))
     assert lines["1 new client(s)"] == "new@10.0.0.2" and lines["1 client(s) gone"] == "old@10.0.0.1"
     assert lines["Fetch v13 newly sent"].startswith("by 2 client(s)")
     assert "Produce v3 no longer sent" in lines and "Fetch v12 no longer sent" in lines
     assert lines["Fetch broker p99 at 10.0.0.9:9092"].startswith("25.0 ms, 2.5x its median 10.0 ms over the last 5")
     assert lines["Fetch errors"] == "2 at 10.0.0.9:9092; none in the last run"
     # the same inputs as the last run: compared with the run before it, never with itself
-    assert history.since_last(str(tmp_path), history.tables(fields, summary, [], results), "d4")[0][0] == \
+    assert compare.since_last(history.tables(fields, summary, [], results), _earlier(tmp_path, "d4"))[0][0] == \
         f"since the run of {day + dt.timedelta(days=3):%Y-%m-%d %H:%M:%S} UTC"
 
 
@@ -67,11 +79,93 @@ def test_a_history_that_is_not_this_versions_is_none_and_said(tmp_path, capsys):
     assert history._read(str(tmp_path), "clients") == []
     err = capsys.readouterr().err
     assert "history" in err and "clients" in err and "cannot be read" in err
-    assert history.since_last(str(tmp_path), history.tables(
+    assert compare.since_last(history.tables(
         {"run_id": "x", "run_time": None, "window_start": None, "window_end": None, "inputs_digest": "x"}, [], [], {}),
-        "x") is None
+        _earlier(tmp_path, "x")) is None
 
 
 def test_a_history_without_files_yet_is_none_and_says_nothing(tmp_path, capsys):
     (tmp_path / "run_summary" / "run_date=2026-11-20").mkdir(parents=True)
     assert history._read(str(tmp_path), "run_summary") == [] and capsys.readouterr().err == ""
+
+
+def test_a_file_of_another_history_format_is_refused_by_name(tmp_path, capsys):
+    """Every file says its format in its Parquet metadata; one that says another (a later version's
+    history, or a file without it) is named on stderr and the history read as none."""
+    day = dt.datetime(2026, 11, 20, 2, 15, tzinfo=dt.timezone.utc)
+    _run(tmp_path, "a", "d1", day, {"c1": ["Fetch v12"]})
+    written = next((tmp_path / "clients").rglob("*.parquet"))
+    assert pq.read_schema(written).metadata[b"kafkawire.history_format"] == history.FORMAT.encode()
+    assert len(history._read(str(tmp_path), "clients")) == 1 and capsys.readouterr().err == ""
+    later = written.parent / "run-later.parquet"
+    pq.write_table(pq.read_table(written).replace_schema_metadata({b"kafkawire.history_format": b"2"}), later)
+    assert history._read(str(tmp_path), "clients") == []
+    err = capsys.readouterr().err
+    assert str(later) in err and "history format '2'" in err and "reads format '1'" in err
+    later.unlink()
+    pq.write_table(pq.read_table(written).replace_schema_metadata(None), later)
+    assert history._read(str(tmp_path), "clients") == []
+    assert "no history format" in capsys.readouterr().err
+
+
+def _summary(p99: float, n: int = 50) -> list[dict]:
+    return [{"api_name": "Fetch", "broker": "10.0.0.9:9092", "exchanges": n, "errors": 0, "bytes": 1,
+             "retransmissions": 0, "latency_q": None, "network_q": None, "broker_q": [1.0, 2.0, p99]}]
+
+
+def _judge(tmp_path: Path, p99: float, policy: Policy, n: int = 50):
+    before = history.Past(str(tmp_path), "parquet", "now", history.run_fields("now", (None, None), "now"))
+    return history.judged_on_history(before, policy, _summary(p99, n))
+
+
+def test_broker_p99_growth_is_judged_only_on_enough_runs(tmp_path):
+    """max_broker_p99_growth: FAIL where this run's broker p99 is beyond the factor times its median
+    over the last runs (at most compare.RECENT), ok within it, inconclusive with fewer earlier runs
+    than min_history_runs or fewer exchanges than min_latency_n; not judged where not set."""
+    policy = Policy(max_broker_p99_growth=2.0, min_history_runs=3, min_latency_n=20)
+    assert history.judged_on_history(None, Policy(), []) == []
+    assert history.judged_on_history(None, policy, [])[0].ok is None  # (--history none)
+    day = dt.datetime(2026, 11, 20, 2, 15, tzinfo=dt.timezone.utc)
+    for i, p99 in enumerate([10.0, 12.0]):
+        _run(tmp_path, f"r{i}", f"d{i}", day + dt.timedelta(days=i), {"c": ["Fetch v12"]}, p99)
+    (v,) = _judge(tmp_path, 100.0, policy)
+    assert v.ok is None and "2 earlier run(s)" in v.detail  # two runs: not judged yet
+    for i, p99 in enumerate([8.0, 30.0, 9.0, 11.0], start=2):  # six runs: the last five are 12, 8, 30, 9, 11
+        _run(tmp_path, f"r{i}", f"d{i}", day + dt.timedelta(days=i), {"c": ["Fetch v12"]}, p99)
+    (v,) = _judge(tmp_path, 22.0, policy)  # median 11: 22 is 2.0x, not beyond
+    assert v.ok is True, v
+    (v,) = _judge(tmp_path, 22.5, policy)
+    assert v.ok is False and "Fetch on 10.0.0.9:9092: broker p99 22.5 ms, 2.0x its median 11.0 ms over 5" in v.detail
+    (v,) = _judge(tmp_path, 500.0, policy, n=5)  # too few exchanges in this run for a p99
+    assert v.ok is None
+
+
+def test_the_history_as_delta_lake_tables(tmp_path):
+    """--history-format delta: the same rows as Delta Lake tables, read back with deltalake itself; a
+    run over the same inputs replaces its rows in one commit, every earlier state readable by
+    version; a commit that fails on one table leaves every table's rows as they were."""
+    import deltalake
+    day = dt.datetime(2026, 11, 20, 2, 15, tzinfo=dt.timezone.utc)
+    _run(tmp_path, "a", "d1", day, {"c1": ["Fetch v12"]}, 10.0, fmt="delta")
+    _run(tmp_path, "b", "d2", day + dt.timedelta(days=1), {"c2": ["Fetch v12"], "c3": ["Fetch v12"]}, 11.0, fmt="delta")
+    _run(tmp_path, "a2", "d1", day + dt.timedelta(days=2), {"c1": ["Fetch v13"]}, 12.0, fmt="delta")
+    clients = deltalake.DeltaTable(str(tmp_path / "clients"))
+    assert sorted((r["run_id"], r["client_id"]) for r in clients.to_pyarrow_table().to_pylist()) == \
+        [("a2", "c1"), ("b", "c2"), ("b", "c3")]
+    assert clients.metadata().partition_columns == ["run_date"] and clients.version() == 2
+    assert clients.metadata().description == "spark_kafkawire audit history, format 1"
+    old = deltalake.DeltaTable(str(tmp_path / "clients"), version=1).to_pyarrow_table().to_pylist()
+    assert sorted((r["run_id"], r["client_id"]) for r in old) == [("a", "c1"), ("b", "c2"), ("b", "c3")]
+    summary, seen = _earlier(tmp_path, "d3", "delta")
+    assert sorted(r["run_id"] for r in summary) == ["a2", "b"] and len(seen) == 3
+    # a run whose third table cannot be written: the first two are restored, no row of it stays
+    now = history.tables(history.run_fields("c", (None, None), "d3"), _summary(40.0), [], {"clients": {"clients": [
+        {"client_id": "c9", "client_ip": "10.0.0.1", "apis": [], "exchanges": 1}]}})
+    # (a damaged commit in the clients table's log: the table cannot be read, nor written)
+    log = tmp_path / "clients" / "_delta_log"
+    (log / f"{clients.version() + 1:020d}.json").write_text("not a commit\n")
+    with pytest.raises(OSError, match="clients: Kernel error: Json error"):
+        history.DeltaStaged(str(tmp_path), now, "d3", "2026-11-23").commit()
+    assert sorted(r["run_id"] for r in _earlier(tmp_path, "none", "delta")[0]) == ["a2", "b"]
+    findings = deltalake.DeltaTable(str(tmp_path / "findings")).to_pyarrow_table()
+    assert "c" not in findings.column("run_id").to_pylist()

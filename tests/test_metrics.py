@@ -96,3 +96,48 @@ def test_prometheus_scrapes_the_runs_metrics_through_the_textfile_collector(spar
     assert by_api == {k: float(v) for k, v in timed.items()}
     assert statuses == {k: float(v) for k, v in Counter((r["api_name"], r["status"]) for r in rows).items()}
     assert len(failing) == 2 and "no SASL PLAIN login outside TLS" in failing
+
+
+def test_the_pushgateway_holds_the_runs_metrics_with_client_labels_on_request(spark, tmp_path):
+    """--pushgateway pushes the same metrics to a real Pushgateway, which Prometheus scrapes (honoring
+    the pushed labels); --metrics-labels client_id adds each client's id as a label, counted as
+    read_capture counts that client's exchanges. A Pushgateway that is not there is one line on
+    stderr naming it, and the run's exit status stands."""
+    prometheus, gateway = shutil.which("prometheus"), shutil.which("prometheus-pushgateway")
+    assert prometheus and gateway, "make system-deps installs Prometheus and its Pushgateway"
+    gateway_port, prometheus_port = _port(), _port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: pushgateway\n"
+                      "    honor_labels: true\n    static_configs:\n"
+                      f"      - targets: ['127.0.0.1:{gateway_port}']\n")
+    with _running([gateway, f"--web.listen-address=127.0.0.1:{gateway_port}"], tmp_path / "gateway.log"), \
+         _running([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                   f"--web.listen-address=127.0.0.1:{prometheus_port}"], tmp_path / "prometheus.log"):
+        time.sleep(1)
+        r = _job(SAMPLES, "--out", tmp_path / "out", "--quiet", "--history", "none",
+                 "--pushgateway", f"http://127.0.0.1:{gateway_port}", "--metrics-labels", "client_id")
+        assert r.returncode == 2 and "not pushed" not in r.stderr, r.stderr[-3000:]
+        query = 'sum by (client_id) (kafkawire_exchanges{job="kafkawire_audit"})'
+        deadline, got = time.monotonic() + 90, []
+        while time.monotonic() < deadline and not got:
+            time.sleep(1)
+            try:
+                got = _query(prometheus_port, query)
+            except OSError:
+                got = []
+        assert got, (tmp_path / "prometheus.log").read_text()[-3000:]
+        by_client = {g["metric"].get("client_id", ""): float(g["value"][1]) for g in got}
+
+    from spark_kafkawire import read_capture
+
+    rows = [r for r in read_capture(str(SAMPLES)).to_pylist() if r["api_name"] is not None
+            and r["status"] not in SKIP_STATUS]
+    assert by_client == {k or "": float(v) for k, v in Counter(r["client_id"] for r in rows).items()}
+    # nothing listening: said in one line, the run's verdicts and exit status stand
+    down = _job(SAMPLES / "mock-kcat.pcap", "--out", tmp_path / "out2", "--quiet", "--history", "none",
+                "--pushgateway", f"http://127.0.0.1:{_port()}")
+    said = [ln for ln in down.stderr.splitlines() if "--pushgateway" in ln]
+    assert len(said) == 1 and "the metrics were not pushed" in said[0], down.stderr[-2000:]
+    assert down.returncode in (0, 3) and json.loads((tmp_path / "out2" / "run.json").read_text())["state"] == "complete"
+    bad = _job(SAMPLES / "mock-kcat.pcap", "--out", tmp_path / "out3", "--metrics-labels", "topic")
+    assert bad.returncode != 0 and "--metrics-labels" in bad.stderr and "'topic'" in bad.stderr

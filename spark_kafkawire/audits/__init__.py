@@ -23,7 +23,7 @@ from .base import Audit, Policy, Results, Rows, Verdict, exit_status, failed, ne
 __all__ = ["AUDITS", "Audit", "Policy", "Rows", "Verdict", "exit_status", "failed", "judge", "negotiated",
            "policies"]
 #: the modules of this package that are not audits
-_NOT_AUDITS = {"base", "plots", "report", "output", "job", "loading", "history", "metrics"}
+_NOT_AUDITS = {"base", "plots", "report", "output", "job", "loading", "history", "compare", "metrics"}
 
 
 def _audits() -> dict[str, Audit]:
@@ -40,12 +40,14 @@ def _audits() -> dict[str, Audit]:
 AUDITS: dict[str, Audit] = _audits()
 
 
-def policies(results: Results, policy: Policy) -> list[Verdict]:
+def policies(results: Results, policy: Policy, history: list[Verdict] | None = None) -> list[Verdict]:
     """Check collected results (audit -> table -> rows as dicts) against the policy, audit by audit
-    in report order; a policy whose audit did not run is not judged."""
+    in report order; a policy whose audit did not run is not judged. ``history``: the verdicts of
+    the policies judged against earlier runs (history.Past.verdicts), weighed on this run's evidence
+    as the others."""
     out = [v for a in AUDITS.values() if a.verdicts is not None and a.name in results
            for v in a.verdicts(results, policy)]
-    return judge(out, results, policy)
+    return judge(out + (history or []), results, policy)
 
 
 def judge(verdicts: list[Verdict], results: Results, policy: Policy) -> list[Verdict]:

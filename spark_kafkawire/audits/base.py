@@ -86,6 +86,9 @@ class Policy:
     max_request_size: int = 1048576  # the producers' max.request.size (Kafka's default)
     request_size_fraction: float = 0.9  # large_requests: a Produce request past this share of it
     hygiene_fail_on: list[str] = field(default_factory=list)  # findings that fail the run (default: advice)
+    # history: judged against the earlier runs the job's history holds
+    max_broker_p99_growth: float | None = None  # an API's broker p99 per listener over its median of the last runs
+    min_history_runs: int = 3  # fewer earlier runs with an API and listener than this: that one is not judged
     # evidence: a verdict is ok only on enough of it (else inconclusive, exit status 3)
     min_exchanges: int = 1  # fewer decoded Kafka exchanges than this in all: no verdict holds
     max_undecoded_fraction: float = 0.01  # a Kafka listener with more of its bytes not decoded hides what is checked
@@ -129,6 +132,8 @@ def check_policy(p: Policy, source: str | None = None) -> None:
                 raise ValueError(f"{said}: want a fraction from 0 to 1 (e.g. 0.01 for 1%)")
             if v < 0:
                 raise ValueError(f"{said}: want 0 or more")
+            if name.endswith("_growth") and v < 1:
+                raise ValueError(f"{said}: want a factor of 1 or more (e.g. 2 for twice the recent median)")
         elif name == "max_p99_ms":
             if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(ms, (int, float))
                                                   and not isinstance(ms, bool) and ms >= 0 for k, ms in v.items()):

@@ -16,6 +16,15 @@ capture files it read and how many exchanges they held). A run's rows are one fi
 ``run-<inputs_digest>.parquet``, written under a temporary name and renamed into place after the
 report: a run again over the same captures replaces its own rows (in whichever date's partition
 they were), a failed run adds nothing, and no other run's rows are touched.
+
+Each file carries its format in its Parquet metadata (``kafkawire.history_format``: FORMAT; a Delta
+table in its description, DELTA_FORMAT); a history holding a file of another format, or one that
+is not Parquet, is said on stderr naming it and read as none (the run adds its own rows beside it).
+
+``--history-format delta`` keeps the same tables as Delta Lake tables (``TABLE/``, partitioned by
+``run_date``) through the ``deltalake`` package (no JVM): a run's rows go in with one MERGE per table
+on the run's inputs digest (the rows of a run over the same inputs deleted, this run's inserted, in
+one commit), so every earlier state stays readable by version (time travel).
 """
 
 from __future__ import annotations
@@ -30,6 +39,13 @@ import pyarrow as pa
 from ..wire.fs import local_path, resolve
 
 TABLES = ("run_summary", "findings", "clients")
+
+#: the history's format: a file of another is refused by name (see _read)
+FORMAT = "1"
+FORMAT_KEY = b"kafkawire.history_format"
+FORMATS = ("parquet", "delta")
+#: a Delta table's description says its format (Delta's own table properties take no key of ours)
+DELTA_FORMAT = f"spark_kafkawire audit history, format {FORMAT}"
 
 #: the columns every history row starts with: the run it belongs to
 RUN_FIELDS = [("run_id", pa.string()), ("run_time", pa.timestamp("us", tz="UTC")),
@@ -51,6 +67,10 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+#: the most clients --metrics-labels names one by one
+MAX_CLIENT_SERIES = 200
+
+
 def flags(ap: Any) -> None:
     """The job's flags for what outlives a run: its history and its metrics (metrics.py)."""
     ap.add_argument("--metrics-file", metavar="PATH",
@@ -59,6 +79,41 @@ def flags(ap: Any) -> None:
     ap.add_argument("--history", metavar="PATH",
                     help="where each run's summary, findings and clients are added (local or URI; default "
                          "OUT/history; 'none': no history); a run over the same captures replaces its own rows")
+    ap.add_argument("--history-format", type=_history_format, default="parquet",
+                    help="the history's tables as Parquet datasets (default) or Delta Lake tables (needs the "
+                         "'delta' extra: pip install 'spark-kafkawire[delta]')")
+    ap.add_argument("--metrics-labels", metavar="LABELS", default=(), type=client_labels,
+                    help="client_id and/or client_address (comma-separated): add these labels to the exchange "
+                         "metrics (unbounded in number and chosen by whoever connects: off by default; at most "
+                         f"{MAX_CLIENT_SERIES} clients, the rest counted as client_id=\"other\")")
+
+
+def _history_format(value: str) -> str:
+    import argparse
+
+    if value not in FORMATS:
+        raise argparse.ArgumentTypeError(f"{value!r}: choose from {', '.join(FORMATS)}")
+    if value == "delta":
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise argparse.ArgumentTypeError("'delta' needs the deltalake package: pip install "
+                                             "'spark-kafkawire[delta]'") from None
+    return value
+
+
+#: the client labels --metrics-labels may add, and the exchange rows' columns they come from
+CLIENT_LABELS = {"client_id": "client_id", "client_address": "client_ip"}
+
+
+def client_labels(value: str) -> tuple[str, ...]:
+    import argparse
+
+    got = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [v for v in got if v not in CLIENT_LABELS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r}: choose from {', '.join(CLIENT_LABELS)}")
+    return got
 
 
 def inputs_digest(files: Iterable[str], exchanges: int) -> str:
@@ -96,10 +151,9 @@ def _num(v: Any) -> float | None:
         return None
 
 
-def tables(run: dict, summary: list[dict], verdicts: list, results: dict) -> dict[str, pa.Table]:
-    """The run's rows of each history table. ``run``: RUN_FIELDS' values; ``summary``: summary_frame's
-    rows; ``verdicts``: the policies' verdicts; ``results``: the audit tables as the job keeps them."""
-    rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+def summary_rows(run: dict, summary: list[dict]) -> list[dict]:
+    """run_summary's rows of a run (``run``: RUN_FIELDS' values; ``summary``: summary_frame's rows)."""
+    out = []
     for s in summary:
         r = {**run, "api_name": s["api_name"], "broker": s["broker"], "exchanges": s["exchanges"],
              "errors": s["errors"], "bytes": s["bytes"], "retransmissions": s["retransmissions"]}
@@ -107,7 +161,15 @@ def tables(run: dict, summary: list[dict], verdicts: list, results: dict) -> dic
             qs = s[f"{what}_q"] or [None, None, None]
             for q, v in zip((50, 95, 99), qs):
                 r[f"{what}_p{q}_ms"] = _num(v)
-        rows["run_summary"].append(r)
+        out.append(r)
+    return out
+
+
+def tables(run: dict, summary: list[dict], verdicts: list, results: dict) -> dict[str, pa.Table]:
+    """The run's rows of each history table. ``run``: RUN_FIELDS' values; ``summary``: summary_frame's
+    rows; ``verdicts``: the policies' verdicts; ``results``: the audit tables as the job keeps them."""
+    rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+    rows["run_summary"] = summary_rows(run, summary)
     for v in verdicts:
         rows["findings"].append({**run, "kind": "policy", "name": v.name, "status": v.status, "evidence": v.detail})
     for f in results.get("client_hygiene", {}).get("client_hygiene", []):
@@ -121,7 +183,8 @@ def tables(run: dict, summary: list[dict], verdicts: list, results: dict) -> dic
                                 "software_name": c.get("software_name") or None,
                                 "software_version": c.get("software_version") or None,
                                 "apis": list(c.get("apis") or []), "exchanges": c.get("exchanges")})
-    return {t: pa.Table.from_pylist(rows[t], schema=SCHEMAS[t]) for t in TABLES}
+    return {t: pa.Table.from_pylist(rows[t], schema=SCHEMAS[t]).replace_schema_metadata({FORMAT_KEY: FORMAT})
+            for t in TABLES}
 
 
 class History:
@@ -216,6 +279,58 @@ class Staged:
         self.files = []
 
 
+class DeltaStaged:
+    """A run's rows for Delta Lake tables, written at commit(): one MERGE per table on the run's
+    inputs digest (the rows of a run over the same inputs deleted, this run's inserted, one commit
+    each); where a table's commit fails, the tables already committed are restored to the version
+    before this run, so that a failed run adds nothing."""
+
+    def __init__(self, uri: str, run_tables: dict[str, pa.Table], digest: str, run_date: str):
+        self.uri = uri.rstrip("/")
+        self.digest = digest
+        self.tables = {t: data.append_column("run_date", pa.array([run_date] * data.num_rows, pa.string()))
+                       for t, data in run_tables.items()}
+        self.files: list = list(self.tables)  # (something to commit)
+
+    def commit(self) -> None:
+        from deltalake import DeltaTable, write_deltalake
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        done: list[tuple[Any, int | None]] = []
+        try:
+            for table, data in self.tables.items():
+                path, opts = f"{self.uri}/{table}", delta_storage(self.uri)
+                try:
+                    dt = DeltaTable(path, storage_options=opts)
+                except TableNotFoundError:
+                    write_deltalake(path, data, partition_by=["run_date"], storage_options=opts,
+                                    name=f"kafkawire_history_{table}", description=DELTA_FORMAT)
+                    done.append((DeltaTable(path, storage_options=opts), None))
+                    continue
+                version = dt.version()
+                # (no row matches: all of this run's are inserted; the target's rows no source row
+                # matched that are of this run's inputs are deleted; one commit)
+                (dt.merge(data, predicate="false", source_alias="s", target_alias="t")
+                 .when_not_matched_insert_all()
+                 .when_not_matched_by_source_delete(predicate=f"t.inputs_digest = '{self.digest}'")
+                 .execute())
+                done.append((dt, version))
+        except BaseException as e:
+            for dt, was in done:
+                dt.update_incremental()
+                if was is None:  # (a table this run created: none of its rows stay)
+                    dt.delete()
+                elif dt.version() > was:  # (a merge of no rows commits nothing)
+                    dt.restore(was)
+            if isinstance(e, DeltaError):  # (its first line says what; the rest is the writer's backtrace)
+                raise OSError(f"{path}: {(str(e).strip().splitlines() or [type(e).__name__])[0]}") from None
+            raise
+        self.files = []
+
+    def discard(self) -> None:
+        self.files = []
+
+
 def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | None = None) -> dict:
     """RUN_FIELDS' values for a run (``window``: the captures' first and last exchange times)."""
     import datetime as dt
@@ -225,24 +340,61 @@ def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | N
             "inputs_digest": digest}
 
 
-def stage_run(history: str | None, out: Any, span: Any, files: list[str], summary: list[dict], verdicts: list,
-              results: dict) -> tuple[Staged | None, list[tuple[str, str]] | None, list[str]]:
-    """A run's history rows written beside their place (see History.stage) in ``history`` (the
-    job's --history: None for OUT/history, "none" for no history), what changed since the last run
-    the history holds (since_last), and the Trends plots (trends). ``span``: the run's first and
-    last exchange times (a, b) and its exchange count (n)."""
-    if history == "none":
-        return None, None, []
-    where = history or f"{out.uri}/history"
+class Past:
+    """Where a run's history is and what it holds of other runs: ``where`` (its URI), ``fmt``
+    (FORMATS), ``digest`` (this run's inputs_digest), ``run`` (this run's RUN_FIELDS values), and
+    the history's run_summary and clients rows of other runs than this one's inputs (read once)."""
+
+    def __init__(self, where: str, fmt: str, digest: str, run: dict):
+        self.where, self.fmt, self.digest, self.run = where, fmt, digest, run
+        self.summary = [r for r in _read(where, "run_summary", fmt) if r["inputs_digest"] != digest]
+        self.clients = [r for r in _read(where, "clients", fmt) if r["inputs_digest"] != digest]
+
+    @property
+    def earlier(self) -> tuple[list[dict], list[dict]]:
+        return self.summary, self.clients
+
+
+
+def past(args: Any, out: Any, span: Any, files: list[str]) -> Past | None:
+    """The run's place in its history (the job's --history, --history-format; None with --history
+    none), read before anything of this run is written. ``span``: the run's first and last exchange
+    times (a, b) and its exchange count (n); ``files``: the capture files it read."""
+    if args.history == "none":
+        return None
     digest = inputs_digest(files, span["n"])
-    run = run_fields(out.run_id, (span["a"], span["b"]), digest)
-    now = tables(run, summary, verdicts, results)
-    earlier = _earlier(where, digest)  # (read once, before this run's files are staged)
-    since, plots = since_last(where, now, digest, earlier), trends(where, now, digest, earlier)
-    return History(where).stage(now, digest, run["run_time"].strftime("%Y-%m-%d")), since, plots
+    return Past(args.history or f"{out.uri}/history", args.history_format, digest,
+                run_fields(out.run_id, (span["a"], span["b"]), digest))
 
 
-def write_with(write: Any, staged: Staged | None) -> Any:
+def judged_on_history(before: Past | None, policy: Any, summary: list[dict]) -> list:
+    """The policies judged against the history (compare.growth_verdicts) for this run's ``summary``
+    (summary_frame's rows); ``before``: None without a history (--history none)."""
+    from .compare import growth_verdicts
+
+    if before is None:
+        return growth_verdicts(policy, [], None)
+    return growth_verdicts(policy, summary_rows(before.run, summary), before.earlier)
+
+
+def stage_run(before: Past | None, summary: list[dict], verdicts: list,
+              results: dict) -> tuple[Any, list[tuple[str, str]] | None, list[str]]:
+    """A run's history rows made ready to go in (Parquet: written beside their place, see
+    History.stage; Delta: kept until commit), what changed since the last run the history holds
+    (compare.since_last), and the Trends plots (compare.trends)."""
+    from .compare import since_last, trends
+
+    if before is None:
+        return None, None, []
+    now = tables(before.run, summary, verdicts, results)
+    since, plots = since_last(now, before.earlier), trends(now, before.earlier)
+    date = before.run["run_time"].strftime("%Y-%m-%d")
+    if before.fmt == "delta":
+        return DeltaStaged(before.where, now, before.digest, date), since, plots
+    return History(before.where).stage(now, before.digest, date), since, plots
+
+
+def write_with(write: Any, staged: Any) -> Any:
     """``write()`` (the run's report), then the staged history put in place; where the write fails,
     the history is left as it was."""
     try:
@@ -256,32 +408,22 @@ def write_with(write: Any, staged: Staged | None) -> Any:
     return done
 
 
-#: a figure beyond this many times its own median over the last RECENT runs is a regression
-GROWTH = 2.0
-RECENT = 5
-
-
-def _read(where: str, table: str) -> list[dict]:
+def _read(where: str, table: str, fmt: str = "parquet") -> list[dict]:
     """A history table's rows (none where there is no history yet). A table that cannot be read, or
-    whose files are not this version's (another schema, a file that is not Parquet), is said on
-    stderr, naming it, and taken as no history: the run goes on and adds its own rows."""
-    import pyarrow.dataset as ds
-
-    local = local_path(where.rstrip("/"))
+    whose files are not this version's (another format or schema, a file that is not Parquet), is
+    said on stderr, naming it, and taken as no history: the run goes on and adds its own rows."""
+    path = f"{where.rstrip('/')}/{table}"
     try:
-        if local is not None:
-            path = f"{local}/{table}"
-            if not os.path.isdir(path):
-                return []
-            data = ds.dataset(path, format="parquet", partitioning="hive").to_table()
-        else:
-            fs, base = resolve(where.rstrip("/"))
-            path = f"{where.rstrip('/')}/{table}"
-            data = ds.dataset(f"{base}/{table}", filesystem=fs, format="parquet", partitioning="hive").to_table()
+        data = _delta_table(path) if fmt == "delta" else _parquet_table(where, table)
     except FileNotFoundError:
+        return []
+    except _Refused as e:
+        _unreadable(e.args[0], e.args[1])
         return []
     except (OSError, pa.ArrowException) as e:
         _unreadable(path, str(e))
+        return []
+    if data is None:
         return []
     missing = [f.name for f in SCHEMAS[table] if f.name not in data.column_names]
     if missing and data.num_rows == 0:  # (folders without a file yet: no history)
@@ -292,137 +434,61 @@ def _read(where: str, table: str) -> list[dict]:
     return data.to_pylist()
 
 
+class _Refused(Exception):
+    """(path, why): a history file of another format."""
+
+
+def _parquet_table(where: str, table: str) -> pa.Table | None:
+    import pyarrow.dataset as ds
+
+    local = local_path(where.rstrip("/"))
+    if local is not None:
+        if not os.path.isdir(f"{local}/{table}"):
+            return None
+        data = ds.dataset(f"{local}/{table}", format="parquet", partitioning="hive")
+    else:
+        fs, base = resolve(where.rstrip("/"))
+        data = ds.dataset(f"{base}/{table}", filesystem=fs, format="parquet", partitioning="hive")
+    for fragment in data.get_fragments():
+        said = (fragment.physical_schema.metadata or {}).get(FORMAT_KEY)
+        if said != FORMAT.encode():
+            what = f"history format {said.decode('utf-8', 'replace')!r}" if said else "no history format"
+            raise _Refused(fragment.path, f"{what}; this version reads format {FORMAT!r}")
+    return data.to_table()
+
+
+def _delta_table(path: str) -> pa.Table | None:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    try:
+        dt = DeltaTable(path, storage_options=delta_storage(path))
+    except TableNotFoundError:
+        return None
+    except DeltaError as e:  # (a damaged log: its first line says what; the rest is the writer's backtrace)
+        raise OSError((str(e).strip().splitlines() or [type(e).__name__])[0]) from None
+    said = dt.metadata().description
+    if said != DELTA_FORMAT:
+        raise _Refused(path, f"its description says {said!r}, not {DELTA_FORMAT!r}")
+    return dt.to_pyarrow_table()
+
+
+def delta_storage(uri: str) -> dict[str, str] | None:
+    """deltalake's storage options for ``uri``: an s3:// URI's endpoint from AWS_ENDPOINT_URL (plain
+    HTTP allowed where it says http://); credentials from the environment as for any AWS client."""
+    if not uri.startswith("s3://"):
+        return None
+    opts = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        opts["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            opts["AWS_ALLOW_HTTP"] = "true"
+    opts.setdefault("AWS_REGION", os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+    return opts
+
+
 def _unreadable(path: str, why: str) -> None:
     from ..carry import warn_user
 
     warn_user(f"history {path} cannot be read ({why[:300]}): this run is compared with no earlier run")
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
-def _names(items: Iterable[str], most: int = 12) -> str:
-    got = sorted(items)
-    return ", ".join(got[:most]) + (f" and {len(got) - most} more" if len(got) > most else "")
-
-
-def _earlier(where: str, digest: str) -> tuple[list[dict], list[dict]]:
-    """The history's run_summary and clients rows of other runs than ``digest``'s (read once a run)."""
-    return ([r for r in _read(where, "run_summary") if r["inputs_digest"] != digest],
-            [r for r in _read(where, "clients") if r["inputs_digest"] != digest])
-
-
-def since_last(where: str, now: dict[str, pa.Table], digest: str,
-               earlier: tuple[list[dict], list[dict]] | None = None) -> list[tuple[str, str]] | None:
-    """What changed since the last run in the history (another run's inputs than ``digest``), as
-    (what, evidence) lines for the report's top; None where the history holds no other run."""
-    summary, clients = earlier if earlier is not None else _earlier(where, digest)
-    runs = sorted({(r["run_time"], r["run_id"]) for r in summary + clients})
-    if not runs:
-        return None
-    last = runs[-1][1]
-    when = str(runs[-1][0])[:19]
-    out: list[tuple[str, str]] = []
-    cur_clients = now["clients"].to_pylist()
-    was = {(r["client_id"], r["client_ip"]) for r in clients if r["run_id"] == last}
-    is_ = {(r["client_id"], r["client_ip"]) for r in cur_clients}
-    label = lambda c: f"{c[0]}@{c[1]}"  # noqa: E731
-    if is_ - was:
-        out.append((f"{len(is_ - was)} new client(s)", _names(label(c) for c in is_ - was)))
-    if was - is_:
-        out.append((f"{len(was - is_)} client(s) gone", _names(label(c) for c in was - is_)))
-    sent_was: dict[str, set] = {}
-    sent_now: dict[str, set] = {}
-    for rows, into in (([r for r in clients if r["run_id"] == last], sent_was), (cur_clients, sent_now)):
-        for r in rows:
-            for api in r["apis"] or []:
-                into.setdefault(api, set()).add((r["client_id"], r["client_ip"]))
-    for api in sorted(set(sent_now) - set(sent_was)):
-        out.append((f"{api} newly sent",
-                    f"by {len(sent_now[api])} client(s): {_names(label(c) for c in sent_now[api])}"))
-    for api in sorted(set(sent_was) - set(sent_now)):
-        out.append((f"{api} no longer sent", f"{len(sent_was[api])} client(s) sent it in the last run"))
-    for api in sorted(set(sent_was) & set(sent_now)):
-        if len(sent_now[api]) != len(sent_was[api]):
-            out.append((f"{api}", f"{len(sent_now[api])} client(s) send it; {len(sent_was[api])} in the last run"))
-    out += _regressions(summary, now["run_summary"].to_pylist(), runs)
-    errors_was = {r["api_name"] for r in summary if r["run_id"] == last and r["errors"]}
-    for r in now["run_summary"].to_pylist():
-        if r["errors"] and r["api_name"] not in errors_was:
-            out.append((f"{r['api_name']} errors", f"{r['errors']} at {r['broker']}; none in the last run"))
-    head = f"since the run of {when} UTC"
-    return [(head, "")] + out if out else [(head, "nothing changed")]
-
-
-def _regressions(summary: list[dict], now: list[dict], runs: list) -> list[tuple[str, str]]:
-    """Broker p99 per API and broker beyond GROWTH times its median over the last RECENT runs."""
-    recent = {run_id for _t, run_id in runs[-RECENT:]}
-    past: dict[tuple[str, str], list[float]] = {}
-    for r in summary:
-        if r["run_id"] in recent and r["broker_p99_ms"] is not None:
-            past.setdefault((r["api_name"], r["broker"]), []).append(r["broker_p99_ms"])
-    out = []
-    for r in now:
-        seen = past.get((r["api_name"], r["broker"]))
-        v = r["broker_p99_ms"]
-        if seen and v is not None:
-            m = _median(seen)
-            if m > 0 and v > GROWTH * m:
-                out.append((f"{r['api_name']} broker p99 at {r['broker']}",
-                            f"{v:.1f} ms, {v / m:.1f}x its median {m:.1f} ms over the last {len(seen)} run(s)"))
-    return out
-
-
-#: the most series a trend plot draws (the busiest), and the most runs (the latest)
-TREND_SERIES = 12
-TREND_RUNS = 60
-
-
-def trends(where: str, now: dict[str, pa.Table], digest: str,
-           earlier: tuple[list[dict], list[dict]] | None = None) -> list[str]:
-    """The report's Trends plots (SVG), one point per run in the history and this run: exchanges and
-    the error rate, network and broker p99 per API (the slowest broker's), segments sent again,
-    clients per library. None with fewer than two runs."""
-    from .plots import lines
-
-    past_summary, past_clients = earlier if earlier is not None else _earlier(where, digest)
-    summary = past_summary + now["run_summary"].to_pylist()
-    clients = past_clients + now["clients"].to_pylist()
-    times = sorted({r["run_time"] for r in summary + clients})[-TREND_RUNS:]
-    if len(times) < 2:
-        return []
-    keep = set(times)
-    per_run: dict[str, dict] = {"exchanges": {}, "errors": {}, "resent": {}}
-    p99: dict[str, dict[str, dict]] = {"network": {}, "broker": {}}
-    for r in summary:
-        t = r["run_time"]
-        if t not in keep:
-            continue
-        per_run["exchanges"][t] = per_run["exchanges"].get(t, 0) + (r["exchanges"] or 0)
-        per_run["errors"][t] = per_run["errors"].get(t, 0) + (r["errors"] or 0)
-        per_run["resent"][t] = per_run["resent"].get(t, 0) + (r["retransmissions"] or 0)
-        for what in p99:
-            v = r[f"{what}_p99_ms"]
-            if v is not None:
-                points = p99[what].setdefault(r["api_name"], {})
-                points[t] = max(points.get(t, 0.0), v)
-    libraries: dict[str, dict] = {}
-    for r in clients:
-        if r["run_time"] in keep:
-            points = libraries.setdefault(r["client_library"] or "unnamed", {})
-            points[r["run_time"]] = points.get(r["run_time"], 0) + 1
-    rate = {t: per_run["errors"][t] / n for t, n in per_run["exchanges"].items() if n}
-
-    def busiest(series: dict[str, dict]) -> dict[str, dict]:
-        top = sorted(series, key=lambda k: -max(series[k].values()))[:TREND_SERIES]
-        return {k: series[k] for k in sorted(top)}
-
-    return [lines("Exchanges per run", {"exchanges": per_run["exchanges"]}, "exchanges"),
-            lines("Error rate per run", {"errored share": rate}, "share of exchanges"),
-            lines("Network p99 per API (ms)", busiest(p99["network"]), "ms"),
-            lines("Broker p99 per API (ms)", busiest(p99["broker"]), "ms"),
-            lines("Segments sent again per run", {"retransmissions": per_run["resent"]}, "segments"),
-            lines("Clients per library", busiest(libraries), "clients")]

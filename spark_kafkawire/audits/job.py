@@ -205,6 +205,7 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     import spark_kafkawire
     from ..cli import plain_warnings
+    from ..escape import printable
     from ..reader import job_options
 
     plain_warnings("audit", SKIPPED)  # a file of the captures skipped (a FIFO...): one line naming it
@@ -229,8 +230,6 @@ def main(argv: list[str]) -> int:
         elif not os.path.isdir(args.captures[0]) and "://" not in args.captures[0]:
             raise ValueError(f"{args.captures[0]}: not a directory")
     except (ValueError, OSError, spark_kafkawire.CaptureError) as e:
-        from ..escape import printable
-
         print(f"audit: {printable(str(e).removeprefix('kafkawire: '))}", file=sys.stderr)
         return 1
 
@@ -240,8 +239,6 @@ def main(argv: list[str]) -> int:
     try:  # one run at a time; a directory that cannot be written is one line, before Spark starts
         out.lock()
     except OutputError as e:
-        from ..escape import printable
-
         print(f"audit: {printable(str(e))}", file=sys.stderr)
         return 1
     try:
@@ -254,8 +251,7 @@ def main(argv: list[str]) -> int:
         out.failed(cause)
         spark_log = getattr(out, "spark_log", None)
         log = f"; Spark's log: {spark_log}" if spark_log else ""
-        from ..escape import printable  # (a failed task's message may name a capture file or quote its bytes)
-
+        # (a failed task's message may name a capture file or quote its bytes: escaped)
         print(f"audit: writing {printable(out.uri)} failed: {printable(cause)} (no report was written{log})",
               file=sys.stderr)
         return 1
@@ -338,7 +334,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
 
     from . import AUDITS, Rows, exit_status, policies
     from . import metrics
-    from .history import stage_run, summary_frame, write_with
+    from .history import judged_on_history, past, stage_run, summary_frame, write_with
     from .report import render
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from ..escape import printable
@@ -407,8 +403,6 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
         for table, arrow in got:
             out.write_table(arrow, f"{name}/{table}")  # the whole table replaced: it describes rows/
             results[name][table] = arrow.slice(0, 10_000).to_pylist()
-    _say(args, "judging the policies")
-    verdicts = policies(results, policy)
     ex = rows.exchanges
     t = F.coalesce("request_time", "response_time")
     # one query: the span, the listeners and the dates (sets as small as the brokers and days)
@@ -425,7 +419,10 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
              .collect()]
     files = len(names)
     summary = [r.asDict() for r in summary_frame(ex).collect()] if args.history != "none" else []
-    figures = metrics.frames(ex, rows.connections) if args.metrics_file or args.pushgateway else None
+    figures = metrics.frames(ex, rows.connections, args) if args.metrics_file or args.pushgateway else None
+    before = past(args, out, span, names)  # (the history of other runs, read before this one writes)
+    _say(args, "judging the policies")
+    verdicts = policies(results, policy, judged_on_history(before, policy, summary))
     listeners = sorted(span["listeners"] or [])
     dates = sorted(span["dates"] or [])
     window = f"{span['a']} to {span['b']}" if span["a"] is not None else "no exchange times"
@@ -441,13 +438,13 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
     try:
-        staged, since, trends = stage_run(args.history, out, span, names, summary, verdicts, results)  # (history.py)
+        staged, since, trends = stage_run(before, summary, verdicts, results)  # (history.py)
         html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
     finally:  # (a failed write too: Spark is stopped before the one line is said)
         stopping.join()
     report = write_with(lambda: out.write_text("report.html", html), staged)
     if figures is not None:
-        metrics.write(metrics.registry(figures, verdicts, span["b"]), args.metrics_file, args.pushgateway)
+        metrics.write(metrics.registry(figures, verdicts, span["b"], args), args.metrics_file, args.pushgateway)
     out.finish({"captures": args.captures, "capture_dates": dates, "exchanges": span["n"], "files": files,
                 "verdicts": [{"policy": v.name, "ok": v.ok, "status": v.status, "detail": v.detail} for v in verdicts]})
 

@@ -11,8 +11,14 @@ the product's prefix: ``kafkawire_network_duration_seconds`` and ``kafkawire_bro
 (the same exchanges' latency split), ``kafkawire_exchanges`` by API and status,
 ``kafkawire_bytes`` by direction, ``kafkawire_retransmitted_segments`` and ``kafkawire_lost_segments``
 by side, ``kafkawire_policy_result`` (1 per policy and its status) and
-``kafkawire_capture_window_end_seconds``. Client ids and addresses are never labels (their number is
-unbounded, and they are chosen by whoever connects).
+``kafkawire_capture_window_end_seconds``. Client ids and addresses are no labels by default (their
+number is unbounded, and they are chosen by whoever connects); ``--metrics-labels
+client_id,client_address`` adds them to the duration histograms and ``kafkawire_exchanges`` for the
+busiest MAX_CLIENT_SERIES clients, the others counted together as ``client_id="other"``. Label
+values are escaped by prometheus-client's text format (backslash, double quote, new line).
+
+A push that fails (the Pushgateway down, a refused URL) is said on stderr in one line naming the
+URL; the run's report, tables and exit status stand.
 """
 
 from __future__ import annotations
@@ -30,52 +36,66 @@ DURATIONS = (("messaging_client_operation_duration_seconds", "latency_ms",
               "the part of each exchange's latency the broker held the request"))
 
 
-def frames(exchanges: Any, connections: Any) -> dict[str, list[dict]]:
-    """The run's figures, from its rows (Spark DataFrames), as rows small enough for the driver."""
+def frames(exchanges: Any, connections: Any, args: Any = None) -> dict[str, list[dict]]:
+    """The run's figures, from its rows (Spark DataFrames), as rows small enough for the driver.
+    ``args``: the job's arguments (their ``metrics_labels``: the client labels to add)."""
     from pyspark.sql import functions as F
 
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from .base import failed
+    from .history import CLIENT_LABELS, MAX_CLIENT_SERIES
 
     ex = exchanges.where(F.col("api_name").isNotNull() & ~F.col("status").isin(CAPTURE_DAMAGED, CAPTURE_CHANGED, TLS))
     keys = [F.col("api_name").alias("messaging_operation_name"), F.coalesce("broker_ip", F.lit("")).alias(
         "server_address"), F.coalesce(F.col("broker_port").cast("string"), F.lit("")).alias("server_port"),
         F.when(failed(), F.coalesce("error_name", F.col("error_code").cast("string"))).otherwise(F.lit(""))
         .alias("error_type")]
+    chosen = tuple(getattr(args, "metrics_labels", ()) or ())
+    if chosen:  # the busiest clients by name, the rest as "other"
+        cols = [CLIENT_LABELS[c] for c in chosen]
+        top = ex.groupBy(*cols).count().orderBy(F.desc("count"), *cols).limit(MAX_CLIENT_SERIES)
+        busiest = F.broadcast(top.select(*[F.col(c).alias(f"_top_{c}") for c in cols], F.lit(True).alias("_named")))
+        ex = ex.join(busiest, on=[F.col(c).eqNullSafe(F.col(f"_top_{c}")) for c in cols], how="left")
+        keys += [F.when(F.col("_named"), F.coalesce(col, F.lit(""))).otherwise(F.lit("other")).alias(label)
+                 for label, col in zip(chosen, cols)]
     agg = []
     for name, col, _help in DURATIONS:
         s = F.col(col) / 1000.0
         agg += [F.count(col).alias(f"{name}:count"), F.sum(s).alias(f"{name}:sum")]
         agg += [F.count(F.when(s <= b, 1)).alias(f"{name}:{i}") for i, b in enumerate(BUCKETS)]
     out = {"durations": [r.asDict() for r in ex.groupBy(*keys).agg(*agg).collect()]}
-    out["exchanges"] = [r.asDict() for r in ex.groupBy(F.col("api_name").alias("messaging_operation_name"), "status")
-                        .count().collect()]
+    out["exchanges"] = [r.asDict() for r in ex.groupBy(F.col("api_name").alias("messaging_operation_name"), "status",
+                                                       *keys[4:]).count().collect()]
     sums = [F.sum(F.coalesce(f"{side}_{what}", F.lit(0))).alias(f"{side}_{what}")
             for side in ("client", "broker") for what in ("bytes", "retransmitted_segments", "lost_segments")]
     out["connections"] = [r.asDict() for r in connections.agg(*sums).collect()]
     return out
 
 
-def registry(figures: dict[str, list[dict]], verdicts: list, window_end: Any) -> Any:
-    """A prometheus-client registry holding the run's metrics (a collector of fixed values)."""
+def registry(figures: dict[str, list[dict]], verdicts: list, window_end: Any, args: Any = None) -> Any:
+    """A prometheus-client registry holding the run's metrics (a collector of fixed values).
+    ``args``: the job's arguments (their ``metrics_labels``, as for frames)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+
+    chosen = tuple(getattr(args, "metrics_labels", ()) or ())
+    labels = LABELS + chosen
 
     class Run:
         def collect(self):
             for name, _col, text in DURATIONS:
-                h = HistogramMetricFamily(name, text, labels=("messaging_system",) + LABELS)
+                h = HistogramMetricFamily(name, text, labels=("messaging_system",) + labels)
                 for r in figures["durations"]:
                     if not r[f"{name}:count"]:
                         continue
                     buckets = [(_le(b), r[f"{name}:{i}"]) for i, b in enumerate(BUCKETS)]
                     buckets.append(("+Inf", r[f"{name}:count"]))
-                    h.add_metric(["kafka"] + [r[k] for k in LABELS], buckets, r[f"{name}:sum"] or 0.0)
+                    h.add_metric(["kafka"] + [r[k] for k in labels], buckets, r[f"{name}:sum"] or 0.0)
                 yield h
             g = GaugeMetricFamily("kafkawire_exchanges", "exchanges the run read, by API and status",
-                                  labels=("messaging_operation_name", "status"))
+                                  labels=("messaging_operation_name", "status") + chosen)
             for r in figures["exchanges"]:
-                g.add_metric([r["messaging_operation_name"], r["status"]], r["count"])
+                g.add_metric([r["messaging_operation_name"], r["status"]] + [r[k] for k in chosen], r["count"])
             yield g
             c = (figures["connections"] or [{}])[0]
             for metric, what, text in (("kafkawire_bytes", "bytes", "bytes the capture saw each side send"),
@@ -112,4 +132,9 @@ def write(reg: Any, path: str | None, gateway: str | None) -> None:
     if path:
         write_to_textfile(path, reg)
     if gateway:
-        push_to_gateway(gateway, job="kafkawire_audit", registry=reg)
+        try:
+            push_to_gateway(gateway, job="kafkawire_audit", registry=reg, timeout=30)
+        except (OSError, ValueError) as e:  # (urllib's errors are OSErrors; a URL it cannot use, ValueError)
+            from ..carry import warn_user
+
+            warn_user(f"--pushgateway {gateway}: the metrics were not pushed ({str(e)[:300]})")
