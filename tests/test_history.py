@@ -60,13 +60,15 @@ def test_what_changed_since_the_last_run(tmp_path):
                                        {"client_id": "new", "client_ip": "10.0.0.2", "apis": ["Fetch v13"],
                                         "exchanges": 1}]}}
     summary = [{"api_name": "Fetch", "broker": "10.0.0.9:9092", "exchanges": 10, "errors": 2, "bytes": 1,
-                "retransmissions": 0, "latency_q": None, "network_q": None, "broker_q": [1.0, 2.0, 25.0]}]
+                "retransmissions": 0, "latency_q": None, "network_q": None, "broker_q": [1.0, 2.0, 25.0],
+                "error_names": ["NOT_LEADER_OR_FOLLOWER"]}]
     lines = dict(compare.since_last(history.tables(fields, summary, [], results), _earlier(tmp_path, "dn")))
     assert lines["1 new client(s)"] == "new@10.0.0.2" and lines["1 client(s) gone"] == "old@10.0.0.1"
     assert lines["Fetch v13 newly sent"].startswith("by 2 client(s)")
     assert "Produce v3 no longer sent" in lines and "Fetch v12 no longer sent" in lines
     assert lines["Fetch broker p99 at 10.0.0.9:9092"].startswith("25.0 ms, 2.5x its median 10.0 ms over the last 5")
     assert lines["Fetch errors"] == "2 at 10.0.0.9:9092; none in the last run"
+    assert lines["NOT_LEADER_OR_FOLLOWER newly seen"] == "in Fetch responses at 10.0.0.9:9092; not in the last run"
     # the same inputs as the last run: compared with the run before it, never with itself
     assert compare.since_last(history.tables(fields, summary, [], results), _earlier(tmp_path, "d4"))[0][0] == \
         f"since the run of {day + dt.timedelta(days=3):%Y-%m-%d %H:%M:%S} UTC"
@@ -169,3 +171,30 @@ def test_the_history_as_delta_lake_tables(tmp_path):
     assert sorted(r["run_id"] for r in _earlier(tmp_path, "none", "delta")[0]) == ["a2", "b"]
     findings = deltalake.DeltaTable(str(tmp_path / "findings")).to_pyarrow_table()
     assert "c" not in findings.column("run_id").to_pylist()
+
+
+def test_the_trends_are_the_history_tables_per_run(tmp_path, monkeypatch):
+    """The Trends plots draw, per run, the history tables' own figures (read here with
+    pyarrow.dataset) and this run's: exchanges, broker p99 per API, clients per library."""
+    import pyarrow.dataset as ds
+
+    from spark_kafkawire.audits import plots
+
+    drawn: dict[str, dict] = {}
+    monkeypatch.setattr(plots, "lines", lambda title, series, ylabel: drawn.setdefault(title, series) and title)
+    day = dt.datetime(2026, 11, 20, 2, 15, tzinfo=dt.timezone.utc)
+    for i, p99 in enumerate([10.0, 14.0, 9.0]):
+        _run(tmp_path, f"r{i}", f"d{i}", day + dt.timedelta(days=i), {f"c{j}": ["Fetch v12"] for j in range(i + 1)}, p99)
+    fields = history.run_fields("now", (None, None), "dn", now=(day + dt.timedelta(days=4)).timestamp())
+    now = history.tables(fields, _summary(30.0, 70), [], {"clients": {"clients": [
+        {"client_id": "x", "client_ip": "10.0.0.1", "apis": [], "exchanges": 1}]}})
+    assert compare.trends(now, _earlier(tmp_path, "dn"))
+    table = ds.dataset(str(tmp_path / "run_summary"), partitioning="hive").to_table().to_pylist()
+    clients = ds.dataset(str(tmp_path / "clients"), partitioning="hive").to_table().to_pylist()
+    want_exchanges = {r["run_time"]: r["exchanges"] for r in table} | {fields["run_time"]: 70}
+    assert drawn["Exchanges per run"] == {"exchanges": want_exchanges}
+    assert drawn["Broker p99 per API (ms)"] == {"Fetch": {r["run_time"]: r["broker_p99_ms"] for r in table}
+                                                | {fields["run_time"]: 30.0}}
+    per_run = {t: sum(1 for c in clients if c["run_time"] == t) for t in {c["run_time"] for c in clients}}
+    assert drawn["Clients per library"] == {"unnamed": per_run | {fields["run_time"]: 1}}
+    assert sorted(per_run.values()) == [1, 2, 3]

@@ -66,9 +66,13 @@ def since_last(now: dict[str, pa.Table], earlier: tuple[list[dict], list[dict]],
                                               f"{n} run(s)")
             for api, broker, v, m, n in growth(summary, now["run_summary"].to_pylist(), factor or GROWTH)[0]]
     errors_was = {r["api_name"] for r in summary if r["run_id"] == last and r["errors"]}
+    names_was = {(r["api_name"], e) for r in summary if r["run_id"] == last for e in r["error_names"] or []}
     for r in now["run_summary"].to_pylist():
         if r["errors"] and r["api_name"] not in errors_was:
             out.append((f"{r['api_name']} errors", f"{r['errors']} at {r['broker']}; none in the last run"))
+        for e in r["error_names"] or []:
+            if (r["api_name"], e) not in names_was:
+                out.append((f"{e} newly seen", f"in {r['api_name']} responses at {r['broker']}; not in the last run"))
     head = f"since the run of {when} UTC"
     return [(head, "")] + out if out else [(head, "nothing changed")]
 

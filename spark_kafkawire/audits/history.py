@@ -4,9 +4,9 @@ with Spark or pyarrow) can read trends.
 Three tables, each a Hive-partitioned Parquet dataset (``run_date=YYYY-MM-DD``) under the history
 directory (``OUT/history`` by default, ``--history PATH`` elsewhere, ``--history none`` off):
 
-* ``run_summary``: one row per run, API and broker: exchanges, errors, latency and its network and
-  broker parts at p50/p95/p99, bytes, segments sent again (errors as the audits count them: version
-  negotiation is none);
+* ``run_summary``: one row per run, API and broker: exchanges, errors and the error names seen,
+  latency and its network and broker parts at p50/p95/p99, bytes, segments sent again (errors as
+  the audits count them: version negotiation is none);
 * ``findings``: one row per run and policy verdict or client finding, with its status and evidence;
 * ``clients``: one row per run and client (id and address): library, software, API versions sent.
 
@@ -56,7 +56,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "run_summary": pa.schema(RUN_FIELDS + [
         ("api_name", pa.string()), ("broker", pa.string()), ("exchanges", pa.int64()), ("errors", pa.int64()),
         *[(f"{what}_p{q}_ms", pa.float64()) for what in ("latency", "network", "broker") for q in (50, 95, 99)],
-        ("bytes", pa.int64()), ("retransmissions", pa.int64())]),
+        ("bytes", pa.int64()), ("retransmissions", pa.int64()), ("error_names", pa.list_(pa.string()))]),
     "findings": pa.schema(RUN_FIELDS + [
         ("kind", pa.string()), ("name", pa.string()), ("status", pa.string()), ("client_id", pa.string()),
         ("client_ip", pa.string()), ("value", pa.float64()), ("threshold", pa.float64()), ("evidence", pa.string())]),
@@ -136,7 +136,9 @@ def summary_frame(exchanges: Any) -> Any:
     broker = F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string"))
     quantiles = [0.5, 0.95, 0.99]
     agg = [F.count("*").alias("exchanges"),
-           F.count(F.when(failed(), 1)).alias("errors")]  # (the audits' rule: version negotiation is none)
+           F.count(F.when(failed(), 1)).alias("errors"),  # (the audits' rule: version negotiation is none)
+           F.array_sort(F.collect_set(F.when(failed(), F.coalesce("error_name", F.col("error_code").cast("string")))))
+           .alias("error_names")]
     for what, col in (("latency", "latency_ms"), ("network", "network_ms"), ("broker", "broker_ms")):
         agg.append(F.percentile_approx(col, quantiles, 10000).alias(f"{what}_q"))
     agg += [F.sum(F.coalesce("request_size", F.lit(0)) + F.coalesce("response_size", F.lit(0))).alias("bytes"),
@@ -156,7 +158,8 @@ def summary_rows(run: dict, summary: list[dict]) -> list[dict]:
     out = []
     for s in summary:
         r = {**run, "api_name": s["api_name"], "broker": s["broker"], "exchanges": s["exchanges"],
-             "errors": s["errors"], "bytes": s["bytes"], "retransmissions": s["retransmissions"]}
+             "errors": s["errors"], "bytes": s["bytes"], "retransmissions": s["retransmissions"],
+             "error_names": list(s.get("error_names") or [])}
         for what in ("latency", "network", "broker"):
             qs = s[f"{what}_q"] or [None, None, None]
             for q, v in zip((50, 95, 99), qs):
