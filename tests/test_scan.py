@@ -70,14 +70,14 @@ def _written_are_read_captures(out, counts: dict[str, int], shapes) -> None:
 def test_the_job_s_read_writes_every_shape_from_tasks(spark, tmp_path):
     """Several files packed into several tasks (a small maxPartitionBytes) and one file in shares:
     OUT/rows/<shape> holds exactly read_capture's rows of each shape."""
-    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, write_shapes
+    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, decode_to_parquet
 
     opts = {"maxPartitionBytes": "300000", "minPartitions": "4"}
     lines: list[str] = []
-    counts = write_shapes(spark, [str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, say=lines.append)
+    counts = decode_to_parquet([str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, "spark", spark, lines.append)
     _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
     # a second run replaces the rows, never appends to them
-    write_shapes(spark, [str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES)
+    decode_to_parquet([str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES, "spark", spark)
     assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
 
 
@@ -117,23 +117,38 @@ def test_progress_says_tasks_bytes_and_time_left():
 
 
 def test_the_job_s_local_read_writes_every_shape_from_processes_here(tmp_path):
-    """LocalScan (local captures, the job's own local Spark): the same tasks in processes of this
-    machine, begun before Spark starts. OUT/rows/<shape> holds exactly read_capture's rows of each
-    shape; progress is said in tasks and bytes; a second run replaces the rows; a task that fails
-    (FAILFAST on a file cut short) fails the wait, naming the file."""
-    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, LocalScan
+    """Executor ``processes`` (local captures, the job's own local Spark): the same tasks in
+    processes of this machine, begun before Spark starts. OUT/rows/<shape> holds exactly
+    read_capture's rows of each shape; progress is said in tasks and bytes; a second run replaces
+    the rows; a task that fails (FAILFAST on a file cut short) fails the wait, naming the file, and
+    leaves the last run's rows as they were, with no part of its own anywhere under OUT/rows."""
+    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, Decode
 
     opts = {"maxPartitionBytes": "300000", "minPartitions": "4"}
     lines: list[str] = []
-    scan = LocalScan([str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, 2)
+    scan = Decode([str(SAMPLES)], opts, str(tmp_path), JOB_SHAPES, "processes", workers=2)
     assert scan.workers == 2 and len(scan.futures) >= 4
     counts = scan.wait(lines.append)
     assert scan._tasks() == (len(scan.futures), len(scan.futures))  # what its progress lines count
     _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
-    LocalScan([str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES, 2).wait()
-    assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == read_capture(SAMPLES / "mock-kcat.pcap").num_rows
+    Decode([str(SAMPLES / "mock-kcat.pcap")], {}, str(tmp_path), JOB_SHAPES, "processes", workers=2).wait()
+    kept = read_capture(SAMPLES / "mock-kcat.pcap").num_rows
+    assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == kept
     src = SAMPLES / "tansu-confluent-codecs.pcap"
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
-    with pytest.raises(Exception, match=r"cut.pcap: capture_damaged"):
-        LocalScan([str(cut)], {"mode": "FAILFAST"}, str(tmp_path / "failed"), JOB_SHAPES, 2).wait()
+    before = sorted(str(p) for p in (tmp_path / "rows").rglob("*"))
+    for executor in ("processes", "here"):
+        with pytest.raises(Exception, match=r"cut.pcap: capture_damaged"):
+            Decode([str(SAMPLES / "mock-kcat.pcap"), str(cut)], {"mode": "FAILFAST"}, str(tmp_path), JOB_SHAPES, executor).wait()
+        assert sorted(str(p) for p in (tmp_path / "rows").rglob("*")) == before, executor
+        assert pq.read_table(tmp_path / "rows" / "exchanges").num_rows == kept
+
+
+def test_the_in_process_executor_writes_the_same_rows(tmp_path):
+    """Executor ``here`` (a few small local files, read by the job's driver): the same rows."""
+    from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, decode_to_parquet
+
+    counts = decode_to_parquet([str(SAMPLES)], {"maxPartitionBytes": "300000"}, str(tmp_path), JOB_SHAPES, "here")
+    _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
+    assert not [p for p in (tmp_path / "rows").iterdir() if p.name.startswith(".")]

@@ -1,12 +1,13 @@
-"""The audit job's captures into rows: where they are decoded (by the driver, by processes of this
-machine while Spark starts, by Spark tasks, or as a stream's micro-batches) and the rows the audits
-read."""
+"""The audit job's captures into rows: which executor decodes them (spark/scan.py's
+decode_to_parquet: in this process, processes of this machine while Spark starts, or Spark tasks;
+an --incremental run reads them as a stream's micro-batches) and the rows the audits read."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-SHAPES = ("exchanges", "connections", "partitions", "records")  # records: without payload
+from ..spark.scan import SHAPES  # (the rows the audits read; records without payload)
+
 SMALL_INPUT = 64 << 20  # local captures up to this size in all: decoded by the driver, rows kept in memory
 QUICK_JIT_INPUT = 2 << 30  # local captures up to this size in all: the driver JVM's quick JIT tier alone (session.py)
 #: rows of a shape per partition the audits read: each of their queries pays per task (scheduling,
@@ -40,16 +41,16 @@ def input_bytes(args, options: dict) -> int | None:
 
 
 def local_scan(args, out: str, options: dict, size: int | None, small: bool, say: Callable[[str], None]):
-    """The scan.LocalScan of local captures read by a job whose Spark is local (not spark-submit's),
-    begun now, before Spark starts; else None (Spark tasks decode, or the driver: ``small``)."""
-    import os
+    """The decode (scan.Decode, executor ``processes``) of local captures read by a job whose Spark
+    is local (not spark-submit's), begun now, before Spark starts; else None (Spark tasks decode, or
+    this process: ``small``)."""
     import sys
 
     if args.incremental or small or not local_within(args.captures, size, sys.maxsize):
         return None
-    from ..spark.scan import LocalScan
+    from ..spark.scan import Decode
 
-    here = LocalScan(args.captures, options, out, SHAPES, len(os.sched_getaffinity(0)))
+    here = Decode(args.captures, options, out, SHAPES, "processes")
     say(f"reading the captures here while Spark starts: {len(here.futures)} tasks in {here.workers} processes")
     return here
 
@@ -58,9 +59,7 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
               here=None):
     """Decode the captures into out/rows/<shape> (appending only new files with --incremental)
     and return the rows the audits read, and how many new rows were read (None: not counted).
-    ``here``: the scan.LocalScan already decoding them (local captures, see run)."""
-    from . import Rows
-
+    ``here``: the scan.Decode already decoding them (local captures, see run)."""
     out = output.uri
     new: int | None = None
     say("Spark started" + ("; the captures are being read" if here is not None else ", reading the captures"))
@@ -76,24 +75,15 @@ def load_rows(spark, args, output, options: dict[str, str], say: Callable[[str],
                  .option("checkpointLocation", f"{args.checkpoint}/{shape}").trigger(availableNow=True).start())
             q.awaitTermination()
             new = (new or 0) + sum(p.numInputRows or 0 for p in q.recentProgress)
-    elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
-        import spark_kafkawire
-        from ..rows.table import ddl
+    else:  # each task decodes its files once into every shape: here, in processes, or Spark tasks
+        from ..spark.scan import decode_to_parquet
 
-        frames = []
-        for shape in SHAPES:
-            table = spark_kafkawire.read_capture(args.captures, None, **{**options, "rows": shape})
-            output.write_table(table, f"rows/{shape}", partitioned=False)  # replaced whole, no Spark job
-            say(f"{shape} rows written")
-            # (Spark cannot take an Arrow table without a chunk: a shape with no rows, e.g. no records)
-            frames.append(spark.createDataFrame(table).coalesce(tasks_for(table.num_rows)) if table.num_rows else
-                          no_rows(spark, ddl(shape)))
-        return Rows(*frames), new
-    else:  # each task decodes its files once into every shape: one Spark job, or processes here
-        from ..spark.scan import write_shapes
-
-        counts = here.wait(say) if here is not None else \
-            write_shapes(spark, args.captures, options, out, SHAPES, say=say)
+        if here is not None:
+            counts = here.wait(say)
+        elif small:  # a few small local files: decoded here (no Python workers to start), the same rows
+            counts = decode_to_parquet(args.captures, options, out, SHAPES, "here")
+        else:
+            counts = decode_to_parquet(args.captures, options, out, SHAPES, "spark", spark, say)
         say("rows written: " + ", ".join(f"{shape} {n:,}" for shape, n in counts.items()))
         return _read(spark, out, counts), new
     return _read(spark, out), new

@@ -1,17 +1,22 @@
 """Decode once, write every row shape: the audit job's read of its captures.
 
 A read of one shape (``spark.read.format("kafkawire")``) decodes the captures for that shape alone,
-so four shapes were four decodes. :func:`write_shapes` plans the files into tasks as the data source
-does (listing.plan: small files packed, large ones in shares), and each task decodes its files once
-(reader.iter_shapes) and writes each shape's batches to a Parquet file of its own under
-``OUT/rows/<shape>/``, as Spark's own writers do; the driver gets back only counts. While the tasks
-run, :class:`Progress` says every ``every`` seconds how many files and bytes are done and, once a
-phase has run long enough to tell, about how long is left.
+so four shapes were four decodes. :func:`decode_to_parquet` (and :class:`Decode`, begun at once and
+waited for later) plans the files into tasks as the data source does (listing.plan: small files
+packed, large ones in shares), and each task decodes its files once (reader.iter_shapes) and writes
+each shape's batches to a Parquet file of its own, as Spark's own writers do; the caller gets back
+only counts. While the tasks run, :class:`Progress` says every ``every`` seconds how many files and
+bytes are done and, once a phase has run long enough to tell, about how long is left.
 
-The same tasks run as Spark tasks (:func:`write_shapes`) or, for local captures read by a job that
-starts its own local Spark, in processes of this machine (:class:`LocalScan`), started before
-Spark is so that the decode and the JVM's start overlap. Either way the rows are those of the same
-``scan_task`` calls.
+The executor is a parameter (EXECUTORS): ``here`` (the tasks one after another in this process:
+a few small files), ``processes`` (processes of this machine, begun before a local Spark starts so
+that the decode and the JVM's start overlap) or ``spark`` (Spark tasks: a cluster, object
+storage). Whichever runs them, the rows are those of the same ``scan_task`` calls.
+
+The tasks write into the run's own folder, ``OUT/rows/.run-<id>/<shape>/`` (a name Spark's and
+pyarrow's readers pass over); once every task has succeeded, each shape's folder replaces
+``OUT/rows/<shape>/``. A run that fails leaves the last run's rows as they were and no part of its
+own.
 """
 
 from __future__ import annotations
@@ -26,8 +31,18 @@ from ..listing import Unit, list_files, plan
 from ..options import Options
 from ..wire.fs import is_uri, local_path, resolve
 
+#: the row shapes the audit job reads (records without their payload)
 SHAPES = ("exchanges", "connections", "partitions", "records")
+EXECUTORS = ("here", "processes", "spark")
 GROUP = "kafkawire-scan"
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity where the system has one, as Linux does)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (macOS, Windows)
+        return os.cpu_count() or 1
 
 
 def _size(n: float) -> str:
@@ -102,40 +117,65 @@ def spark_tasks(spark, group: str) -> Callable[[], tuple[int, int]]:
     return tasks
 
 
-def _writer_for(out: str, shape: str, name: str, schema):
-    """A Parquet writer of OUT/rows/<shape>/<name> (a local path or a URI)."""
+def _writer_for(out: str, shape: str, name: str, schema, folder: str):
+    """A Parquet writer of OUT/rows/<folder>/<shape>/<name> (a local path or a URI)."""
     import pyarrow.parquet as pq
 
     local = local_path(out)
     if local is not None:
-        folder = os.path.join(local, "rows", shape)
-        os.makedirs(folder, exist_ok=True)
-        return pq.ParquetWriter(os.path.join(folder, name), schema)
+        where = os.path.join(local, "rows", folder, shape)
+        os.makedirs(where, exist_ok=True)
+        return pq.ParquetWriter(os.path.join(where, name), schema)
     fs, base = resolve(out)
-    folder = f"{base.rstrip('/')}/rows/{shape}"
-    fs.create_dir(folder)
-    return pq.ParquetWriter(f"{folder}/{name}", schema, filesystem=fs)
+    where = f"{base.rstrip('/')}/rows/{folder}/{shape}"
+    fs.create_dir(where)
+    return pq.ParquetWriter(f"{where}/{name}", schema, filesystem=fs)
 
 
-def _clear(out: str, shapes: tuple[str, ...]) -> None:
-    """Remove the rows a run before wrote (the rows describe this run's captures only)."""
+def _remove(out: str, rel: str) -> None:
+    """Remove OUT/rows/<rel> and all under it, where it is."""
     import shutil
 
     local = local_path(out)
+    if local is not None:
+        shutil.rmtree(os.path.join(local, "rows", rel), ignore_errors=True)
+        return
+    fs, base = resolve(out)
+    try:
+        fs.delete_dir(f"{base.rstrip('/')}/rows/{rel}")
+    except (FileNotFoundError, OSError):
+        pass
+
+
+def _publish(out: str, folder: str, shapes: tuple[str, ...]) -> None:
+    """Each shape's rows of the run's folder in place of the last run's (OUT/rows/<shape>/; a shape
+    without rows leaves none), then the run's folder removed."""
+    local = local_path(out)
     for shape in shapes:
+        _remove(out, shape)
         if local is not None:
-            shutil.rmtree(os.path.join(local, "rows", shape), ignore_errors=True)
-        else:
-            fs, base = resolve(out)
-            try:
-                fs.delete_dir(f"{base.rstrip('/')}/rows/{shape}")
-            except (FileNotFoundError, OSError):
-                pass
+            staged = os.path.join(local, "rows", folder, shape)
+            if os.path.isdir(staged):
+                os.replace(staged, os.path.join(local, "rows", shape))
+            continue
+        import pyarrow.fs as pafs
+
+        fs, base = resolve(out)
+        root = f"{base.rstrip('/')}/rows"
+        staged = f"{root}/{folder}/{shape}"
+        files = [i for i in fs.get_file_info(pafs.FileSelector(staged, allow_not_found=True))
+                 if i.type == pafs.FileType.File]
+        if files:
+            fs.create_dir(f"{root}/{shape}")
+        for info in files:  # (object storage moves files, not folders)
+            fs.move(info.path, f"{root}/{shape}/{info.base_name}")
+    _remove(out, folder)
 
 
-def scan_task(units: list[Unit], options: dict, out: str, shapes: tuple[str, ...], name: str) -> dict[str, int]:
-    """One task: its files decoded once, each shape's rows to OUT/rows/<shape>/<name>; the rows
-    written per shape."""
+def scan_task(units: list[Unit], options: dict, out: str, shapes: tuple[str, ...], name: str,
+              folder: str) -> dict[str, int]:
+    """One task: its files decoded once, each shape's rows to OUT/rows/<folder>/<shape>/<name>; the
+    rows written per shape."""
     from ..reader import iter_shapes
     from ..rows.table import arrow_schema
 
@@ -147,7 +187,7 @@ def scan_task(units: list[Unit], options: dict, out: str, shapes: tuple[str, ...
             for shape, batch in iter_shapes(path, opts, shapes, share):
                 w = writers.get(shape)
                 if w is None:
-                    w = writers[shape] = _writer_for(out, shape, name, arrow_schema(shape))
+                    w = writers[shape] = _writer_for(out, shape, name, arrow_schema(shape), folder)
                 w.write_batch(batch)
                 counts[shape] += batch.num_rows
     finally:
@@ -156,33 +196,9 @@ def scan_task(units: list[Unit], options: dict, out: str, shapes: tuple[str, ...
     return counts
 
 
-def write_shapes(spark, paths, options: dict, out: str, shapes: tuple[str, ...] = SHAPES,
-                 say: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Decode the captures once into OUT/rows/<shape>/ for each shape (replacing what a run before
-    wrote there); the rows written per shape. One Spark job of one task per input partition (see
-    listing.plan); ``say``: progress lines while it runs (see Progress)."""
-    scan = _Scan(paths, options, out, shapes)
-
-    def task(index: int, _rows) -> list[dict[str, int]]:
-        return [scan.task(index)]
-
-    sc = spark.sparkContext
-    sc.setJobGroup(GROUP, f"kafkawire: decode {scan.files} capture files once into {', '.join(shapes)}")
-    try:
-        rdd = sc.parallelize(range(len(scan.parts)), max(1, len(scan.parts))).mapPartitionsWithIndex(task)
-        if say is None:
-            results = rdd.collect()
-        else:
-            with Progress(spark_tasks(spark, GROUP), "reading the captures", scan.total, say):
-                results = rdd.collect()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return _added(shapes, results)
-
-
 class _Scan:
-    """The tasks of a read of the captures into every shape: its files planned (listing.plan) and
-    the rows a run before wrote removed."""
+    """The tasks of a read of the captures into every shape: its files planned (listing.plan), and
+    the run's own folder they write into (OUT/rows/.run-<id>/)."""
 
     def __init__(self, paths, options: dict, out: str, shapes: tuple[str, ...]):
         opts = Options.parse(options)
@@ -193,64 +209,104 @@ class _Scan:
         self.total = sum(stats[f][0] if f in stats else 0 for f in files)
         if not is_uri(out) or out.startswith("file:"):
             out = os.path.abspath(local_path(out) or out)
-        _clear(out, shapes)
         self.out, self.shapes, self.run = out, shapes, uuid.uuid4().hex[:8]
+        self.folder = f".run-{self.run}"
         self.plain = {k: str(v) for k, v in options.items()}
 
     def task(self, index: int) -> dict[str, int]:
         return scan_task(self.parts[index], self.plain, self.out, self.shapes,
-                         f"part-{index:05d}-{self.run}.parquet")
+                         f"part-{index:05d}-{self.run}.parquet", self.folder)
 
 
-def _added(shapes: tuple[str, ...], results: list[dict[str, int]]) -> dict[str, int]:
-    counts = dict.fromkeys(shapes, 0)
-    for r in results:
-        for shape, n in r.items():
-            counts[shape] += n
-    return counts
+class Decode:
+    """The captures decoded once into OUT/rows/<shape>/ for each of ``shapes``, by ``executor``
+    (EXECUTORS; ``spark``: the SparkSession's tasks; ``processes``: ``workers`` processes of this
+    machine, forked at once, before Spark starts a JVM or a thread). :meth:`wait` reports progress
+    (``say``, see Progress), puts the rows in place once every task succeeded and returns the rows
+    written per shape; a task that failed raises there, and the last run's rows stay."""
 
-
-class LocalScan:
-    """:func:`write_shapes`' tasks in ``workers`` processes of this machine, begun at once (forked
-    before Spark starts a JVM or a thread), for a job that reads local captures with its own local
-    Spark: the decode runs while Spark starts, and no Python worker of Spark's is started for it.
-    :meth:`wait` reports progress as write_shapes does and returns the rows written per shape; a
-    task that failed raises there."""
-
-    def __init__(self, paths, options: dict, out: str, shapes: tuple[str, ...], workers: int):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
+    def __init__(self, paths, options: dict, out: str, shapes: tuple[str, ...] = SHAPES, executor: str = "here",
+                 spark=None, workers: int | None = None):
+        if executor not in EXECUTORS or (executor == "spark") != (spark is not None):
+            raise ValueError(f"executor {executor!r}: one of {', '.join(EXECUTORS)} (spark with a SparkSession)")
         self.scan = _Scan(paths, options, out, shapes)
-        self.started = time.monotonic()
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-        self.workers = max(1, min(workers, len(self.scan.parts)))
-        self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_behind_spark)
-        self.futures = [self.pool.submit(_local_task, self.scan, i) for i in range(len(self.scan.parts))]
+        self.executor, self.spark = executor, spark
+        self.futures: list = []
+        self.pool = None
+        self.workers = 1
+        if executor == "processes":
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                                  else None)
+            self.workers = max(1, min(workers or usable_cpus(), len(self.scan.parts)))
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_behind_spark)
+            self.futures = [self.pool.submit(_local_task, self.scan, i) for i in range(len(self.scan.parts))]
+        self.done = 0
 
     def wait(self, say: Callable[[str], None] | None = None) -> dict[str, int]:
         try:
+            tasks = spark_tasks(self.spark, GROUP) if self.executor == "spark" else self._tasks
             if say is None:
-                results = [f.result() for f in self.futures]
+                results = self._run()
             else:
-                with Progress(self._tasks, "reading the captures", self.scan.total, say):
-                    results = [f.result() for f in self.futures]
+                with Progress(tasks, "reading the captures", self.scan.total, say):
+                    results = self._run()
+            _publish(self.scan.out, self.scan.folder, self.scan.shapes)
         finally:
             self.close()
-        return _added(self.scan.shapes, results)
+        counts = dict.fromkeys(self.scan.shapes, 0)
+        for r in results:
+            for shape, n in r.items():
+                counts[shape] += n
+        return counts
+
+    def _run(self) -> list[dict[str, int]]:
+        if self.executor == "processes":
+            return [f.result() for f in self.futures]
+        if self.executor == "here":
+            out = []
+            for i in range(len(self.scan.parts)):
+                out.append(self.scan.task(i))
+                self.done += 1
+            return out
+        scan = self.scan
+
+        def task(index: int, _rows) -> list[dict[str, int]]:
+            return [scan.task(index)]
+
+        sc = self.spark.sparkContext
+        sc.setJobGroup(GROUP, f"kafkawire: decode {scan.files} capture files once into {', '.join(scan.shapes)}")
+        try:
+            return sc.parallelize(range(len(scan.parts)), max(1, len(scan.parts))).mapPartitionsWithIndex(task) \
+                .collect()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
 
     def _tasks(self) -> tuple[int, int]:
-        return sum(f.done() for f in self.futures), len(self.futures)
+        done = sum(f.done() for f in self.futures) if self.futures else self.done
+        return done, len(self.scan.parts)
 
     def close(self) -> None:
-        """Stop: tasks not begun are not run (a job that failed before it waited)."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        """Stop: tasks not begun are not run (a job that failed before it waited), and what the run
+        wrote and did not put in place is removed."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        _remove(self.scan.out, self.scan.folder)
+
+
+def decode_to_parquet(paths, options: dict, out: str, shapes: tuple[str, ...] = SHAPES, executor: str = "here",
+                      spark=None, say: Callable[[str], None] | None = None) -> dict[str, int]:
+    """Decode the captures once into OUT/rows/<shape>/ for each shape, replacing the last run's rows
+    once every task succeeded (see Decode); the rows written per shape."""
+    return Decode(paths, options, out, shapes, executor, spark).wait(say)
 
 
 def _behind_spark() -> None:
-    """A LocalScan process yields the cores to Spark's start, which is one JVM's work after another
-    and so the longer road to the audits: the decode takes what it leaves, and both cores once it
-    is up (the job waits for the rows then)."""
+    """A decoding process (executor ``processes``) yields the cores to Spark's start, which is one
+    JVM's work after another and so the longer road to the audits: the decode takes what it leaves,
+    and both cores once it is up (the job waits for the rows then)."""
     import os
 
     try:
