@@ -52,7 +52,7 @@ DEFAULT_COLUMNS = {
 }
 
 
-class Progress:
+class TerminalCounter:
     """Files, megabytes and rows on stderr, when it is a terminal and the work takes a while."""
 
     def __init__(self, files: list[str]):
@@ -106,7 +106,7 @@ def read(captures: Sequence[str], options: dict) -> pa.Table:
         raise CaptureError(f"no capture file in {', '.join(captures)} (pathGlobFilter {opts.path_glob_filter})")
     from .wire.series import find_series
 
-    progress = Progress(files)
+    progress = TerminalCounter(files)
     batches = []
     # a rotation series read as the one capture it was cut from (option stitch, as read_capture does)
     runs = find_series(files, opts.endpoint_url) if opts.stitch else [[f] for f in files]

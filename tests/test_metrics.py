@@ -87,6 +87,9 @@ def test_prometheus_scrapes_the_runs_metrics_through_the_textfile_collector(spar
         statuses = {(g["metric"]["messaging_operation_name"], g["metric"]["status"]): float(g["value"][1])
                     for g in _query(prometheus_port, "kafkawire_exchanges")}
         failing = {g["metric"]["policy"] for g in _query(prometheus_port, 'kafkawire_policy_result{status="FAIL"}')}
+        topics = {g["metric"].get("messaging_destination_name", ""): float(g["value"][1]) for g in _query(
+            prometheus_port, 'sum by (messaging_destination_name) (messaging_client_operation_duration_seconds_count'
+                             '{messaging_operation_name="Produce"})')}
 
     from spark_kafkawire import read_capture
 
@@ -96,6 +99,10 @@ def test_prometheus_scrapes_the_runs_metrics_through_the_textfile_collector(spar
     assert by_api == {k: float(v) for k, v in timed.items()}
     assert statuses == {k: float(v) for k, v in Counter((r["api_name"], r["status"]) for r in rows).items()}
     assert len(failing) == 2 and "no SASL PLAIN login outside TLS" in failing
+    # the samples name a few topics: each Produce naming one is counted under it
+    produce = [r for r in rows if r["api_name"] == "Produce" and r["latency_ms"] is not None]
+    assert topics == {k: float(v) for k, v in Counter(r["topics"][0] if len(r["topics"] or []) == 1 else ""
+                                                      for r in produce).items()}
 
 
 def test_the_pushgateway_holds_the_runs_metrics_with_client_labels_on_request(spark, tmp_path):

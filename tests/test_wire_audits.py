@@ -169,7 +169,7 @@ def test_every_audit_is_one_module_with_one_description():
     import spark_kafkawire.audits as pkg
 
     modules = {m.name for m in pkgutil.iter_modules(pkg.__path__)} - {"base", "plots", "report", "output", "job", "loading",
-                                                                     "history", "metrics"}
+                                                                     "history", "compare", "metrics"}
     assert set(AUDITS) == modules and len(modules) >= 13
     assert list(AUDITS) == sorted(AUDITS, key=lambda n: AUDITS[n].order)
     docs = (ROOT / "docs" / "audits.md").read_text()

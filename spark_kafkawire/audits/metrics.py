@@ -6,9 +6,10 @@ Names follow OpenTelemetry's messaging semantic conventions as Prometheus spells
 ``messaging_client_operation_duration_seconds`` (a histogram of each exchange's latency, first
 request byte to first response byte; labels ``messaging_system="kafka"``,
 ``messaging_operation_name`` the API, ``server_address``, ``server_port``, ``error_type`` the error
-name where the exchange failed, as the audits count failures). What only the wire knows goes under
-the product's prefix: ``kafkawire_network_duration_seconds`` and ``kafkawire_broker_duration_seconds``
-(the same exchanges' latency split), ``kafkawire_exchanges`` by API and status,
+name where the exchange failed, as the audits count failures, ``messaging_destination_name`` the
+topic of an exchange that names one, where the run names at most MAX_TOPIC_LABELS topics). What
+only the wire knows goes under the product's prefix: ``kafkawire_network_duration_seconds`` and
+``kafkawire_broker_duration_seconds`` (the same exchanges' latency split), ``kafkawire_exchanges`` by API and status,
 ``kafkawire_bytes`` by direction, ``kafkawire_retransmitted_segments`` and ``kafkawire_lost_segments``
 by side, ``kafkawire_policy_result`` (1 per policy and its status) and
 ``kafkawire_capture_window_end_seconds``. Client ids and addresses are no labels by default (their
@@ -27,7 +28,9 @@ from typing import Any
 
 #: histogram buckets (seconds): OpenTelemetry's advice for messaging operation durations
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
-LABELS = ("messaging_operation_name", "server_address", "server_port", "error_type")
+LABELS = ("messaging_operation_name", "server_address", "server_port", "error_type", "messaging_destination_name")
+#: the most topics the run may name for messaging_destination_name to be given (else it is empty)
+MAX_TOPIC_LABELS = 20
 DURATIONS = (("messaging_client_operation_duration_seconds", "latency_ms",
               "Kafka request/response exchanges as the capture saw them: first request byte to first response byte"),
              ("kafkawire_network_duration_seconds", "network_ms",
@@ -50,6 +53,11 @@ def frames(exchanges: Any, connections: Any, args: Any = None) -> dict[str, list
         "server_address"), F.coalesce(F.col("broker_port").cast("string"), F.lit("")).alias("server_port"),
         F.when(failed(), F.coalesce("error_name", F.col("error_code").cast("string"))).otherwise(F.lit(""))
         .alias("error_type")]
+    # the topic where an exchange names exactly one, and only where the run's topics are few
+    one = F.when(F.size("topics") == 1, F.col("topics")[0])
+    few = ex.select(one.alias("t")).where(F.col("t").isNotNull()).distinct().limit(MAX_TOPIC_LABELS + 1).count() \
+        <= MAX_TOPIC_LABELS
+    keys.append((F.coalesce(one, F.lit("")) if few else F.lit("")).alias("messaging_destination_name"))
     chosen = tuple(getattr(args, "metrics_labels", ()) or ())
     if chosen:  # the busiest clients by name, the rest as "other"
         cols = [CLIENT_LABELS[c] for c in chosen]
@@ -65,7 +73,7 @@ def frames(exchanges: Any, connections: Any, args: Any = None) -> dict[str, list
         agg += [F.count(F.when(s <= b, 1)).alias(f"{name}:{i}") for i, b in enumerate(BUCKETS)]
     out = {"durations": [r.asDict() for r in ex.groupBy(*keys).agg(*agg).collect()]}
     out["exchanges"] = [r.asDict() for r in ex.groupBy(F.col("api_name").alias("messaging_operation_name"), "status",
-                                                       *keys[4:]).count().collect()]
+                                                       *keys[len(LABELS):]).count().collect()]
     sums = [F.sum(F.coalesce(f"{side}_{what}", F.lit(0))).alias(f"{side}_{what}")
             for side in ("client", "broker") for what in ("bytes", "retransmitted_segments", "lost_segments")]
     out["connections"] = [r.asDict() for r in connections.agg(*sums).collect()]
