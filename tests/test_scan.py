@@ -146,9 +146,13 @@ def test_the_job_s_local_read_writes_every_shape_from_processes_here(tmp_path):
 
 
 def test_the_in_process_executor_writes_the_same_rows(tmp_path):
-    """Executor ``here`` (a few small local files, read by the job's driver): the same rows."""
+    """Executor ``here`` (a few small local files, read by the job's driver): the same rows; the
+    folder of a run killed before it cleaned up is removed."""
     from spark_kafkawire.spark.scan import SHAPES as JOB_SHAPES, decode_to_parquet
 
+    killed = tmp_path / "rows" / ".run-0badf00d" / "exchanges"  # (a run killed before it cleaned up)
+    killed.mkdir(parents=True)
+    (killed / "part-00000-0badf00d.parquet").write_bytes(b"PAR1")
     counts = decode_to_parquet([str(SAMPLES)], {"maxPartitionBytes": "300000"}, str(tmp_path), JOB_SHAPES, "here")
     _written_are_read_captures(tmp_path, counts, JOB_SHAPES)
     assert not [p for p in (tmp_path / "rows").iterdir() if p.name.startswith(".")]

@@ -147,6 +147,29 @@ def _remove(out: str, rel: str) -> None:
         pass
 
 
+def _remove_stale(out: str) -> None:
+    """Remove the folders of runs that were killed before they could clean up (OUT/rows/.run-*): one
+    run at a time writes an output directory (its lock, audits/output.py)."""
+    local = local_path(out)
+    if local is not None:
+        try:
+            names = os.listdir(os.path.join(local, "rows"))
+        except OSError:
+            return
+    else:
+        import pyarrow.fs as pafs
+
+        fs, base = resolve(out)
+        try:
+            names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{base.rstrip('/')}/rows",
+                                                                             allow_not_found=True))]
+        except OSError:
+            return
+    for name in names:
+        if name.startswith(".run-"):
+            _remove(out, name)
+
+
 def _publish(out: str, folder: str, shapes: tuple[str, ...]) -> None:
     """Each shape's rows of the run's folder in place of the last run's (OUT/rows/<shape>/; a shape
     without rows leaves none), then the run's folder removed."""
@@ -210,6 +233,7 @@ class _Scan:
         if not is_uri(out) or out.startswith("file:"):
             out = os.path.abspath(local_path(out) or out)
         self.out, self.shapes, self.run = out, shapes, uuid.uuid4().hex[:8]
+        _remove_stale(out)
         self.folder = f".run-{self.run}"
         self.plain = {k: str(v) for k, v in options.items()}
 
