@@ -270,7 +270,8 @@ def carry_end(state: str):
 def test_the_audit_history_on_object_storage(s3):
     """The audit job's history written to a bucket: a run's rows added, the same run again (other
     rows, a later date) replacing its own, another run beside them; what pyarrow.dataset reads back
-    from the bucket is what was written."""
+    from the bucket is what was written. The same as Delta Lake tables in the bucket, read back with
+    deltalake."""
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
@@ -292,3 +293,19 @@ def test_the_audit_history_on_object_storage(s3):
     names = [i.base_name for i in fs.get_file_info(pafs.FileSelector("caps/history", recursive=True))
              if i.type == pafs.FileType.File]
     assert sorted(names) == sorted(["run-aaaa.parquet", "run-bbbb.parquet"] * len(history.TABLES)), names
+    # the same runs as Delta Lake tables in the bucket (deltalake reaches it through AWS_ENDPOINT_URL)
+    import deltalake
+
+    def lake(run_id: str, digest: str, clients: list[str], date: str) -> None:
+        fields = history.run_fields(run_id, (None, None), digest)
+        results = {"clients": {"clients": [{"client_id": c, "client_ip": "10.0.0.1", "apis": ["Fetch v12"],
+                                            "exchanges": 3} for c in clients]}}
+        history.DeltaStaged("s3://caps/lake/", history.tables(fields, [], [], results), digest, date).commit()
+
+    lake("r1", "aaaa", ["a", "b"], "2026-11-28")
+    lake("r2", "bbbb", ["c"], "2026-11-28")
+    lake("r1-again", "aaaa", ["a"], "2026-11-29")
+    table = deltalake.DeltaTable("s3://caps/lake/clients", storage_options=history.delta_storage("s3://caps/lake"))
+    assert sorted((r["run_id"], r["client_id"], r["run_date"]) for r in table.to_pyarrow_table().to_pylist()) == \
+        [("r1-again", "a", "2026-11-29"), ("r2", "c", "2026-11-28")]
+    assert sorted(r["client_id"] for r in history._read("s3://caps/lake", "clients", "delta")) == ["a", "c"]
