@@ -120,7 +120,7 @@ def _coverage(rows: list[dict] | None) -> str:
 
 
 def _since(lines: list[tuple[str, str]] | None) -> str:
-    """The report's first section: what changed since the last run in the history (history.since_last)."""
+    """The report's first section: what changed since the last run in the history (compare.since_last)."""
     if not lines:
         return ""
     head, *rest = lines
@@ -136,8 +136,8 @@ def _since(lines: list[tuple[str, str]] | None) -> str:
 def render(verdicts: list[Verdict], meta: dict, results: Results, min_n: int = 20,
            since: list[tuple[str, str]] | None = None, trends: list[str] | None = None) -> str:
     """The page; ``min_n``: fewer exchanges of an api than this get no latency histogram; ``since``:
-    what changed since the last run in the history (history.since_last), the page's first section;
-    ``trends``: its plots per run (history.trends, SVG), after the verdicts."""
+    what changed since the last run in the history (compare.since_last), the page's first section;
+    ``trends``: its plots per run (compare.trends, SVG), after the verdicts."""
     failing = sum(v.ok is False for v in verdicts)
     open_ = sum(v.ok is None for v in verdicts)
     said = ("No policy was judged (set them with --config)." if not verdicts else
