@@ -154,7 +154,7 @@ _INT_RANGES: Final = {1: (-(2**7), 2**7 - 1), 2: (-(2**15), 2**15 - 1), 4: (-(2*
 _WIDTHS: Final = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 4, pa.int64(): 8}
 
 
-class Column:
+class ColumnBuffer:
     """A column filled row by row into the buffers of its Arrow array: where this module runs
     compiled, each value is written where Arrow reads it (no Python list, no per-value work when
     the batch is made). ``append`` takes what ``array`` of a list takes; a value the type cannot
@@ -195,11 +195,11 @@ class Column:
         raise NotImplementedError
 
 
-class _FixedColumn(Column):
+class _FixedColumn(ColumnBuffer):
     """A column of fixed-width values, little-endian in ``data``."""
 
     def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
+        ColumnBuffer.__init__(self, typ)
         self.data = BytesWriter()
 
     def array(self) -> pa.Array:
@@ -265,9 +265,9 @@ class FloatColumn(_FixedColumn):
         self._null(v is not None)
 
 
-class BoolColumn(Column):
+class BoolColumn(ColumnBuffer):
     def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
+        ColumnBuffer.__init__(self, typ)
         self.data = BytesWriter()  # a byte per value, packed to bits at the end
 
     def append(self, v: object) -> None:
@@ -283,11 +283,11 @@ class BoolColumn(Column):
                                      null_count=self.nulls)
 
 
-class StringColumn(Column):
+class StringColumn(ColumnBuffer):
     """string (str, or UTF-8 bytes: JSON bodies) and binary (bytes-like)."""
 
     def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
+        ColumnBuffer.__init__(self, typ)
         self.text = typ == pa.string()
         self.data = BytesWriter()
         self.offsets = BytesWriter()
@@ -325,11 +325,11 @@ class StringColumn(Column):
                                                         pa.py_buffer(self.data.getvalue())], null_count=self.nulls)
 
 
-class StringListColumn(Column):
+class StringListColumn(ColumnBuffer):
     """list<string>: a list or tuple of str per value."""
 
     def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
+        ColumnBuffer.__init__(self, typ)
         self.items = StringColumn(pa.string())
         self.offsets = BytesWriter()
         write_i32_le(self.offsets, 0)
@@ -357,11 +357,11 @@ class StringListColumn(Column):
                                      null_count=self.nulls, children=[self.items.array()])
 
 
-class ValuesColumn(Column):
+class ValuesColumn(ColumnBuffer):
     """Any other type (record headers): the values kept, made an array at the end by ``array``."""
 
     def __init__(self, typ: pa.DataType) -> None:
-        Column.__init__(self, typ)
+        ColumnBuffer.__init__(self, typ)
         self.values: list = []
 
     def append(self, v: object) -> None:
@@ -400,7 +400,7 @@ def checked(values: list, typ: pa.DataType) -> tuple[pa.Array, list[int]]:
     return pa.array(kept, type=typ), bad
 
 
-def column(typ: pa.DataType) -> Column:
+def column(typ: pa.DataType) -> ColumnBuffer:
     """An empty typed column for Arrow type ``typ``."""
     if typ in _WIDTHS or pa.types.is_timestamp(typ):
         return IntColumn(typ)

@@ -153,7 +153,7 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
     carried = carry.load(shapes) if carry is not None else None
     if not files and carried is None:
         return
-    read = _Read(files[0] if carried is None else carried.files[0], opts, predicate, share, shapes, carried)
+    read = _ReadPipeline(files[0] if carried is None else carried.files[0], opts, predicate, share, shapes, carried)
     # the files of the series so far (a carried state's first), and the time of the first packet of
     # the file read last (see next_file)
     series = list(carried.files) if carried is not None else []
@@ -186,7 +186,7 @@ def _iter_batches(paths: str | Sequence[str], options: Options | Mapping[str, ob
     yield from read.due(True)
 
 
-class _Read:
+class _ReadPipeline:
     """One read's stages, row builders and batching, over the file or the files of a series."""
 
     def __init__(self, first_file: str, opts: Options, predicate: Predicate | None, share: tuple[int, int] | None,

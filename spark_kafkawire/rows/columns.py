@@ -392,11 +392,11 @@ def held_source() -> str:
     as the columns (resolved by name once per batch; compiled, an attribute read is a field read)."""
     out = ['"""The columns of one batch of each row shape, held by name (generated from rows/columns.py by',
            '``python -m spark_kafkawire.rows.columns``: do not edit)."""', "", "from __future__ import annotations",
-           "", "from ..arrays import Column", ""]
+           "", "from ..arrays import ColumnBuffer", ""]
 
     def cls(name: str, base: str | None, columns: list[Column], inherited: set[str]) -> None:
         out.extend(["", f"class {name}Columns{f'({base}Columns)' if base else ''}:",
-                    "    def __init__(self, cols: dict[str, Column]) -> None:"])
+                    "    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:"])
         if base:
             out.append("        super().__init__(cols)")
         for c in columns:

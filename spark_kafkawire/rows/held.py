@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from ..arrays import Column
+from ..arrays import ColumnBuffer
 
 
 class EndpointsColumns:
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         self.capture_file = cols["capture_file"]
         self.client_ip = cols["client_ip"]
         self.client_port = cols["client_port"]
@@ -18,7 +18,7 @@ class EndpointsColumns:
 
 
 class IdentityColumns(EndpointsColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.api_key = cols["api_key"]
         self.api_name = cols["api_name"]
@@ -28,7 +28,7 @@ class IdentityColumns(EndpointsColumns):
 
 
 class ExchangesColumns(IdentityColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.request_time = cols["request_time"]
         self.response_time = cols["response_time"]
@@ -69,7 +69,7 @@ class ExchangesColumns(IdentityColumns):
 
 
 class MessagesColumns(IdentityColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.direction = cols["direction"]
         self.time = cols["time"]
@@ -99,7 +99,7 @@ class MessagesColumns(IdentityColumns):
 
 
 class PartitionsColumns(IdentityColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.request_time = cols["request_time"]
         self.response_time = cols["response_time"]
@@ -122,7 +122,7 @@ class PartitionsColumns(IdentityColumns):
 
 
 class RecordsColumns(IdentityColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.time = cols["time"]
         self.direction = cols["direction"]
@@ -155,7 +155,7 @@ class RecordsColumns(IdentityColumns):
 
 
 class ConnectionsColumns(EndpointsColumns):
-    def __init__(self, cols: dict[str, Column]) -> None:
+    def __init__(self, cols: dict[str, ColumnBuffer]) -> None:
         super().__init__(cols)
         self.first_time = cols["first_time"]
         self.last_time = cols["last_time"]

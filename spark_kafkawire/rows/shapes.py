@@ -18,7 +18,7 @@ from typing import Any, Final, Iterator
 
 import pyarrow as pa
 
-from ..arrays import Column
+from ..arrays import ColumnBuffer
 from ..kafka import codecs
 from ..kafka import records as rec
 from ..kafka.carried import json_bounded, trace_context, wire_format
@@ -30,7 +30,7 @@ from ..wire.series import FILE_SHIFT, LOCAL_MASK
 from ..kafka.clients import fingerprint
 from ..kafka.headline import GROUP_ID, TRANSACTIONAL_ID, error_name
 from ..kafka.partitions import PARTITION_APIS, RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, partition_rows, topic_partitions
-from .timing import Split, backwards, capture_side, elapsed_ms, transfer_ms
+from .timing import LatencySplit, backwards, capture_side, elapsed_ms, transfer_ms
 from ..decode.summary import DirectionSummary
 from .columns import ADDING, SIDES
 from .held import ConnectionsColumns, ExchangesColumns, MessagesColumns, PartitionsColumns, RecordsColumns
@@ -76,7 +76,7 @@ class ExchangeRows(RowBuilder):
         k.latency_ms.append(elapsed_ms(rq.ts_ns, rs.ts_ns) if rq and rs else None)
         k.request_transfer_ms.append(transfer_ms(rq))
         k.response_transfer_ms.append(transfer_ms(rs))
-        split = Split(ep, rq, rs)
+        split = LatencySplit(ep, rq, rs)
         # (a loss's recovery would count as the broker's time)
         detail = _noted(_noted(detail, split.why), backwards(rq, rs))
         k.network_ms.append(split.network_ms)
@@ -297,7 +297,7 @@ class RecordRows(RowBuilder):
         detail = self._format(k.value_format, k.value_schema_id, "value", r.value, detail)
         k.detail.append(detail)
 
-    def _format(self, format_col: Column, schema_id_col: Column, side: str, data: bytes | None,
+    def _format(self, format_col: ColumnBuffer, schema_id_col: ColumnBuffer, side: str, data: bytes | None,
                 detail: str | None) -> str | None:
         """The wire format and schema id of a key or value into their columns; the detail with what
         is malformed in it."""
@@ -379,7 +379,7 @@ class ConnectionRows(RowBuilder):
         # a connection carried across reads (carry.py): each of its rows counts what came after the
         # counts of its rows before (reported), so that its rows' counts add up to the connection's
         reported = st.reported if st is not None else None
-        part = _Part(reported) if reported is not None else None
+        part = _PartCounts(reported) if reported is not None else None
         c = self.cols
         for names, summary in zip(self._side_names, sides):
             for (name, adds), v in zip(names, summary):
@@ -403,7 +403,7 @@ class ConnectionRows(RowBuilder):
         self.count += 1
 
 
-class _Part:
+class _PartCounts:
     """The counts of a connection's row where its rows before counted part of it (carry.py): each
     count less what they counted (``before``); ``now``: the counts so far, for its next row."""
 
@@ -418,7 +418,7 @@ class _Part:
         return total - self.before.get(name, 0)
 
 
-def _frame_columns(frame: Frame | None, time: Column, size: Column, packet: Column) -> None:
+def _frame_columns(frame: Frame | None, time: ColumnBuffer, size: ColumnBuffer, packet: ColumnBuffer) -> None:
     """A frame's time, size and packet number into their columns (null without the frame); by
     append_int: unboxed where compiled."""
     if frame is not None:

@@ -50,14 +50,14 @@ _N_ENDPOINTS: Final = len(ENDPOINTS)  # every shape begins with them
 API_NAMES: Final = protocol.API_NAMES
 ROW_SHAPES: Final = tuple(COLUMNS)
 MAX_TIMESTAMP_MS: Final = 253402300800000  # 10000-01-01: later record timestamps are not dates
-#: rows into typed columns (arrays.Column) where this module runs compiled, else into lists
+#: rows into typed columns (arrays.ColumnBuffer) where this module runs compiled, else into lists
 TYPED: Final = native
 
 
 @mypyc_attr(native_class=False)
 class Values(list):
     """A column where this module runs as Python: a list (its append is the cheapest there) whose
-    ``append_int`` is its ``append``, as the rows call an arrays.Column's."""
+    ``append_int`` is its ``append``, as the rows call an arrays.ColumnBuffer's."""
 
     __slots__ = ()
     append_int = list.append
@@ -100,15 +100,15 @@ class RowBuilder(RowCounts):
         self._reset()
 
     def _reset(self) -> None:
-        # compiled, each column is typed (arrays.Column: values written into Arrow's buffers as
+        # compiled, each column is typed (arrays.ColumnBuffer: values written into Arrow's buffers as
         # they come); interpreted, a list (its append is the cheapest there), made an array at flush
-        self.cols: dict[str, arrays.Column] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
-            {n: cast(arrays.Column, Values()) for n in self.names}
+        self.cols: dict[str, arrays.ColumnBuffer] = {f.name: arrays.column(f.type) for f in self.schema} if TYPED else \
+            {n: cast(arrays.ColumnBuffer, Values()) for n in self.names}
         # the headline columns in the order of the headline's values, where the shape has them
         self.headline_cols = self._held(HEADLINE_NAMES)
         self.count = 0
 
-    def _held(self, names: list[str] | tuple[str, ...]) -> list[arrays.Column]:
+    def _held(self, names: list[str] | tuple[str, ...]) -> list[arrays.ColumnBuffer]:
         """The columns of these names, in this order, where the shape has them all (else none)."""
         return [self.cols[n] for n in names] if all(n in self.cols for n in names) else []
 

@@ -24,7 +24,7 @@ from ..wire.frames import Frame
 from ..wire.tcp import MIN_SIDE_RTT_NS, SIDE_SHARE
 
 
-class Split:
+class LatencySplit:
     """An exchange's network_ms, broker_ms, network_basis, retransmissions, and why broker_ms is not
     timed (or None)."""
 

@@ -84,13 +84,13 @@ class TlsGuess:
 
     def __init__(self, on_decide: Callable[[bool], None]):
         self.on_decide: Callable[[bool], None] | None = on_decide
-        self.sides: list[_GuessSide | None] = [None, None]
+        self.sides: list[_GuessDirection | None] = [None, None]
         self.decided: bool | None = None
 
-    def side(self, d: int) -> "_GuessSide":
+    def side(self, d: int) -> "_GuessDirection":
         s = self.sides[d]
         if s is None:
-            s = self.sides[d] = _GuessSide(self, d)
+            s = self.sides[d] = _GuessDirection(self, d)
         return s
 
     def check(self) -> None:
@@ -133,7 +133,7 @@ class TlsGuess:
             sink.end()
 
 
-class _GuessSide(Sink):
+class _GuessDirection(Sink):
     """The sink of one direction while the guess is open: its events, held in order."""
 
     __slots__ = ("guess", "d", "events", "head", "ended", "stopped")
