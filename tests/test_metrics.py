@@ -50,6 +50,20 @@ def _query(port: int, promql: str) -> list[dict]:
     return got["data"]["result"]
 
 
+def _scraped(port: int, promql: str, log: Path, wait: float = 90) -> list[dict]:
+    """The query's series once Prometheus has scraped them (within ``wait`` seconds), else the
+    test fails with the end of Prometheus' log."""
+    deadline, got = time.monotonic() + wait, []
+    while time.monotonic() < deadline and not got:
+        time.sleep(1)
+        try:
+            got = _query(port, promql)
+        except OSError:
+            got = []
+    assert got, log.read_text()[-3000:]
+    return got
+
+
 def test_prometheus_scrapes_the_runs_metrics_through_the_textfile_collector(spark, tmp_path):
     prometheus, exporter = shutil.which("prometheus"), shutil.which("prometheus-node-exporter")
     assert prometheus and exporter and shutil.which("promtool"), "make system-deps installs Prometheus"
@@ -75,14 +89,7 @@ def test_prometheus_scrapes_the_runs_metrics_through_the_textfile_collector(spar
          _running([prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                    f"--web.listen-address=127.0.0.1:{prometheus_port}"], tmp_path / "prometheus.log"):
         count = "sum by (messaging_operation_name) (messaging_client_operation_duration_seconds_count)"
-        deadline, got = time.monotonic() + 90, []
-        while time.monotonic() < deadline and not got:
-            time.sleep(1)
-            try:
-                got = _query(prometheus_port, count)
-            except OSError:
-                got = []
-        assert got, (tmp_path / "prometheus.log").read_text()[-3000:]
+        got = _scraped(prometheus_port, count, tmp_path / "prometheus.log")
         by_api = {g["metric"]["messaging_operation_name"]: float(g["value"][1]) for g in got}
         statuses = {(g["metric"]["messaging_operation_name"], g["metric"]["status"]): float(g["value"][1])
                     for g in _query(prometheus_port, "kafkawire_exchanges")}
@@ -125,14 +132,7 @@ def test_the_pushgateway_holds_the_runs_metrics_with_client_labels_on_request(sp
                  "--pushgateway", f"http://127.0.0.1:{gateway_port}", "--metrics-labels", "client_id")
         assert r.returncode == 2 and "not pushed" not in r.stderr, r.stderr[-3000:]
         query = 'sum by (client_id) (kafkawire_exchanges{job="kafkawire_audit"})'
-        deadline, got = time.monotonic() + 90, []
-        while time.monotonic() < deadline and not got:
-            time.sleep(1)
-            try:
-                got = _query(prometheus_port, query)
-            except OSError:
-                got = []
-        assert got, (tmp_path / "prometheus.log").read_text()[-3000:]
+        got = _scraped(prometheus_port, query, tmp_path / "prometheus.log")
         by_client = {g["metric"].get("client_id", ""): float(g["value"][1]) for g in got}
 
     from spark_kafkawire import read_capture
