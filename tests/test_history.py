@@ -67,6 +67,9 @@ def test_what_changed_since_the_last_run(tmp_path):
     assert lines["Fetch v13 newly sent"].startswith("by 2 client(s)")
     assert "Produce v3 no longer sent" in lines and "Fetch v12 no longer sent" in lines
     assert lines["Fetch broker p99 at 10.0.0.9:9092"].startswith("25.0 ms, 2.5x its median 10.0 ms over the last 5")
+    # the policy's factor, where it is set, is the regressions' bound
+    assert "Fetch broker p99 at 10.0.0.9:9092" not in dict(compare.since_last(
+        history.tables(fields, summary, [], results), _earlier(tmp_path, "dn"), 3.0))
     assert lines["Fetch errors"] == "2 at 10.0.0.9:9092; none in the last run"
     assert lines["NOT_LEADER_OR_FOLLOWER newly seen"] == "in Fetch responses at 10.0.0.9:9092; not in the last run"
     # the same inputs as the last run: compared with the run before it, never with itself

@@ -380,17 +380,18 @@ def judged_on_history(before: Past | None, policy: Any, summary: list[dict]) -> 
     return growth_verdicts(policy, summary_rows(before.run, summary), before.earlier)
 
 
-def stage_run(before: Past | None, summary: list[dict], verdicts: list,
-              results: dict) -> tuple[Any, list[tuple[str, str]] | None, list[str]]:
+def stage_run(before: Past | None, summary: list[dict], verdicts: list, results: dict,
+              growth: float | None = None) -> tuple[Any, list[tuple[str, str]] | None, list[str]]:
     """A run's history rows made ready to go in (Parquet: written beside their place, see
     History.stage; Delta: kept until commit), what changed since the last run the history holds
-    (compare.since_last), and the Trends plots (compare.trends)."""
+    (compare.since_last; ``growth``: the policy's max_broker_p99_growth, the factor a regression is
+    beyond), and the Trends plots (compare.trends)."""
     from .compare import since_last, trends
 
     if before is None:
         return None, None, []
     now = tables(before.run, summary, verdicts, results)
-    since, plots = since_last(now, before.earlier), trends(now, before.earlier)
+    since, plots = since_last(now, before.earlier, growth), trends(now, before.earlier)
     date = before.run["run_time"].strftime("%Y-%m-%d")
     if before.fmt == "delta":
         return DeltaStaged(before.where, now, before.digest, date), since, plots

@@ -438,7 +438,7 @@ def run(args, out, policy, options: dict, chosen: list[str]) -> int:
     stopping = threading.Thread(target=spark.stop)  # (a second of the JVM's shutdown, while the plots are drawn)
     stopping.start()
     try:
-        staged, since, trends = stage_run(before, summary, verdicts, results)  # (history.py)
+        staged, since, trends = stage_run(before, summary, verdicts, results, policy.max_broker_p99_growth)
         html = render(verdicts, meta, results, policy.min_latency_n, since, trends)
     finally:  # (a failed write too: Spark is stopped before the one line is said)
         stopping.join()
