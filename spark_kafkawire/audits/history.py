@@ -67,12 +67,10 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
-#: the most clients --metrics-labels names one by one
-MAX_CLIENT_SERIES = 200
-
-
 def flags(ap: Any) -> None:
     """The job's flags for what outlives a run: its history and its metrics (metrics.py)."""
+    from .metrics import MAX_CLIENT_SERIES, client_labels
+
     ap.add_argument("--metrics-file", metavar="PATH",
                     help="the run's metrics in Prometheus' text format (for the node exporter's textfile collector)")
     ap.add_argument("--pushgateway", metavar="URL", help="push the run's metrics to this Prometheus Pushgateway")
@@ -100,20 +98,6 @@ def _history_format(value: str) -> str:
             raise argparse.ArgumentTypeError("'delta' needs the deltalake package: pip install "
                                              "'spark-kafkawire[delta]'") from None
     return value
-
-
-#: the client labels --metrics-labels may add, and the exchange rows' columns they come from
-CLIENT_LABELS = {"client_id": "client_id", "client_address": "client_ip"}
-
-
-def client_labels(value: str) -> tuple[str, ...]:
-    import argparse
-
-    got = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    bad = [v for v in got if v not in CLIENT_LABELS]
-    if bad:
-        raise argparse.ArgumentTypeError(f"{bad[0]!r}: choose from {', '.join(CLIENT_LABELS)}")
-    return got
 
 
 def inputs_digest(files: Iterable[str], exchanges: int) -> str:
@@ -293,7 +277,6 @@ class DeltaStaged:
         self.digest = digest
         self.tables = {t: data.append_column("run_date", pa.array([run_date] * data.num_rows, pa.string()))
                        for t, data in run_tables.items()}
-        self.files: list = list(self.tables)  # (something to commit)
 
     def commit(self) -> None:
         from deltalake import DeltaTable, write_deltalake
@@ -328,10 +311,9 @@ class DeltaStaged:
             if isinstance(e, DeltaError):  # (its first line says what; the rest is the writer's backtrace)
                 raise OSError(f"{path}: {(str(e).strip().splitlines() or [type(e).__name__])[0]}") from None
             raise
-        self.files = []
 
     def discard(self) -> None:
-        self.files = []
+        """(nothing of the run is written before commit)"""
 
 
 def run_fields(run_id: str, window: tuple[Any, Any], digest: str, now: float | None = None) -> dict:

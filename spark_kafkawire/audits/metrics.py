@@ -29,6 +29,22 @@ from typing import Any
 #: histogram buckets (seconds): OpenTelemetry's advice for messaging operation durations
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 LABELS = ("messaging_operation_name", "server_address", "server_port", "error_type", "messaging_destination_name")
+#: the most clients --metrics-labels names one by one
+MAX_CLIENT_SERIES = 200
+#: the client labels --metrics-labels may add, and the exchange rows' columns they come from
+CLIENT_LABELS = {"client_id": "client_id", "client_address": "client_ip"}
+
+
+def client_labels(value: str) -> tuple[str, ...]:
+    import argparse
+
+    got = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [v for v in got if v not in CLIENT_LABELS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{bad[0]!r}: choose from {', '.join(CLIENT_LABELS)}")
+    return got
+
+
 #: the most topics the run may name for messaging_destination_name to be given (else it is empty)
 MAX_TOPIC_LABELS = 20
 DURATIONS = (("messaging_client_operation_duration_seconds", "latency_ms",
@@ -46,7 +62,6 @@ def frames(exchanges: Any, connections: Any, args: Any = None) -> dict[str, list
 
     from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, TLS
     from .base import failed
-    from .history import CLIENT_LABELS, MAX_CLIENT_SERIES
 
     ex = exchanges.where(F.col("api_name").isNotNull() & ~F.col("status").isin(CAPTURE_DAMAGED, CAPTURE_CHANGED, TLS))
     keys = [F.col("api_name").alias("messaging_operation_name"), F.coalesce("broker_ip", F.lit("")).alias(
