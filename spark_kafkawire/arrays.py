@@ -30,6 +30,19 @@ _STRING_LIST: Final = pa.list_(pa.string())
 _DIGITS: Final = bytes.maketrans(b"\x00\x01", b"01")
 
 
+_ONE: Final = b"\x01"
+_ZERO: Final = b"\x00"
+
+
+def _tail(w: BytesWriter, size: int) -> bytes:
+    """The last ``size`` bytes written to ``w``."""
+    n = len(w)
+    out = BytesWriter()
+    for i in range(n - size, n):
+        out.append(w[i])
+    return out.getvalue()
+
+
 def _pack(flags: bytes) -> pa.Buffer:
     """One byte 0/1 per value -> an Arrow bitmap (bit i of byte i // 8, least significant first)."""
     if not flags:
@@ -191,6 +204,23 @@ class ColumnBuffer:
     def _validity(self) -> pa.Buffer | None:
         return _pack(self.valid.getvalue()) if self.nulls else None
 
+    def repeat_last(self, n: int) -> None:
+        """Append the last value appended ``n`` more times (a value alike on many rows, such as a
+        record batch's fields on each of its records, written once): as ``n`` more ``append``s
+        of it. Needs a value appended before."""
+        raise NotImplementedError(f"repeat_last of a {type(self).__name__}")
+
+    def _repeat_valid(self, n: int) -> None:
+        """The validity (and a value the type could not hold) of the last value, ``n`` more times."""
+        valid = self.valid
+        last = valid[len(valid) - 1]
+        valid.write(_ONE * n if last else _ZERO * n)
+        if not last:
+            self.nulls += n
+            if self.bad and self.bad[-1] == self.n - 1:
+                self.bad.extend(range(self.n, self.n + n))
+        self.n += n
+
     def array(self) -> pa.Array:
         raise NotImplementedError
 
@@ -205,6 +235,14 @@ class _FixedColumn(ColumnBuffer):
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.data.getvalue())],
                                      null_count=self.nulls)
+
+    def repeat_last(self, n: int) -> None:
+        self.data.write(_tail(self.data, self.value_width()) * n)
+        self._repeat_valid(n)
+
+    def value_width(self) -> int:
+        """Bytes a value takes in ``data``."""
+        return 8
 
 
 _UNBOXED: Final = (1 << 62) - 1  # the largest int compiled code holds unboxed
@@ -238,6 +276,9 @@ class IntColumn(_FixedColumn):
             return
         self._write(x)
         self._valid()
+
+    def value_width(self) -> int:
+        return self.width
 
     def _write(self, x: int) -> None:
         w = self.width
@@ -277,6 +318,10 @@ class BoolColumn(ColumnBuffer):
             return
         self.data.append(1 if v else 0)
         self._valid()
+
+    def repeat_last(self, n: int) -> None:
+        self.data.write(_tail(self.data, 1) * n)
+        self._repeat_valid(n)
 
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), _pack(self.data.getvalue())],
@@ -319,6 +364,25 @@ class StringColumn(ColumnBuffer):
         self.end += len(b)
         write_i32_le(self.offsets, self.end)
         self._valid()
+
+    def repeat_last(self, n: int) -> None:
+        offsets = self.offsets
+        at = len(offsets) - 8
+        size = self.end - (int(offsets[at]) | int(offsets[at + 1]) << 8 | int(offsets[at + 2]) << 16 |
+                           int(offsets[at + 3]) << 24)
+        fit = n if not size else min(n, (_OFFSET_MAX - self.end) // size)
+        if fit > 0:
+            if size:
+                self.data.write(_tail(self.data, size) * fit)
+            end = self.end
+            for _ in range(fit):  # (compiled, a few steps each)
+                end += size
+                write_i32_le(offsets, end)
+            self.end = end
+            self._repeat_valid(fit)
+        for _ in range(n - max(fit, 0)):  # past 2 GiB in the column: null, and said (as append does)
+            write_i32_le(offsets, self.end)
+            self._null(True)
 
     def array(self) -> pa.Array:
         return pa.Array.from_buffers(self.typ, self.n, [self._validity(), pa.py_buffer(self.offsets.getvalue()),
@@ -368,7 +432,13 @@ class ValuesColumn(ColumnBuffer):
         self.values.append(v)
         self.n += 1
 
+    def repeat_last(self, n: int) -> None:
+        self.values.extend([self.values[-1]] * n)
+        self.n += n
+
     def array(self) -> pa.Array:
+        if self.values.count(None) == len(self.values):  # (record headers where payload is not shown)
+            return pa.nulls(len(self.values), self.typ)
         arr, self.bad = checked(self.values, self.typ)
         return arr
 

@@ -234,6 +234,29 @@ def test_a_typed_column_is_the_array_of_its_values(typ, values):
         assert col.bad == bad
 
 
+@pytest.mark.parametrize("typ,values", _COLUMN_CASES, ids=[str(t) for t, _ in _COLUMN_CASES])
+def test_repeat_last_is_that_many_appends_of_the_last_value(typ, values):
+    """``repeat_last(n)`` (a record batch's fields written once for its records) equals ``n`` more
+    appends of the last value, whatever it was: a value, a null, one the type cannot hold."""
+    if typ == pa.list_(pa.string()):
+        pytest.skip("no list column is repeated")
+    for upto in range(1, len(values) + 1):
+        for n in (1, 2, 9):
+            vals = values[:upto]
+            col = arrays.column(typ)
+            for v in vals:
+                col.append(v)
+            col.repeat_last(n)
+            want = arrays.column(typ)
+            for v in vals + [vals[-1]] * n:
+                want.append(v)
+            a, b = col.array(), want.array()
+            a.validate(full=True)
+            same = [("NaN",) if isinstance(x, float) and x != x else x for x in a.to_pylist()] == \
+                [("NaN",) if isinstance(x, float) and x != x else x for x in b.to_pylist()]
+            assert same and a.null_count == b.null_count and col.bad == want.bad and col.n == want.n, (typ, vals, n)
+
+
 def test_an_interpreted_column_takes_append_int_as_append():
     """Where the rows run as Python their columns are lists: append_int is the list's append."""
     from spark_kafkawire.rows.table import Values

@@ -128,6 +128,61 @@ def test_json_is_told_as_the_json_module_reads_it(text):
     assert wire_format(struct.pack(">bI", 0, 9) + text)[0] == ("confluent-json" if expected == "json" else "confluent")
 
 
+def _json_module_reads(text: bytes) -> bool:
+    try:
+        json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def test_json_texts_and_near_misses_are_told_as_the_json_module_reads_them():
+    """Thousands of JSON texts (every kind of value, escapes, white space, nesting) and the same
+    with a byte put in, taken out, changed or the text cut: each is ``json`` exactly where the
+    json module parses it. (An ASCII text is read by a grammar check that makes no value: this
+    holds it to the json module.)"""
+    import random
+
+    rnd = random.Random(20261129)
+
+    def value(depth: int = 0):
+        kind = rnd.randrange(9 if depth < 4 else 6)
+        if kind == 0:
+            return rnd.choice([0, -1, 1.5, -0.0, 1e300, 12345678901234567890, 3e-7, 10**40])
+        if kind == 1:
+            return "".join(rnd.choice('ab"\\/\b\f\n\r\t\x01\x7f \u00e9\ud800\u20ac') for _ in range(rnd.randrange(6)))
+        if kind == 2:
+            return rnd.choice([True, False, None])
+        if kind == 3:
+            return float(rnd.choice(["nan", "inf", "-inf"]))
+        if kind in (4, 5):
+            return "x" * rnd.randrange(3)
+        if kind in (6, 7):
+            return [value(depth + 1) for _ in range(rnd.randrange(4))]
+        return {f"k{i}": value(depth + 1) for i in range(rnd.randrange(4))}
+
+    alphabet = b'{}[]:,"\\ \t\n\r0123456789-+.eEtrufalsnNIy\x00\x1f\x7fabu'
+    told = {True: 0, False: 0}
+    for _ in range(20000):
+        text = json.dumps(value(), ensure_ascii=rnd.random() < 0.7,
+                          indent=rnd.choice([None, 1])).encode("utf-8", "surrogatepass")
+        for _ in range(rnd.randrange(4)):
+            at = rnd.randrange(len(text) + 1)
+            kind = rnd.randrange(4)
+            put = bytes([rnd.choice(alphabet)])
+            text = [text[:at] + put + text[at:], text[:at] + text[at + 1:], text[:at],
+                    text[:at] + put + text[at + 1:]][kind]
+        if text.lstrip(b" \t\r\n")[:1] not in (b"{", b"["):
+            continue
+        expected = _json_module_reads(text)
+        assert (wire_format(text)[0] == "json") == expected, text
+        told[expected] += 1
+    assert min(told.values()) > 2000  # (both answers asked often)
+    for depth in (63, 64, 65, 2000):  # nesting past the grammar check's own limit: the parsers decide
+        text = b"[" * depth + b"]" * depth
+        assert (wire_format(text)[0] == "json") == _json_module_reads(text)
+
+
 @pytest.mark.parametrize("data", [b"\x00", b"\x00\x00\x00\x07", b"\x00\x00\x00\x00\x00"])
 def test_magic_byte_without_room_for_an_id_is_binary_and_says_so(data):
     fmt, sid, problem = wire_format(data)

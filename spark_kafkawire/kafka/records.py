@@ -261,6 +261,21 @@ def next_sequence(base: int, increment: int) -> int:
 
 def iter_records(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
                  max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[Record]:
+    for item in batches(data, budget, max_records):
+        if isinstance(item, Record):
+            yield item
+            continue
+        while item.next():
+            yield item.record()
+        if item.problem is not None:
+            yield item.problem
+
+
+def batches(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
+            max_records: int = DEFAULT_MAX_RECORDS) -> Iterator[Record | V2Batch]:
+    """What ``data`` holds, batch by batch: a :class:`V2Batch` for each magic 2 batch whose CRC
+    holds and whose records can be read (read them with its ``next``), a :class:`Record` for each
+    magic 0/1 record and for each batch that cannot be read (its status says why)."""
     budget = budget_of(budget)
     pos, n = 0, len(data)
     while pos < n:
@@ -270,7 +285,7 @@ def iter_records(data: View, budget: Budget | int = DEFAULT_MAX_DECOMPRESSED,
             if size < V2_SIZE or size > n - pos:
                 yield _problem(data, pos, 2, "truncated", "record batch cut short (end of fetch or capture)")
                 return
-            yield from _v2_records(data, pos, size, budget, max_records)
+            yield _v2_batch(data, pos, size, budget, max_records)
             pos += size
         elif magic in (0, 1) and n - pos >= 26:
             size = LOG_OVERHEAD + _I32.unpack_from(data, pos + AT_LENGTH)[0]
@@ -298,14 +313,14 @@ def _too_many(data: View, pos: int, magic: int, codec: str, count: int, cap: int
                     "(option maxRecordsPerBatch)", codec)
 
 
-def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: int) -> Iterator[Record]:
+def _v2_batch(data: View, pos: int, size: int, budget: Budget, max_records: int) -> Record | V2Batch:
+    """The magic 2 batch at data[pos:pos+size], ready to be read; or the Record saying why not."""
     (base, _blen, _epoch, _m, crc, attrs, _ld, first_ts, max_ts, pid, pepoch, bseq,
      count) = _V2.unpack_from(data, pos)
     codec = codec_name(attrs)
     end = pos + size
     if _crc32c(data[pos + V2_ATTRIBUTES : end]) != crc:
-        yield _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
-        return
+        return _problem(data, pos, 2, "crc_mismatch", "CRC-32C of the batch does not match; records not read", codec)
     # the records are read by offsets into bytes (indexed natively where compiled): the batch's own
     # bytes in place, or the decompressed ones
     payload: bytes
@@ -313,24 +328,64 @@ def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: in
         try:
             payload = budget.decompress(attrs & 7, memoryview(data)[pos + V2_SIZE : end])
         except RecordError as e:
-            yield _problem(data, pos, 2, e.status, str(e), codec)
-            return
+            return _problem(data, pos, 2, e.status, str(e), codec)
         p, stop = 0, len(payload)
     elif isinstance(data, bytes):
         payload, p, stop = data, pos + V2_SIZE, end
     else:
         payload = bytes(data[pos + V2_SIZE : end])
         p, stop = 0, len(payload)
-    log_append = bool(attrs & 8)
-    control = bool(attrs & 32)
-    txn = bool(attrs & 16)
     if count < 0 or count > stop - p:  # each record takes at least 7 bytes
-        yield _problem(data, pos, 2, "corrupt", f"record count {count} cannot fit in the batch", codec)
-        return
-    for i in range(count):
-        if i == max_records:
-            yield _too_many(data, pos, 2, codec, count, max_records)
-            return
+        return _problem(data, pos, 2, "corrupt", f"record count {count} cannot fit in the batch", codec)
+    return V2Batch(data, pos, payload, p, stop, count, max_records, codec, attrs, base, first_ts, max_ts, pid,
+                   pepoch, bseq)
+
+
+class V2Batch:
+    """The records of one magic 2 batch, read one at a time where they lie: ``next()`` reads the
+    next record into ``off_delta``, ``ts_delta``, ``key``, ``value`` and ``headers``, and is False
+    after the last, or where a record cannot be read or the cap is reached (``problem`` is then
+    the Record saying so). The one reading of a record's fields: ``iter_records`` makes each a
+    :class:`Record` (``record()``); the records row shape writes them into its columns, with no
+    object per record. The batch's own fields are attributes (``base``, ``pid``, ...)."""
+
+    def __init__(self, data: View, pos: int, payload: bytes, p: int, stop: int, count: int, max_records: int,
+                 codec: str, attrs: int, base: int, first_ts: int, max_ts: int, pid: int, pepoch: int,
+                 bseq: int) -> None:
+        self.data = data
+        self.pos = pos
+        self.payload = payload
+        self.p = p
+        self.stop = stop
+        self.count = count
+        self.max_records = max_records
+        self.codec = codec
+        self.log_append = bool(attrs & 8)
+        self.transactional = bool(attrs & 16)
+        self.control = bool(attrs & 32)
+        self.base = base
+        self.first_ts = first_ts
+        self.max_ts = max_ts
+        self.pid = pid
+        self.pepoch = pepoch
+        self.bseq = bseq
+        self.i = 0
+        self.off_delta = 0
+        self.ts_delta = 0
+        self.key: bytes | None = None
+        self.value: bytes | None = None
+        self.headers: list[tuple[str, bytes | None]] = []
+        self.problem: Record | None = None
+
+    def next(self) -> bool:
+        i = self.i
+        if i >= self.count:
+            return False
+        if i == self.max_records:
+            self.problem = _too_many(self.data, self.pos, 2, self.codec, self.count, self.max_records)
+            self.i = self.count
+            return False
+        payload, p, stop = self.payload, self.p, self.stop
         try:
             length, p = _varint(payload, p, stop)
             rec_end = p + length
@@ -344,23 +399,46 @@ def _v2_records(data: View, pos: int, size: int, budget: Budget, max_records: in
             nh, p = _varint(payload, p, rec_end)
             if nh < 0 or nh > rec_end - p:
                 raise RecordError("header count runs past the record")
-            headers = []
+            headers: list[tuple[str, bytes | None]] = []
             for _h in range(nh):
                 hk, p = _vbytes(payload, p, rec_end)
                 hv, p = _vbytes(payload, p, rec_end)
                 headers.append(((hk or b"").decode("utf-8", "replace"), hv))
         except RecordError as e:
-            yield _problem(data, pos, 2, "corrupt", str(e), codec)
-            return
-        p = rec_end
-        ctype = None
-        if control and key is not None and len(key) >= 4:
+            self.problem = _problem(self.data, self.pos, 2, "corrupt", str(e), self.codec)
+            self.i = self.count
+            return False
+        self.p = rec_end
+        self.i = i + 1
+        self.ts_delta = ts_delta
+        self.off_delta = off_delta
+        self.key = key
+        self.value = value
+        self.headers = headers
+        return True
+
+    def timestamp_ms(self) -> int | None:
+        ts = self.max_ts if self.log_append else self.first_ts + self.ts_delta
+        return ts if ts >= 0 else None
+
+    def sequence(self) -> int | None:
+        return next_sequence(self.bseq, self.off_delta) if self.bseq >= 0 else None
+
+    def control_type(self) -> str | None:
+        key = self.key
+        if self.control and key is not None and len(key) >= 4:
             t = _H2.unpack_from(key)[1]
-            ctype = CONTROL_TYPES[t] if 0 <= t < len(CONTROL_TYPES) else f"type{t}"
-        ts = max_ts if log_append else first_ts + ts_delta
-        seq = next_sequence(bseq, off_delta) if bseq >= 0 else None
-        yield Record(base + off_delta, ts if ts >= 0 else None, "LogAppendTime" if log_append else "CreateTime",
-                     key, value, headers, pid, pepoch, seq, txn, ctype, codec, 2, base)
+            return CONTROL_TYPES[t] if 0 <= t < len(CONTROL_TYPES) else f"type{t}"
+        return None
+
+    def timestamp_type(self) -> str:
+        return "LogAppendTime" if self.log_append else "CreateTime"
+
+    def record(self) -> Record:
+        """The record ``next`` read."""
+        return Record(self.base + self.off_delta, self.timestamp_ms(), self.timestamp_type(), self.key, self.value,
+                      self.headers, self.pid, self.pepoch, self.sequence(), self.transactional, self.control_type(),
+                      self.codec, 2, self.base)
 
 
 def _v01_key_value(data: View, pos: int, size: int, magic: int) -> tuple[bytes | None, bytes | None]:
@@ -457,6 +535,10 @@ def _v01_records(data: View, pos: int, size: int, magic: int, budget: Budget, ma
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """A zigzag varint (records use signed varints), at most 10 bytes."""
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte (most lengths and deltas of small records): read here
+            return (b >> 1) ^ -(b & 1), pos + 1
     value, after = uvarint(buf, pos, end, 10)
     if after < 0:
         raise RecordError("varint runs past the end" if after == VARINT_CUT else "varint longer than 10 bytes")

@@ -43,6 +43,11 @@ _NO_PARTITION: Final = dict.fromkeys(("topic", "partition", "error_code", "offse
 #: the topic a schema registry keeps its schemas in (Confluent's and Karapace's default), read for
 #: each schema id's type
 SCHEMAS_TOPIC: Final = "_schemas"
+#: the columns of rows=records that differ from record to record of one batch (the rest are the
+#: batch's, the exchange's and the connection's: see RecordRows._batch_rows)
+PER_RECORD: Final = frozenset(("offset", "log_offset", "timestamp", "key", "value", "headers", "key_format",
+                               "key_schema_id", "value_format", "value_schema_id", "trace_id", "span_id",
+                               "trace_format", "sequence", "control_type", "detail"))
 REGISTRY_TYPES: Final = {"AVRO": "confluent-avro", "PROTOBUF": "confluent-protobuf", "JSON": "confluent-json"}
 
 
@@ -194,6 +199,8 @@ class RecordRows(RowBuilder):
     def _reset(self) -> None:
         RowBuilder._reset(self)
         self.held = RecordsColumns(self.cols)
+        #: the columns alike on every record of a magic 2 batch: written once for a run of its rows
+        self.batch_columns = [self.cols[name] for name in self.names if name not in PER_RECORD]
 
     def exchange(self, ep: Endpoints | None, req: Request | None, resp: Response | None,
                  status: str, detail: str | None, extra: tuple | None = None) -> None:
@@ -235,21 +242,36 @@ class RecordRows(RowBuilder):
 
     def _record_rows(self, ep: Endpoints | None, req: Request | None, resp: Response | None, direction: str,
                      msg: Request | Response, parts: list) -> Iterator[None]:
-        """One row per record of the message's record fields, one per step."""
+        """The rows of the records of the message's record fields, a step per row or per run of a
+        batch's rows (at most as many as the rows taken (RowBuilder.fill) leave room for)."""
         budget = codecs.Budget(self.max_decompressed)  # one for all the batches of the message
         appended = _appended(resp, self.topic_ids) if direction == "request" else None
         for topic, index, raw in parts:
             # a Produce request's records are appended at the response's BaseOffset, one offset each in turn
             base = appended.get((topic, index)) if appended is not None else None
             position = 0
-            for r in rec.iter_records(raw.data, budget, self.max_records):
-                k = self.held  # a new set of columns after each batch leaves
+            for item in rec.batches(raw.data, budget, self.max_records):
+                if isinstance(item, rec.V2Batch):
+                    while True:
+                        made = self._batch_rows(ep, req, resp, direction, msg, topic, index, item,
+                                                appended is None, base + position if base is not None else -1)
+                        position += made
+                        if made:
+                            yield
+                        if item.i >= item.count:  # read (else the run was cut where the rows taken are full)
+                            break
+                    if item.problem is None:
+                        continue
+                    r = item.problem
+                else:
+                    r = item
                 if r.status != "ok":
                     base = None  # how many records a batch not read whole held is not known: later offsets neither
                     # a batch cut at the end of a Fetch response is how brokers fill fetch sizes: not damage
                     if r.status != TRUNCATED and \
                             not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
                         continue
+                k = self.held  # a new set of columns after each batch leaves
                 self._identity(k, ep, req, resp)
                 k.time.append(msg.frame.ts_ns)
                 k.direction.append(direction)
@@ -264,7 +286,8 @@ class RecordRows(RowBuilder):
                 ts = r.timestamp_ms
                 k.timestamp.append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
                 k.timestamp_type.append(r.timestamp_type)
-                self._carried(k, topic, r)
+                self._payload(k, r.key, r.value, r.headers)
+                self._carried(k, topic, r.key, r.value, r.headers, r.detail, r.status == "ok")
                 k.producer_id.append(r.producer_id)
                 k.producer_epoch.append(r.producer_epoch)
                 k.sequence.append(r.sequence)
@@ -277,24 +300,98 @@ class RecordRows(RowBuilder):
                 self.count += 1
                 yield
 
-    def _carried(self, k: RecordsColumns, topic: str | None, r: rec.Record) -> None:
-        """The payload (only with ``payload``) and what the record carries besides (always): trace
-        context, and the wire format and schema id of key and value; ``detail`` says what is malformed."""
+    def _batch_rows(self, ep: Endpoints | None, req: Request | None, resp: Response | None, direction: str,
+                    msg: Request | Response, topic: str | None, index: int | None, b: rec.V2Batch,
+                    fetched: bool, log_offset: int) -> int:
+        """Rows of the next records of a magic 2 batch, as many as the rows taken leave room for
+        (at least one): the first row whole, then only the columns that differ from record to
+        record; the rest (``batch_columns``, and the payload's, sequence's and control type's where
+        the batch has none) are repeated once at the end. The number of rows made. ``fetched``:
+        the records say their own offset in the log (a Fetch response's); else ``log_offset`` is
+        the first one's (a Produce request's, from its response; -1: not known)."""
+        k = self.held  # a new set of columns after each batch leaves
+        room = max(1, self.limit - self.count)
         payload = self.payload
-        k.key.append(r.key if payload else None)
-        k.value.append(r.value if payload else None)
-        k.headers.append([{"key": name, "value": v} for name, v in r.headers]
-                         if payload and r.headers is not None else None)
-        trace, span, fmt, problem = trace_context(r.headers)
-        k.trace_id.append(trace)
-        k.span_id.append(span)
-        k.trace_format.append(fmt)
-        detail = r.detail
-        detail = _noted(detail, problem)
-        if topic == SCHEMAS_TOPIC and r.status == "ok":
-            self._learn_schema(r.key, r.value)
-        detail = self._format(k.key_format, k.key_schema_id, "key", r.key, detail)
-        detail = self._format(k.value_format, k.value_schema_id, "value", r.value, detail)
+        sequenced = b.bseq >= 0
+        made = 0
+        while made < room and b.next():
+            if not made:
+                self._identity(k, ep, req, resp)
+                k.time.append(msg.frame.ts_ns)
+                k.direction.append(direction)
+                k.topic.append(topic)
+                k.partition.append(index)
+                k.timestamp_type.append(b.timestamp_type())
+                k.producer_id.append_int(b.pid)
+                k.producer_epoch.append_int(b.pepoch)
+                k.transactional.append(b.transactional)
+                k.codec.append(b.codec)
+                k.magic.append_int(2)
+                k.batch_offset.append_int(b.base)
+                k.status.append("ok")
+            if payload or not made:
+                self._payload(k, b.key, b.value, b.headers)
+            if sequenced or not made:
+                k.sequence.append(b.sequence())
+            if b.control or not made:
+                k.control_type.append(b.control_type())
+            offset = b.base + b.off_delta
+            k.offset.append_int(offset)
+            if fetched:
+                k.log_offset.append_int(offset)
+            elif log_offset >= 0:
+                k.log_offset.append_int(log_offset + made)
+            else:
+                k.log_offset.append(None)
+            ts = b.timestamp_ms()
+            k.timestamp.append(ts * 1_000_000 if ts is not None and ts < MAX_TIMESTAMP_MS else None)
+            self._carried(k, topic, b.key, b.value, b.headers, None, True)
+            made += 1
+        if made > 1:
+            more = made - 1
+            for col in self.batch_columns:
+                col.repeat_last(more)
+            if not payload:
+                k.key.repeat_last(more)
+                k.value.repeat_last(more)
+                k.headers.repeat_last(more)
+            if not sequenced:
+                k.sequence.repeat_last(more)
+            if not b.control:
+                k.control_type.repeat_last(more)
+        self.count += made
+        return made
+
+    def _payload(self, k: RecordsColumns, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]] | None) -> None:
+        """The payload: key, value and headers with ``payload`` (option includeRecords), else null."""
+        if self.payload:
+            k.key.append(key)
+            k.value.append(value)
+            k.headers.append([{"key": name, "value": v} for name, v in headers] if headers is not None else None)
+        else:
+            k.key.append(None)
+            k.value.append(None)
+            k.headers.append(None)
+
+    def _carried(self, k: RecordsColumns, topic: str | None, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]] | None, detail: str | None, ok: bool) -> None:
+        """What the record carries besides its payload (always): trace context, and the wire format
+        and schema id of key and value; ``detail`` says what is malformed."""
+        if headers:
+            trace, span, fmt, problem = trace_context(headers)
+            k.trace_id.append(trace)
+            k.span_id.append(span)
+            k.trace_format.append(fmt)
+            detail = _noted(detail, problem)
+        else:
+            k.trace_id.append(None)
+            k.span_id.append(None)
+            k.trace_format.append(None)
+        if topic == SCHEMAS_TOPIC and ok:
+            self._learn_schema(key, value)
+        detail = self._format(k.key_format, k.key_schema_id, "key", key, detail)
+        detail = self._format(k.value_format, k.value_schema_id, "value", value, detail)
         k.detail.append(detail)
 
     def _format(self, format_col: ColumnBuffer, schema_id_col: ColumnBuffer, side: str, data: bytes | None,

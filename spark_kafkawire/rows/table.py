@@ -62,6 +62,9 @@ class Values(list):
     __slots__ = ()
     append_int = list.append
 
+    def repeat_last(self, n: int) -> None:
+        self.extend([self[-1]] * n)
+
 
 def ddl(rows: str) -> str:
     """Spark DDL schema of a row shape."""
@@ -95,6 +98,7 @@ class RowBuilder(RowCounts):
         self.max_records = max_records
         self.backlog = deque()  # (RowCounts: the fast lane asks for it between packets)
         self.topic_ids: dict[str, str] = topic_ids if topic_ids is not None else {}  # topic id -> name
+        self.limit = 1  # the rows fill takes (a step of the backlog may make several, up to this)
         self.payload = False  # rows=records: keys, values and headers shown (option includeRecords)
         self.schema_types: dict[int, str] = {}  # rows=records: schema id -> format, from a registry's records
         self._reset()
@@ -117,6 +121,7 @@ class RowBuilder(RowCounts):
 
     def fill(self, limit: int) -> None:
         """Make rows from the backlog until ``limit`` rows are held or the backlog is empty."""
+        self.limit = limit
         backlog = self.backlog
         while backlog and self.count < limit:
             for _ in backlog[0]:

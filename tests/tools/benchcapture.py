@@ -17,6 +17,11 @@ out/bench/.
 ``build_dense`` makes the frame-dense capture the same way: producers with ``linger.ms=0`` sending
 small uncompressed batches (one to four records of 0.5-3 KB per request), a consumer group with
 100 ms heartbeats reading some of it, and Metadata refreshes every 200 ms plus an admin client's.
+
+``build_records`` makes the record-heavy capture, as high-rate producers make it: two producers per
+codec (none, gzip, snappy, lz4, zstd) writing small records (20-120 bytes, a key, some with headers
+such as a W3C traceparent) in batches of up to 200, and a consumer group reading every one back:
+about 2 million records, half in Produce requests and half in Fetch responses.
 """
 
 from __future__ import annotations
@@ -143,6 +148,54 @@ def build_dense(out: Path, scale: float = 1.0) -> dict:
     and the broker port."""
     return build(out, scale, DENSE_CLIENT, 40000)
 
+RECORDS_CLIENT = r"""
+import json, random, sys, time
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap, n, codecs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+rnd = random.Random(13)
+admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "records-admin"})
+for f in admin.create_topics([NewTopic(f"ticks-{c}", 3, 1) for c in codecs]).values():
+    f.result(30)
+words = [b"buy", b"sell", b"view", b"click", b"cart", b"search", b"login", b"logout"]
+values = [b'{"u":%d,"e":"%s","v":%d%s}' % (rnd.randrange(100000), rnd.choice(words), rnd.randrange(10**6),
+                                         b',"p":"' + b"x" * rnd.randrange(0, 60) + b'"' if rnd.random() < 0.5 else b"")
+          for _ in range(4096)]
+delivered = {}
+for c in codecs:
+    for k in range(2):  # two producers per codec, one with a trace header on every fifth record
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": f"records-producer-{c}-{k}",
+                      "compression.type": c, "linger.ms": 5, "batch.num.messages": 200,
+                      "batch.size": 1000000, "queue.buffering.max.messages": 1000000})
+        for i in range(n // 2):
+            headers = None
+            if k and i % 5 == 0:
+                headers = [("traceparent", b"00-%032x-%016x-01" % (rnd.getrandbits(128) | 1, rnd.getrandbits(64) | 1))]
+            p.produce(f"ticks-{c}", key=b"u%d" % (i % 1000), value=values[i % 4096], headers=headers)
+            if i % 1000 == 0:
+                p.poll(0)
+        assert p.flush(120) == 0
+        delivered[c] = delivered.get(c, 0) + n // 2
+cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "records-group", "client.id": "records-consumer",
+                 "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 500,
+                 "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 16384})
+cons.subscribe([f"ticks-{c}" for c in codecs])
+consumed, deadline = {c: 0 for c in codecs}, time.time() + 900
+while sum(consumed.values()) < n * len(codecs) and time.time() < deadline:
+    for m in cons.consume(5000, 1.0):
+        if m.error() is None:
+            consumed[m.topic()[len("ticks-"):]] += 1
+cons.close()
+print(json.dumps({"delivered": delivered, "consumed": consumed}))
+"""
+
+
+def build_records(out: Path, scale: float = 1.0) -> dict:
+    """Make the record-heavy capture at ``out`` (see the module's text); the clients' own account
+    and the broker port."""
+    return build(out, scale, RECORDS_CLIENT, 200000)
+
 
 def build(out: Path, scale: float = 1.0, client: str = CLIENT, n: int = 20000) -> dict:
     """Make the capture at ``out``; returns the clients' own account and the broker port."""
@@ -164,6 +217,6 @@ def build(out: Path, scale: float = 1.0, client: str = CLIENT, n: int = 20000) -
     return account
 
 
-if __name__ == "__main__":  # benchcapture.py OUT.pcap [SCALE] [dense]
-    make = build_dense if sys.argv[3:] == ["dense"] else build
+if __name__ == "__main__":  # benchcapture.py OUT.pcap [SCALE] [dense|records]
+    make = {"dense": build_dense, "records": build_records}.get(sys.argv[3] if sys.argv[3:] else "", build)
     print(make(Path(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 1.0))
