@@ -13,7 +13,8 @@ tshark (and the TLS hop with its plaintext hop) the best of five, run in turn. P
   callgrind, beside the last run's figures (docs/instructions.json, rewritten by each run);
 
 - the audit job at scale: on four copies of the benchmark capture (as four capture points see the
-  same traffic), against tshark -T fields on the same files, in turn; its phases and largest process;
+  same traffic), and on four copies of the record-heavy capture, against tshark -T fields on the
+  same files, in turn; its phases and largest process;
 - the audit job: make demo's run on sample_pcaps/ and a run on one small file, each as a ratio to a
   trivial Spark job started the same way (session start and spark.range(1).count());
 - per-core speed: tshark -T fields with the kafka dissector (api key and version, correlation id,
@@ -22,6 +23,9 @@ tshark (and the TLS hop with its plaintext hop) the best of five, run in turn. P
 - frames many and small: the frame-dense capture (tests/tools/benchcapture.py, build_dense) read by
   tshark -T fields and by read_capture (rows=exchanges, compiled lane and pure Python), and by
   read_capture with a filter no exchange passes (what reading, reassembly and framing cost alone);
+- records many and small: the record-heavy capture (benchcapture.build_records: 2,000,000 records
+  of 20-120 bytes in every codec) read by tshark -T fields and by read_capture rows=records (every
+  record a row) and rows=exchanges;
 - filter pushdown: read_capture with a selective filter (api_key = 3, Metadata) against the same
   read without it;
 - Spark: the cost of a query on a tiny capture (planning, scheduling, transfer); then, for the
@@ -82,6 +86,12 @@ def dense() -> tuple[Path, int]:
     """The frame-dense capture (benchcapture.build_dense): small uncompressed Produce requests,
     heartbeats and metadata refreshes."""
     return _made("dense", "build_dense", "frame-dense capture")
+
+
+def record_heavy() -> tuple[Path, int]:
+    """The record-heavy capture (benchcapture.build_records): 2,000,000 small records in every codec,
+    half produced and half fetched, in batches of up to 200, as high-rate producers send them."""
+    return _made("records", "build_records", "record-heavy capture")
 
 
 def tls_workload() -> tuple[Path, Path, dict]:
@@ -456,11 +466,11 @@ def audit_job() -> None:
           f"one small file {one:.1f} s = {one / base:.2f}x", flush=True)
 
 
-def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
-    """The audit job on ``points`` copies of the benchmark capture (the same traffic seen at several
-    capture points) against tshark -T fields on the same files one after the other, in turn (best of
-    two each: the job takes minutes); then the job's phases of that run and its largest process."""
-    four = OUT / f"points{points}"
+def audit_job_at_scale(path: Path, port: int, points: int = 4, what: str = "the benchmark capture") -> None:
+    """The audit job on ``points`` copies of a capture (the same traffic seen at several capture
+    points) against tshark -T fields on the same files one after the other, in turn (best of two
+    each: the job takes minutes); then the job's phases of that run and its largest process."""
+    four = OUT / (f"points{points}" if path.name == "realistic.pcap" else f"{path.stem}-points{points}")
     four.mkdir(exist_ok=True)
     for i in range(points):
         f = four / f"point{i}.pcap"
@@ -470,7 +480,7 @@ def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
     peer_cmd = ["sh", "-c", " ; ".join(" ".join(tshark_fields(f, port)) + " > /dev/null"
                                          for f in sorted(four.glob("*.pcap")))]
     job = [sys.executable, str(ROOT / "tests" / "tools" / "peakmem.py"), sys.executable,
-           str(ROOT / "jobs" / "audit.py"), str(four), "--out", str(OUT / "audit-scale")]
+           str(ROOT / "jobs" / "audit.py"), str(four), "--out", str(OUT / f"audit-scale-{four.name}")]
     best_peer = best_job = float("inf")
     phases = peak = ""
     for _ in range(2):
@@ -492,7 +502,7 @@ def audit_job_at_scale(path: Path, port: int, points: int = 4) -> None:
                       f"{stamp['rows written']:.1f} s, audits {stamp['judging'] - stamp['running']:.1f} s"
                       ) if None not in stamp.values() else ""
             peak = next((ln.split("peak memory: ")[1] for ln in lines if "peak memory: " in ln), "")
-    print(f"audit job on {points} copies of the benchmark capture ({size / 1e6:.0f} MB, as {points} capture "
+    print(f"audit job on {points} copies of {what} ({size / 1e6:.0f} MB, as {points} capture "
           f"points see the same traffic): {best_job:.1f} s = {best_job / best_peer:.2f}x tshark -T fields on the "
           f"same files ({best_peer:.1f} s); {phases}; peak memory: {peak}", flush=True)
 
@@ -555,6 +565,8 @@ def main() -> None:
     audit_job()
     path, port = realistic()
     audit_job_at_scale(path, port)
+    rpath, rport = record_heavy()
+    audit_job_at_scale(rpath, rport, what="the record-heavy capture")
     size = path.stat().st_size
     env_note = f"{os.cpu_count()} cores"
     print(f"input: {path.name}, {size / 1e6:.0f} MB ({env_note}); every time the best of 3 fresh processes "
@@ -591,6 +603,16 @@ def main() -> None:
     print(f"  the same with no exchange to decode (api_key = 99: reading, reassembly, framing) {framing:.2f} s")
     print(f"  the same, pure Python (no compiled code){pure:6.2f} s   tshark/kafkawire = {dpeer / pure:.2f}x",
           flush=True)
+
+    # records many and small: every record a row (rows=records), against tshark's headline fields
+    rpath, rport = record_heavy()
+    records = kw.read_capture(str(rpath), rows="records").num_rows
+    rpeer, rrec, rex = interleaved([(tshark_fields(rpath, rport), None), (ours(rpath, "records"), None),
+                                    (ours(rpath), None)])
+    print(f"record-heavy capture: {rpath.name}, {rpath.stat().st_size / 1e6:.0f} MB, {records:,} records; "
+          f"tshark -T fields {rpeer:.2f} s")
+    print(f"  kafkawire read_capture rows=records {rrec:6.2f} s = {rrec / rpeer:.2f}x tshark's time "
+          f"({rrec / records * 1e6:.2f} us per record); rows=exchanges {rex:.2f} s", flush=True)
 
     # TLS: the same Kafka frames read from the TLS hop with the key log and from the plaintext hop
     tpath, keylog, tinfo = tls_workload()
