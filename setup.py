@@ -30,8 +30,8 @@ HERE = Path(__file__).resolve().parent
 #: workers, which a compiled class is not
 NATIVE = ["wire.loss", "wire.health", "wire.flow", "wire.halfstream", "wire.tcp", "wire.boundary", "wire.frames",
           "wire.lane", "decode.roles", "kafka.wiretypes", "kafka.headers", "kafka.secrets", "kafka.jsontext", "kafka.layouts", "kafka.body", "kafka.message",
-          "kafka.sasl", "kafka.carried", "kafka.batchheader", "kafka.codecs", "kafka.records", "kafka.headline", "kafka.partitions", "kafka.topicids", "kafka.clients", "decode.connstate",
-          "decode.status", "decode.pairing", "decode.exchanges", "decode.modes", "arrays", "rows.held", "rows.table", "rows.timing", "rows.shapes", "rows.tee",
+          "kafka.sasl", "kafka.carried", "kafka.batchheader", "kafka.codecs", "kafka.records", "kafka.batchsummary", "kafka.headline", "kafka.partitions", "kafka.topicids", "kafka.clients", "decode.connstate",
+          "decode.status", "decode.pairing", "decode.exchanges", "decode.modes", "arrays", "rows.held", "rows.table", "rows.timing", "rows.recordrows", "rows.shapes", "rows.tee",
           "tls.guess", "tls.keys", "tls.recordstream", "tls.direction"]
 GROUP = "spark_kafkawire._native"
 #: why the compiled stages did not build, where they did not: written into _native.json, which make

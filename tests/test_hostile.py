@@ -19,6 +19,7 @@ from pcapgen import Conversation, request, response, tcp_packet, write_pcap
 from test_records import _record, batch
 from spark_kafkawire import read_capture
 from spark_kafkawire.kafka import codecs
+from spark_kafkawire.kafka import batchsummary as summaries
 from spark_kafkawire.kafka import records as rec
 from spark_kafkawire.reader import iter_batches
 
@@ -220,7 +221,7 @@ def produced(monkeypatch) -> list[int]:
 def test_wrappers_of_one_message_share_one_budget(produced):
     cap = 1 << 20
     wrappers = [_wrapper(64, 8 << 10) for _ in range(20)]  # each inflates to ~0.5 MiB
-    summary = rec.summarize(b"".join(wrappers), cap)
+    summary = summaries.summarize(b"".join(wrappers), cap)
     assert len(summary) == 20
     counted = [b["RecordCount"] for b in summary]
     assert counted[0] == 64 and counted[-1] is None  # the budget ran out part of the way
@@ -237,7 +238,7 @@ def test_wrappers_of_one_message_share_one_budget(produced):
 def test_a_wrapper_whose_crc_fails_is_not_decompressed(monkeypatch):
     calls = []
     monkeypatch.setattr(codecs, "decompress", lambda *a, **k: calls.append(a) or b"")
-    (s,) = rec.summarize(_wrapper(4, 10, bad_crc=True))
+    (s,) = summaries.summarize(_wrapper(4, 10, bad_crc=True))
     assert s["CrcValid"] is False and s["RecordCount"] is None and calls == []
 
 

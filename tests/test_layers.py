@@ -30,10 +30,10 @@ LAYERS = [
 STEPS = {
     "wire": [{"fs", "flow", "loss", "halfstream", "boundary", "inflate"}, {"health"}, {"capture"}, {"series"}, {"packets"}, {"tcp"}, {"frames"}, {"lane"}],
     "tls": [{"suites", "fingerprints", "keylog", "budget"}, {"keys"}, {"guess", "handshake"}, {"recordstream"}, {"direction"}, {"trial"}, {"session"}],
-    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"batchheader", "codecs"}, {"records", "headers", "secrets"}, {"layouts"}, {"codegen"}, {"body"}, {"message"},
+    "kafka": [{"wiretypes", "values", "sasl", "carried", "jsontext", "clients"}, {"batchheader", "codecs"}, {"records", "headers", "secrets"}, {"layouts", "batchsummary"}, {"codegen"}, {"body"}, {"message"},
               {"headline", "partitions", "topicids"}],
     "decode": [{"status", "predicate", "roles", "connstate", "modes", "summary"}, {"pairing"}, {"exchanges"}],
-    "rows": [{"columns", "held"}, {"table", "timing"}, {"shapes", "tee"}],
+    "rows": [{"columns", "held"}, {"table", "timing"}, {"recordrows"}, {"shapes", "tee"}],
 }
 
 

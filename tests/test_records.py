@@ -15,6 +15,7 @@ from librt.strings import BytesWriter
 from conftest import SAMPLES
 from spark_kafkawire import read_capture
 from spark_kafkawire.kafka import codecs
+from spark_kafkawire.kafka import batchsummary as summaries
 from spark_kafkawire.kafka import records as rec
 
 sys.path.insert(0, str(SAMPLES))
@@ -179,7 +180,7 @@ def test_abort_and_commit_markers_decoded():
     commit = batch([_record(0, struct.pack("!hh", 0, 1), struct.pack("!hi", 0, 0))], attrs=0x30, base=101)
     got = list(rec.iter_records(abort + commit))
     assert [r.control_type for r in got] == ["ABORT", "COMMIT"]
-    assert [b["ControlType"] for b in rec.summarize(abort + commit)] == ["ABORT", "COMMIT"]
+    assert [b["ControlType"] for b in summaries.summarize(abort + commit)] == ["ABORT", "COMMIT"]
 
 
 def test_headers_offsets_and_nulls():
@@ -191,7 +192,7 @@ def test_headers_offsets_and_nulls():
 
 def test_crc_mismatch_is_reported_not_fatal():
     bad = batch([_record(0, b"k", b"v")], crc=1234)
-    assert rec.summarize(bad)[0]["CrcValid"] is False
+    assert summaries.summarize(bad)[0]["CrcValid"] is False
     assert [r.status for r in rec.iter_records(bad)] == ["crc_mismatch"]
 
 
@@ -217,11 +218,11 @@ def test_magic1_wrapper_count_and_corrupt_payload():
 
     inner = msg(0, b"a") + msg(1, b"b") + msg(2, b"c")
     wrapper = msg(2, gzip.compress(inner), attrs=1)
-    assert rec.summarize(wrapper)[0]["RecordCount"] == 3
+    assert summaries.summarize(wrapper)[0]["RecordCount"] == 3
     assert [r.value for r in rec.iter_records(wrapper)] == [b"a", b"b", b"c"]
     assert [r.offset for r in rec.iter_records(wrapper)] == [0, 1, 2]
     broken = msg(2, b"not gzip at all", attrs=1)
-    assert "DecompressError" in rec.summarize(broken)[0]
+    assert "DecompressError" in summaries.summarize(broken)[0]
     assert [r.status for r in rec.iter_records(broken)] == ["corrupt"]
     nested = msg(5, gzip.compress(wrapper), attrs=1)
     assert [r.status for r in rec.iter_records(nested)] == ["corrupt"]
@@ -346,16 +347,16 @@ def _kafka_python_batches(data: bytes) -> tuple[list[dict], bool]:
 
 
 def _compare(data: bytes) -> None:
-    ours = rec.summarize(data)
+    ours = summaries.summarize(data)
     theirs, cut = _kafka_python_batches(data)
     whole = [b for b in ours if not b.get("Truncated")]
     assert len(whole) == len(theirs) and bool(len(ours) - len(whole)) == cut
     for a, b in zip(whole, theirs):
         assert {k: a.get(k) for k in b} == b
     out = BytesWriter()
-    count, size = rec.summary_into(b"pad" + data, 3, 3 + len(data), codecs.Budget(), out)  # (where it lies)
+    count, size = summaries.summary_into(b"pad" + data, 3, 3 + len(data), codecs.Budget(), out)  # (where it lies)
     assert out.getvalue() == orjson.dumps(ours)
-    assert (count, size) == rec.totals(ours)
+    assert (count, size) == summaries.totals(ours)
     assert size == sum(b["Length"] for b in theirs)
 
 
@@ -425,10 +426,10 @@ def test_the_one_varint_reader_reads_what_leb128_writes_and_says_why_it_cannot()
         if len(enc) > 1:
             assert uvarint(buf, 1, len(enc), 10) == (0, VARINT_CUT), n  # the end before its last byte
     assert uvarint(b"", 0, 0, 5) == (0, VARINT_CUT)
-    assert rec._varint(_leb128(3), 0, 1) == (-2, 1)  # zigzag: 3 is -2
+    assert rec.zigzag_varint(_leb128(3), 0, 1) == (-2, 1)  # zigzag: 3 is -2
     with pytest.raises(rec.RecordError, match="longer than 10 bytes"):
-        rec._varint(b"\x80" * 11, 0, 11)
+        rec.zigzag_varint(b"\x80" * 11, 0, 11)
     with pytest.raises(rec.RecordError, match="runs past the end"):
-        rec._varint(b"\x80\x80", 0, 2)
+        rec.zigzag_varint(b"\x80\x80", 0, 2)
     with pytest.raises(HeaderError):
         read_uvarint(b"\x80" * 6, 0, 6)

@@ -38,7 +38,7 @@ from spark_kafkawire.escape import UNSAFE_CATEGORIES, printable
 from spark_kafkawire.kafka import codecs
 from spark_kafkawire.kafka.carried import MAX_JSON_LOOK, json_bounded, trace_context, wire_format
 from spark_kafkawire.listing import SkippedFileWarning, list_files
-from spark_kafkawire.rows.shapes import RecordRows
+from spark_kafkawire.rows.recordrows import RecordRows, learn_schema
 from spark_kafkawire.wire.capture import CaptureError
 
 ROUND5 = FINDINGS / "round5"
@@ -79,7 +79,7 @@ def test_show_records_of_the_schema_type_list_prints_rows_not_a_traceback(capsys
 def test_the_registry_learner_takes_any_schema_type(schema_type):
     rows = RecordRows("x.pcap")
     key = json.dumps({"keytype": "SCHEMA", "subject": "s", "version": 1}).encode()
-    rows._learn_schema(key, json.dumps({"id": 5, "schemaType": schema_type, "schema": "{}"}).encode())
+    learn_schema(rows.schema_types, key, json.dumps({"id": 5, "schemaType": schema_type, "schema": "{}"}).encode())
     assert rows.schema_types == ({5: "confluent-protobuf"} if schema_type == "PROTOBUF" else {})
 
 
@@ -179,8 +179,8 @@ def test_record_content_decoders_take_any_json(key, value, framing):
         fmt, sid, problem = wire_format(data)
         assert fmt in (None, "confluent-json", "confluent-protobuf", "confluent", "apicurio", "json", "utf8", "binary")
     rows = RecordRows("x.pcap")
-    rows._learn_schema(kb, vb)
-    rows._learn_schema(json.dumps({"keytype": "SCHEMA"}).encode(), vb)
+    learn_schema(rows.schema_types, kb, vb)
+    learn_schema(rows.schema_types, json.dumps({"keytype": "SCHEMA"}).encode(), vb)
     assert all(isinstance(k, int) and v.startswith("confluent-") for k, v in rows.schema_types.items())
     trace_context([("traceparent", vb), ("b3", kb), ("X-B3-TraceId", vb), ("uber-trace-id", kb), ("sw8", vb)])
 
@@ -194,7 +194,7 @@ def test_record_content_decoders_take_any_bytes(key, value, headers):
         wire_format(data)
     trace, span, fmt, problem = trace_context(headers)
     assert (trace is None) == (fmt is None)
-    RecordRows("x.pcap")._learn_schema(key, value)
+    learn_schema({}, key, value)
 
 
 def test_json_is_told_by_a_bounded_look():

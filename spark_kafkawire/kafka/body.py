@@ -30,7 +30,7 @@ from ..compiled import require
 from .jsontext import int_text
 from .wiretypes import VARINT_CUT, Bytes, uvarint
 from . import codecs
-from . import records as rec
+from . import batchsummary as summaries
 from .sasl import suspect, token_shaped
 from .values import RawRecords
 from .layouts import F_BOOL, F_INT8, F_INT16, F_INT32, F_INT64, F_UINT16, HL_ERROR, HL_NAME, HL_PARTITIONS, \
@@ -161,7 +161,7 @@ class _Cursor:
                 facts.topics.extend(t for t in v if t is not None)
         elif hl == HL_RECORDS:
             if v:
-                c, b = rec.totals(v)
+                c, b = summaries.totals(v)
                 facts.records += c
                 facts.record_bytes += b
         return tid_at
@@ -379,11 +379,11 @@ def _records(r: BodyReader, pos: int, end: int) -> object:
     totals as facts (no value); else their values (with the bytes, for rows=records)."""
     if r.text and not r.opts.keep_raw:
         facts = r.facts
-        count, size = rec.summary_into(r.buf, pos, end, r.budget, r.out)
+        count, size = summaries.summary_into(r.buf, pos, end, r.budget, r.out)
         facts.records += count
         facts.record_bytes += size
         return None
-    summary = rec.summarize(r.buf, r.budget, pos, end)
+    summary = summaries.summarize(r.buf, r.budget, pos, end)
     if r.text:
         r.out.write(JSON_BYTES(summary))  # (its keys are text: no option needed)
     if r.opts.keep_raw:  # rows=records: the bytes ride along, never into JSON

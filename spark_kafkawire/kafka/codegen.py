@@ -15,7 +15,7 @@ import base64
 import struct
 from typing import Callable
 
-from . import records as rec
+from . import batchsummary as summaries
 from .sasl import suspect, token_shaped
 from .layouts import FIXED, FIXED_TYPES, HL_PARTITIONS, ZERO_UUID, Schemas, uuid_text
 from .secrets import SECRET_FIELDS, redact
@@ -37,7 +37,7 @@ class Compiler:
         self.cache: dict[tuple[int, bool], Callable] = {}
         self.env: dict = {
             "Slow": Slow, "unpack_from": struct.unpack_from, "b64": base64.b64encode, "uuid_text": uuid_text,
-            "summarize": rec.summarize, "RawRecords": RawRecords, "redact": redact, "ZERO_UUID": ZERO_UUID,
+            "summarize": summaries.summarize, "RawRecords": RawRecords, "redact": redact, "ZERO_UUID": ZERO_UUID,
             "suspect": suspect, "token_shaped": token_shaped,
         }
         for name, reader in FIXED.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 from .. import protocol
-from . import records as rec
+from . import batchsummary as summaries
 
 #: api keys whose exchanges give rows=partitions rows
 PARTITION_APIS: Final = protocol.PARTITION_APIS
@@ -91,7 +91,7 @@ def _columns(api_key: int, e: dict) -> dict:
     records = r.get("Records") if api_key in RECORDS_IN_REQUEST else \
         s.get("Records") if api_key in RECORDS_IN_RESPONSE else None
     if api_key in RECORDS_IN_REQUEST | RECORDS_IN_RESPONSE and (r if api_key in RECORDS_IN_REQUEST else s):
-        count, size = rec.totals(records)
+        count, size = summaries.totals(records)
     return {
         "topic": e["topic"], "partition": e["partition"],
         "error_code": s.get("ErrorCode") if isinstance(s.get("ErrorCode"), int) else None,

@@ -23,6 +23,7 @@ from ..decode.connstate import Endpoints, Request, Response
 from ..decode.status import CAPTURE_CHANGED, CAPTURE_DAMAGED, COMPLETE, MALFORMED, SASL_TOKEN, TLS, TRUNCATED, \
     UNDECODED, UNKNOWN_API
 from ..decode.modes import DamagePolicy
+from ..wire.frames import Frame
 from ..wire.lane import RowCounts
 from ..wire.series import FILE_SHIFT
 from .columns import ENDPOINTS, HEADLINE, SHAPES
@@ -271,3 +272,14 @@ def body_json(body: dict | None) -> bytes | None:
     fifth of the json module's time on these bodies; a float64 field holding NaN or infinity
     becomes null (the json module would write NaN, which is not JSON)."""
     return None if body is None else _ENCODE(body, option=_KEYS)
+
+
+def first_frame(req: Request | None, resp: Response | None) -> Frame | None:
+    return req.frame if req is not None else resp.frame if resp is not None else None
+
+
+def noted(detail: str | None, note: str | None) -> str | None:
+    """A row's detail with a note added (after a "; "), where there is one."""
+    if not note:
+        return detail
+    return f"{detail}; {note}" if detail else note

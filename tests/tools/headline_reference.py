@@ -5,7 +5,7 @@ compare the two on every capture at hand."""
 
 from __future__ import annotations
 
-from spark_kafkawire.kafka import records as rec
+from spark_kafkawire.kafka import batchsummary as summaries
 from spark_kafkawire.kafka.headline import _request_fields, error_name
 from spark_kafkawire.protocol import RECORDS_IN_REQUEST, RECORDS_IN_RESPONSE, ZERO_UUID
 
@@ -105,7 +105,7 @@ def record_totals(body: dict | None) -> tuple[int, int]:
         if isinstance(v, dict):
             for k, x in v.items():
                 if k == "Records" and isinstance(x, list):
-                    c, s = rec.totals(x)
+                    c, s = summaries.totals(x)
                     count += c
                     size += s
                 elif isinstance(x, (dict, list)):
