@@ -433,3 +433,21 @@ def test_the_one_varint_reader_reads_what_leb128_writes_and_says_why_it_cannot()
         rec.zigzag_varint(b"\x80\x80", 0, 2)
     with pytest.raises(HeaderError):
         read_uvarint(b"\x80" * 6, 0, 6)
+
+
+@pytest.mark.parametrize("name", ["tansu-confluent-codecs.pcap", "mock-kafka-python-codecs.pcap",
+                                  "tansu-admin-txn.pcap", "mock-confluent-group.pcapng"])
+@pytest.mark.parametrize("payload", [False, True])
+def test_a_batch_written_as_runs_of_rows_equals_its_records_one_row_at_a_time(name, payload):
+    """A magic 2 batch's records are written as runs of rows, the columns alike on every record of
+    the batch written once per run (RecordRows._batch_rows). With one row per Arrow batch
+    (``batchSize=1``) every run is one row, each written whole: the rows must be the same, so a
+    column that differs from record to record but were taken as the batch's would show here."""
+    runs = read_capture(SAMPLES / name, rows="records", includeRecords=payload)
+    alone = read_capture(SAMPLES / name, rows="records", includeRecords=payload, batchSize=1)
+    assert runs.num_rows == alone.num_rows > 0
+    assert runs.to_pylist() == alone.to_pylist()
+    if name == "tansu-confluent-codecs.pcap":  # (batches of many records: runs of rows were made)
+        batches = Counter((r["capture_file"], r["correlation_id"], r["topic"], r["partition"], r["batch_offset"])
+                          for r in runs.to_pylist())
+        assert max(batches.values()) > 1
