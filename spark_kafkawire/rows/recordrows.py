@@ -168,7 +168,7 @@ class RecordRows(RowBuilder):
                 k.batch_offset.append_int(b.base)
                 k.status.append("ok")
             if payload or not made:
-                _payload(k, self.payload, b.key, b.value, b.headers)
+                _payload(k, payload, b.key, b.value, b.headers)
             if sequenced or not made:
                 k.sequence.append(b.sequence())
             if b.control or not made:
