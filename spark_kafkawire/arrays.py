@@ -130,6 +130,8 @@ def _pandas_loaded() -> bool:
 
 def array(values: list, typ: pa.DataType) -> pa.Array:
     """``values`` (None for null) as an Arrow array of type ``typ``."""
+    if values.count(None) == len(values):  # all null (record headers where payload is not shown): nothing to look at
+        return pa.nulls(len(values), typ)
     if _built[0] >= BUDGET or _pandas_loaded():
         return pa.array(values, type=typ)
     _built[0] += len(values)
@@ -437,8 +439,6 @@ class ValuesColumn(ColumnBuffer):
         self.n += n
 
     def array(self) -> pa.Array:
-        if self.values.count(None) == len(self.values):  # (record headers where payload is not shown)
-            return pa.nulls(len(self.values), self.typ)
         arr, self.bad = checked(self.values, self.typ)
         return arr
 

@@ -110,11 +110,8 @@ class RecordRows(RowBuilder):
                             not self.damage.keep(ep, msg.frame, f"records {r.status}", r.detail):
                         continue
                 k = self.held  # a new set of columns after each batch leaves
-                self._identity(k, ep, req, resp)
-                k.time.append(msg.frame.ts_ns)
-                k.direction.append(direction)
-                k.topic.append(topic)
-                k.partition.append(index)
+                self._batch_fields(k, ep, req, resp, msg, direction, topic, index, r.timestamp_type, r.producer_id,
+                                   r.producer_epoch, r.transactional, r.codec, r.magic, r.batch_offset, r.status)
                 k.offset.append(r.offset)
                 if appended is None:  # a Fetch response states each record's offset in the log
                     k.log_offset.append(r.offset if r.status == "ok" else None)
@@ -123,18 +120,10 @@ class RecordRows(RowBuilder):
                 position += 1
                 ts = r.timestamp_ms
                 k.timestamp.append(ts * 1_000_000 if ts is not None and 0 <= ts < MAX_TIMESTAMP_MS else None)
-                k.timestamp_type.append(r.timestamp_type)
                 _payload(k, self.payload, r.key, r.value, r.headers)
                 self._carried(k, topic, r.key, r.value, r.headers, r.detail, r.status == "ok")
-                k.producer_id.append(r.producer_id)
-                k.producer_epoch.append(r.producer_epoch)
                 k.sequence.append(r.sequence)
-                k.transactional.append(r.transactional)
                 k.control_type.append(r.control_type)
-                k.codec.append(r.codec)
-                k.magic.append(r.magic)
-                k.batch_offset.append(r.batch_offset)
-                k.status.append(r.status)
                 self.count += 1
                 yield
 
@@ -154,19 +143,8 @@ class RecordRows(RowBuilder):
         made = 0
         while made < room and b.next():
             if not made:
-                self._identity(k, ep, req, resp)
-                k.time.append(msg.frame.ts_ns)
-                k.direction.append(direction)
-                k.topic.append(topic)
-                k.partition.append(index)
-                k.timestamp_type.append(b.timestamp_type())
-                k.producer_id.append_int(b.pid)
-                k.producer_epoch.append_int(b.pepoch)
-                k.transactional.append(b.transactional)
-                k.codec.append(b.codec)
-                k.magic.append_int(2)
-                k.batch_offset.append_int(b.base)
-                k.status.append("ok")
+                self._batch_fields(k, ep, req, resp, msg, direction, topic, index, b.timestamp_type(), b.pid, b.pepoch,
+                                   b.transactional, b.codec, 2, b.base, "ok")
             if payload or not made:
                 _payload(k, payload, b.key, b.value, b.headers)
             if sequenced or not made:
@@ -199,6 +177,27 @@ class RecordRows(RowBuilder):
                 k.control_type.repeat_last(more)
         self.count += made
         return made
+
+    def _batch_fields(self, k: RecordsColumns, ep: Endpoints | None, req: Request | None, resp: Response | None,
+                      msg: Request | Response, direction: str, topic: str | None, index: int | None,
+                      timestamp_type: str | None, producer_id: int | None, producer_epoch: int | None,
+                      transactional: bool | None, codec: str, magic: int, batch_offset: int | None,
+                      status: str) -> None:
+        """The columns of a record's row that are its batch's, its exchange's and its connection's
+        (on every row of a magic 2 batch alike: ``batch_columns``)."""
+        self._identity(k, ep, req, resp)
+        k.time.append(msg.frame.ts_ns)
+        k.direction.append(direction)
+        k.topic.append(topic)
+        k.partition.append(index)
+        k.timestamp_type.append(timestamp_type)
+        k.producer_id.append(producer_id)
+        k.producer_epoch.append(producer_epoch)
+        k.transactional.append(transactional)
+        k.codec.append(codec)
+        k.magic.append(magic)
+        k.batch_offset.append(batch_offset)
+        k.status.append(status)
 
     def _carried(self, k: RecordsColumns, topic: str | None, key: bytes | None, value: bytes | None,
                  headers: list[tuple[str, bytes | None]] | None, detail: str | None, ok: bool) -> None:
